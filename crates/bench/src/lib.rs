@@ -1,0 +1,1 @@
+//! Benchmarks of the whole system: Locus beside HAProxy and NGINX, driven by wrk.

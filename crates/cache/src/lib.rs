@@ -1,0 +1,1 @@
+//! Byte-bounded document cache with LRU, LFU, GDS and GDSF replacement. No I/O.

@@ -1,0 +1,2 @@
+//! Criterion benchmarks of `pick` for every policy.
+fn main() {}

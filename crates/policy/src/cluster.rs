@@ -1,0 +1,128 @@
+//! `Cluster`: a policy plus the nodes' status. It counts load where it changes (assign and
+//! complete, never by scanning), tracks which nodes are up, and ramps a recovered node's
+//! weight over the slow-start period. Pure: the caller passes `now` into every call.
+
+use crate::Policy;
+use locus_core::{NodeId, NodeStatus, RequestInfo, Time};
+use std::time::Duration;
+
+/// Node status, load counts and a policy; the one place the switch and simulator ask "where
+/// does this request go?".
+pub struct Cluster {
+    nodes: Vec<NodeStatus>,
+    up_since: Vec<Option<Time>>,
+    policy: Box<dyn Policy>,
+    slow_start: Duration,
+    in_flight: usize,
+}
+
+impl Cluster {
+    /// `n` nodes with the given weights (missing weights default to 1), all up and idle.
+    /// A node coming back after `set_up(.., false)` ramps up over `slow_start`.
+    pub fn new(policy: Box<dyn Policy>, weights: &[u32], slow_start: Duration) -> Cluster {
+        let nodes = weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| {
+                let mut s = NodeStatus::new(NodeId(i as u32));
+                s.weight = w.max(1);
+                s
+            })
+            .collect::<Vec<_>>();
+        let up_since = vec![None; nodes.len()];
+        Cluster { nodes, up_since, policy, slow_start, in_flight: 0 }
+    }
+
+    /// The nodes' status.
+    pub fn nodes(&self) -> &[NodeStatus] {
+        &self.nodes
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &dyn Policy {
+        self.policy.as_ref()
+    }
+
+    /// Requests assigned and not yet completed, over all nodes.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Whether one more request may be dispatched now under the policy's admission limit.
+    pub fn can_admit(&self) -> bool {
+        match self.policy.admission_limit(&self.nodes) {
+            Some(limit) => self.in_flight < limit,
+            None => true,
+        }
+    }
+
+    /// The policy's admission limit for the current view, if it has one.
+    pub fn admission_limit(&self) -> Option<usize> {
+        self.policy.admission_limit(&self.nodes)
+    }
+
+    /// Pick a node for `req` and count the request against it. `None` when no node is up.
+    pub fn assign(&mut self, req: &RequestInfo<'_>, now: Time) -> Option<NodeId> {
+        self.refresh_ramps(now);
+        let node = self.policy.pick(req, &self.nodes, now)?;
+        debug_assert!(self.nodes[node.index()].up, "policy picked a node that is down");
+        self.nodes[node.index()].load += 1;
+        self.in_flight += 1;
+        self.policy.on_assign(node, req, &self.nodes, now);
+        Some(node)
+    }
+
+    /// Count a request as assigned to `node` without asking the policy (e.g. a retry the
+    /// caller routed itself). The policy is still told through `on_assign`.
+    pub fn assign_to(&mut self, node: NodeId, req: &RequestInfo<'_>, now: Time) {
+        self.nodes[node.index()].load += 1;
+        self.in_flight += 1;
+        self.policy.on_assign(node, req, &self.nodes, now);
+    }
+
+    /// A request assigned to `node` completed (successfully or not).
+    pub fn complete(&mut self, node: NodeId, target_hash: u64, now: Time) {
+        let n = &mut self.nodes[node.index()];
+        debug_assert!(n.load > 0, "complete without assign on {node}");
+        n.load = n.load.saturating_sub(1);
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.policy.on_complete(node, target_hash, &self.nodes, now);
+    }
+
+    /// Put `node` in or out of the view. Coming back starts its slow start.
+    pub fn set_up(&mut self, node: NodeId, up: bool, now: Time) {
+        let i = node.index();
+        if self.nodes[i].up == up {
+            return;
+        }
+        self.nodes[i].up = up;
+        if up {
+            self.up_since[i] = Some(now);
+            self.refresh_ramps(now);
+            self.policy.on_node_up(node, &self.nodes, now);
+        } else {
+            self.up_since[i] = None;
+            self.nodes[i].ramp = 1.0;
+            self.policy.on_node_down(node, &self.nodes, now);
+        }
+    }
+
+    /// Record a load figure reported by the node itself.
+    pub fn set_reported_load(&mut self, node: NodeId, load: Option<f64>) {
+        self.nodes[node.index()].reported_load = load;
+    }
+
+    fn refresh_ramps(&mut self, now: Time) {
+        for (i, since) in self.up_since.iter_mut().enumerate() {
+            let Some(t0) = *since else { continue };
+            let elapsed = now.since(t0);
+            if self.slow_start.is_zero() || elapsed >= self.slow_start {
+                self.nodes[i].ramp = 1.0;
+                *since = None;
+            } else {
+                let f = elapsed.as_secs_f64() / self.slow_start.as_secs_f64();
+                self.nodes[i].ramp = f.clamp(0.05, 1.0);
+            }
+        }
+    }
+}

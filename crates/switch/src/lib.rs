@@ -1,0 +1,1 @@
+//! The Locus front-end switch: accept, parse, pick a node by policy, relay.
