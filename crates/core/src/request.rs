@@ -4,8 +4,9 @@
 use std::fmt;
 
 /// HTTP request method, as far as policies and nodes care.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Method {
+    #[default]
     Get,
     Head,
     Post,

@@ -41,9 +41,16 @@ impl Time {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
-    /// `self` moved forward by `d`.
-    pub fn add(self, d: Duration) -> Time {
+    /// `self` moved forward by `d` (saturating).
+    pub fn plus(self, d: Duration) -> Time {
         Time(self.0.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64))
+    }
+}
+
+impl std::ops::Add<Duration> for Time {
+    type Output = Time;
+    fn add(self, d: Duration) -> Time {
+        self.plus(d)
     }
 }
 
@@ -59,7 +66,7 @@ mod tests {
 
     #[test]
     fn add_and_conversions_round_trip() {
-        let t = Time::from_millis(1500).add(Duration::from_millis(500));
+        let t = Time::from_millis(1500) + Duration::from_millis(500);
         assert_eq!(t, Time::from_secs(2));
         assert!((t.as_secs_f64() - 2.0).abs() < 1e-12);
         assert_eq!(Time::from_secs_f64(-1.0), Time::ZERO);
