@@ -1,3 +1,38 @@
 //! The `locus` command: parses arguments and hands each subcommand to its library crate.
 
-fn main() {}
+use clap::{Parser, Subcommand};
+
+/// Locus: a content-aware web cluster.
+#[derive(Parser, Debug)]
+#[command(name = "locus", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the front-end switch.
+    Switch(locus_switch::cli::SwitchArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LOCUS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Switch(args) => locus_switch::cli::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("locus: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,1 +1,20 @@
-//! The Locus front-end switch: accept, parse, pick a node by policy, relay.
+//! The Locus front-end switch: accept client connections, parse each request strictly, pick a
+//! node by policy (shared with the simulator), and relay over pooled keep-alive node
+//! connections; with health checks, an admission queue, an access log, an admin listener and
+//! graceful shutdown. `SwitchServer` runs it; `cli` is the `locus switch` subcommand.
+
+mod access_log;
+mod admin;
+pub mod cli;
+mod config;
+mod dispatch;
+mod forward;
+mod health;
+mod pool;
+mod server;
+mod session;
+mod state;
+
+pub use config::{ConfigError, HealthConfig, Mode, NodeEntry, SwitchConfig, SwitchLimits};
+pub use dispatch::{DispatchError, DispatchSnapshot};
+pub use server::{SwitchError, SwitchServer};

@@ -1,0 +1,190 @@
+//! The admin listener: `/locus/status` (JSON) and `/metrics` (Prometheus text format, built
+//! with prometheus-client from the switch's counters at scrape time).
+
+use crate::state::Shared;
+use locus_http::{Limits, RequestHead, parse_request};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Serve the admin listener until the task is aborted.
+pub async fn serve(shared: Arc<Shared>, listener: std::net::TcpListener) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("admin listener unusable: {e}");
+            return;
+        }
+    };
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                tokio::spawn(answer(shared.clone(), stream));
+            }
+            Err(e) => {
+                tracing::warn!("admin accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn answer(shared: Arc<Shared>, mut stream: TcpStream) {
+    let mut buf = Vec::with_capacity(2048);
+    let mut head = RequestHead::default();
+    let limits = Limits { max_head_bytes: 8192, max_headers: 64 };
+    let read = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if stream.read_buf(&mut buf).await? == 0 {
+                return Ok::<bool, std::io::Error>(false);
+            }
+            match parse_request(&buf, &limits, &mut head) {
+                Ok(true) => return Ok(true),
+                Ok(false) => continue,
+                Err(_) => return Ok(false),
+            }
+        }
+    })
+    .await;
+    let (status, ctype, body) = if !matches!(read, Ok(Ok(true))) {
+        (400, "text/plain", "bad request\n".to_string())
+    } else {
+        match head.path_str(&buf).split('?').next().unwrap_or("") {
+            "/locus/status" => (200, "application/json", status_json(&shared).to_string() + "\n"),
+            "/metrics" => (200, "application/openmetrics-text; version=1.0.0; charset=utf-8", metrics_text(&shared)),
+            "/locus/health" => (200, "text/plain", "ok\n".to_string()),
+            _ => (404, "text/plain", "not found\n".to_string()),
+        }
+    };
+    let reply = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        locus_http::reason_phrase(status),
+        body.len()
+    );
+    let _ = stream.write_all(reply.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+/// The status document: nodes with their state and counters, dispatcher figures, totals.
+pub fn status_json(shared: &Shared) -> serde_json::Value {
+    let snap = shared.dispatcher.snapshot();
+    let c = &shared.counters;
+    let nodes: Vec<_> = shared
+        .nodes
+        .iter()
+        .zip(&snap.nodes)
+        .map(|(n, &(up, load, weight, ramp))| {
+            json!({
+                "name": n.name,
+                "addr": n.addr.to_string(),
+                "up": up,
+                "load": load,
+                "weight": weight,
+                "ramp": ramp,
+                "requests": n.requests.load(Relaxed),
+                "failures": n.failures.load(Relaxed),
+                "bytes_from_node": n.bytes_from.load(Relaxed),
+            })
+        })
+        .collect();
+    json!({
+        "mode": "proxy",
+        "policy": snap.policy,
+        "mapping_entries": snap.mapping_len,
+        "in_flight": snap.in_flight,
+        "queued": snap.queued,
+        "admission_limit": snap.admission_limit,
+        "connections": shared.connections.load(Relaxed),
+        "accepted": c.accepted.load(Relaxed),
+        "rejected_over_limit": c.rejected_over_limit.load(Relaxed),
+        "requests": c.requests.load(Relaxed),
+        "responses": {
+            "1xx": c.responses[0].load(Relaxed),
+            "2xx": c.responses[1].load(Relaxed),
+            "3xx": c.responses[2].load(Relaxed),
+            "4xx": c.responses[3].load(Relaxed),
+            "5xx": c.responses[4].load(Relaxed),
+        },
+        "client_errors": c.client_errors.load(Relaxed),
+        "retries": c.retries.load(Relaxed),
+        "queue_timeouts": c.queue_timeouts.load(Relaxed),
+        "no_node_up": c.no_node.load(Relaxed),
+        "node_timeouts": c.node_timeouts.load(Relaxed),
+        "bad_responses": c.bad_responses.load(Relaxed),
+        "bytes_to_clients": c.bytes_to_clients.load(Relaxed),
+        "bytes_to_nodes": c.bytes_to_nodes.load(Relaxed),
+        "shutting_down": shared.is_shutting_down(),
+        "nodes": nodes,
+    })
+}
+
+type Labels = Vec<(String, String)>;
+
+/// Prometheus text exposition of the switch's counters and gauges.
+pub fn metrics_text(shared: &Shared) -> String {
+    let snap = shared.dispatcher.snapshot();
+    let c = &shared.counters;
+    let mut reg = Registry::with_prefix("locus_switch");
+    let counter = |v: u64| {
+        let m = Counter::<u64>::default();
+        m.inc_by(v);
+        m
+    };
+    let gauge = |v: i64| {
+        let g = Gauge::<i64>::default();
+        g.set(v);
+        g
+    };
+    reg.register("connections_accepted", "Client connections accepted", counter(c.accepted.load(Relaxed)));
+    reg.register(
+        "connections_rejected",
+        "Client connections refused over the connection limit",
+        counter(c.rejected_over_limit.load(Relaxed)),
+    );
+    reg.register("connections", "Client connections open", gauge(shared.connections.load(Relaxed) as i64));
+    reg.register("requests", "Requests parsed", counter(c.requests.load(Relaxed)));
+    let responses = Family::<Labels, Counter<u64, AtomicU64>>::default();
+    for (i, class) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {
+        responses.get_or_create(&vec![("class".into(), class.to_string())]).inc_by(c.responses[i].load(Relaxed));
+    }
+    reg.register("responses", "Responses sent to clients by status class", responses);
+    reg.register("client_errors", "Requests refused as malformed or too large", counter(c.client_errors.load(Relaxed)));
+    reg.register("retries", "Requests retried on another node", counter(c.retries.load(Relaxed)));
+    reg.register("queue_timeouts", "Requests that waited too long for admission", counter(c.queue_timeouts.load(Relaxed)));
+    reg.register("no_node_up", "Requests refused because no node was up", counter(c.no_node.load(Relaxed)));
+    reg.register("node_timeouts", "Node responses that timed out", counter(c.node_timeouts.load(Relaxed)));
+    reg.register("bad_responses", "Malformed node responses", counter(c.bad_responses.load(Relaxed)));
+    reg.register("bytes_to_clients", "Response body bytes sent to clients", counter(c.bytes_to_clients.load(Relaxed)));
+    reg.register("bytes_to_nodes", "Request bytes sent to nodes", counter(c.bytes_to_nodes.load(Relaxed)));
+    reg.register("in_flight", "Requests dispatched and not completed", gauge(snap.in_flight as i64));
+    reg.register("queued", "Requests waiting in the admission queue", gauge(snap.queued as i64));
+    reg.register("mapping_entries", "Entries in the policy's target mapping", gauge(snap.mapping_len as i64));
+    let up = Family::<Labels, Gauge>::default();
+    let load = Family::<Labels, Gauge>::default();
+    let requests = Family::<Labels, Counter<u64, AtomicU64>>::default();
+    let failures = Family::<Labels, Counter<u64, AtomicU64>>::default();
+    for (n, &(is_up, l, _, _)) in shared.nodes.iter().zip(&snap.nodes) {
+        let labels = vec![("node".to_string(), n.name.clone())];
+        up.get_or_create(&labels).set(is_up as i64);
+        load.get_or_create(&labels).set(l as i64);
+        requests.get_or_create(&labels).inc_by(n.requests.load(Relaxed));
+        failures.get_or_create(&labels).inc_by(n.failures.load(Relaxed));
+    }
+    reg.register("node_up", "Whether the node is in the view", up);
+    reg.register("node_load", "Requests in flight on the node", load);
+    reg.register("node_requests", "Requests sent to the node", requests);
+    reg.register("node_failures", "Connection failures to the node", failures);
+    let mut text = String::new();
+    if let Err(e) = encode(&mut text, &reg) {
+        tracing::warn!("metrics encoding failed: {e}");
+    }
+    text
+}

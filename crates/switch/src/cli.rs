@@ -1,0 +1,159 @@
+//! `locus switch`: command-line flags (over an optional TOML file), start, wait for SIGTERM or
+//! Ctrl-C, then shut down gracefully.
+
+use crate::config::{Mode, NodeEntry, SwitchConfig};
+use crate::server::SwitchServer;
+use anyhow::Context;
+use locus_policy::PolicyConfig;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Flags of `locus switch`. Flags override the configuration file.
+#[derive(clap::Args, Debug, Default)]
+pub struct SwitchArgs {
+    /// TOML configuration file.
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// Client-facing address.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Admin address for /locus/status and /metrics.
+    #[arg(long)]
+    pub admin: Option<SocketAddr>,
+    /// Forwarding mode (proxy).
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Policy name with default parameters: rr, wrr, lc, wlc, p2c, hash, chash, maglev,
+    /// chash-bounded, lard, lard-r.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// A node, as `ADDR`, `NAME=ADDR` or `NAME=ADDR*WEIGHT`; repeat for each node (replaces
+    /// the file's nodes).
+    #[arg(long = "node", value_name = "[NAME=]ADDR[*WEIGHT]")]
+    pub nodes: Vec<String>,
+    /// Worker threads (0 = one per core).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Combined Log Format access log file (`-` for standard output).
+    #[arg(long)]
+    pub access_log: Option<PathBuf>,
+    /// Most client connections held at once.
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// Check the configuration and exit.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// Parse `[NAME=]ADDR[*WEIGHT]`.
+pub fn parse_node(spec: &str) -> anyhow::Result<NodeEntry> {
+    let (name, rest) = match spec.split_once('=') {
+        Some((n, r)) => (Some(n.to_string()), r),
+        None => (None, spec),
+    };
+    let (addr, weight) = match rest.split_once('*') {
+        Some((a, w)) => (a, w.parse::<u32>().with_context(|| format!("node `{spec}`: bad weight `{w}`"))?),
+        None => (rest, 1),
+    };
+    let addr = addr.parse::<SocketAddr>().with_context(|| format!("node `{spec}`: `{addr}` is not an IP:port"))?;
+    Ok(NodeEntry { name, addr, weight })
+}
+
+impl SwitchArgs {
+    /// The configuration these flags describe.
+    pub fn to_config(&self) -> anyhow::Result<SwitchConfig> {
+        let mut config = match &self.config {
+            Some(path) => SwitchConfig::from_file(path)?,
+            None => SwitchConfig::default(),
+        };
+        if let Some(a) = self.listen {
+            config.listen = a;
+        }
+        if let Some(a) = self.admin {
+            config.admin = Some(a);
+        }
+        if let Some(m) = &self.mode {
+            config.mode = m.parse::<Mode>()?;
+        }
+        if let Some(p) = &self.policy {
+            config.policy = PolicyConfig::from_name(p)?;
+        }
+        if !self.nodes.is_empty() {
+            config.nodes = self.nodes.iter().map(|s| parse_node(s)).collect::<anyhow::Result<_>>()?;
+        }
+        if let Some(w) = self.workers {
+            config.workers = w;
+        }
+        if let Some(p) = &self.access_log {
+            config.access_log = Some(p.clone());
+        }
+        if let Some(m) = self.max_connections {
+            config.limits.max_connections = m;
+        }
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// Run `locus switch` until SIGTERM or Ctrl-C.
+pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
+    let config = args.to_config()?;
+    if args.check {
+        println!("configuration OK: {} nodes, policy {}", config.nodes.len(), config.policy.name());
+        return Ok(());
+    }
+    let server = SwitchServer::start(config)?;
+    println!("locus switch listening on {}", server.addr());
+    if let Some(a) = server.admin_addr() {
+        println!("admin on http://{a}/locus/status");
+    }
+    wait_for_signal()?;
+    server.shutdown();
+    Ok(())
+}
+
+/// Block until SIGTERM or SIGINT.
+pub fn wait_for_signal() -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = term.recv() => {}
+            r = tokio::signal::ctrl_c() => r?,
+        }
+        Ok::<(), std::io::Error>(())
+    })
+    .context("waiting for a signal")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_specs_parse_name_address_and_weight() {
+        let n = parse_node("web1=127.0.0.1:8001*3").unwrap();
+        assert_eq!((n.name.as_deref(), n.addr.port(), n.weight), (Some("web1"), 8001, 3));
+        let n = parse_node("127.0.0.1:8002").unwrap();
+        assert_eq!((n.name, n.weight), (None, 1));
+        assert!(parse_node("web=localhost:80").unwrap_err().to_string().contains("not an IP:port"));
+        assert!(parse_node("127.0.0.1:1*x").unwrap_err().to_string().contains("bad weight"));
+    }
+
+    #[test]
+    fn flags_override_the_file_and_are_validated() {
+        let args = SwitchArgs {
+            nodes: vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()],
+            policy: Some("chash-bounded".into()),
+            ..SwitchArgs::default()
+        };
+        let c = args.to_config().unwrap();
+        assert_eq!(c.nodes.len(), 2);
+        assert_eq!(c.policy.name(), "chash-bounded");
+        let args = SwitchArgs { policy: Some("nope".into()), nodes: vec!["127.0.0.1:1".into()], ..Default::default() };
+        assert!(args.to_config().unwrap_err().to_string().contains("unknown policy"));
+        let args = SwitchArgs::default();
+        assert!(args.to_config().unwrap_err().to_string().contains("no nodes"));
+    }
+}

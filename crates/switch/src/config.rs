@@ -1,0 +1,396 @@
+//! Switch configuration: the TOML file (every table denies unknown keys, so a typo is an
+//! error naming the key and its line), defaults, and validation with errors that say what is
+//! wrong and where.
+
+use locus_policy::PolicyConfig;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How the switch forwards a request once it has chosen a node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Two-way, user space: relay over pooled keep-alive node connections.
+    #[default]
+    Proxy,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Mode, ConfigError> {
+        match s {
+            "proxy" => Ok(Mode::Proxy),
+            "splice" | "handoff" | "l4" => Err(ConfigError::Invalid(format!(
+                "mode `{s}` is not available in this build yet; available: proxy"
+            ))),
+            other => Err(ConfigError::Invalid(format!("unknown mode `{other}`; available: proxy"))),
+        }
+    }
+}
+
+/// One back-end node.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeEntry {
+    /// Name used in logs, metrics and status (defaults to `node<i>`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Address of the node's HTTP listener.
+    pub addr: SocketAddr,
+    /// Weight for weighted policies.
+    #[serde(default = "one")]
+    pub weight: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Active and passive health checking.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthConfig {
+    /// Time between active checks of each node.
+    pub interval_ms: u64,
+    /// A check that takes longer fails.
+    pub timeout_ms: u64,
+    /// Consecutive failed checks that take a node out of the view.
+    pub fall: u32,
+    /// Consecutive passed checks that bring it back.
+    pub rise: u32,
+    /// Path of the check request (`GET`); any status below 500 passes.
+    pub path: String,
+    /// A node that comes back ramps from a small share to its full share over this time.
+    pub slow_start_ms: u64,
+    /// Take a node out at once when a fresh connection to it fails (passive detection).
+    pub passive: bool,
+}
+
+impl Default for HealthConfig {
+    fn default() -> HealthConfig {
+        HealthConfig {
+            interval_ms: 200,
+            timeout_ms: 300,
+            fall: 2,
+            rise: 2,
+            path: "/".to_string(),
+            slow_start_ms: 5000,
+            passive: true,
+        }
+    }
+}
+
+/// Connection, size and time limits.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SwitchLimits {
+    /// Client connections held at once; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// Largest request head in bytes (431 beyond).
+    pub max_head_bytes: usize,
+    /// Most header fields in a request (431 beyond).
+    pub max_headers: usize,
+    /// A client must finish sending a request head within this time once it started (408).
+    pub header_timeout_ms: u64,
+    /// An idle keep-alive client connection is closed after this time.
+    pub keepalive_timeout_ms: u64,
+    /// Connecting to a node.
+    pub connect_timeout_ms: u64,
+    /// Waiting for a node's response head, and between body reads either way.
+    pub node_timeout_ms: u64,
+    /// Longest wait in the front-end admission queue before 503.
+    pub queue_timeout_ms: u64,
+    /// On SIGTERM, longest wait for in-flight requests before exiting.
+    pub drain_timeout_ms: u64,
+    /// Idle pooled connections kept per node and worker.
+    pub pool_per_node: usize,
+    /// A pooled node connection idle longer than this is not reused.
+    pub pool_idle_ms: u64,
+    /// Relay buffer size in bytes.
+    pub buffer_bytes: usize,
+}
+
+impl Default for SwitchLimits {
+    fn default() -> SwitchLimits {
+        SwitchLimits {
+            max_connections: 10_000,
+            max_head_bytes: 16 * 1024,
+            max_headers: 100,
+            header_timeout_ms: 10_000,
+            keepalive_timeout_ms: 60_000,
+            connect_timeout_ms: 1_000,
+            node_timeout_ms: 30_000,
+            queue_timeout_ms: 30_000,
+            drain_timeout_ms: 10_000,
+            pool_per_node: 256,
+            pool_idle_ms: 20_000,
+            buffer_bytes: 64 * 1024,
+        }
+    }
+}
+
+impl SwitchLimits {
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_timeout_ms)
+    }
+    pub fn keepalive_timeout(&self) -> Duration {
+        Duration::from_millis(self.keepalive_timeout_ms)
+    }
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms)
+    }
+    pub fn node_timeout(&self) -> Duration {
+        Duration::from_millis(self.node_timeout_ms)
+    }
+    pub fn queue_timeout(&self) -> Duration {
+        Duration::from_millis(self.queue_timeout_ms)
+    }
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_millis(self.drain_timeout_ms)
+    }
+    pub fn pool_idle(&self) -> Duration {
+        Duration::from_millis(self.pool_idle_ms)
+    }
+}
+
+/// The whole switch configuration.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchConfig {
+    /// Client-facing listener.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Admin listener (`/locus/status`, `/metrics`); none when absent.
+    #[serde(default)]
+    pub admin: Option<SocketAddr>,
+    #[serde(default)]
+    pub mode: Mode,
+    /// Worker threads, each accepting on its own SO_REUSEPORT listener; 0 = one per core.
+    #[serde(default)]
+    pub workers: usize,
+    /// Combined Log Format access log: a file path, `-` for standard output; none when absent.
+    #[serde(default)]
+    pub access_log: Option<PathBuf>,
+    /// Add the client address to `X-Forwarded-For` on requests to nodes.
+    #[serde(default = "yes")]
+    pub forwarded_for: bool,
+    #[serde(default = "default_policy")]
+    pub policy: PolicyConfig,
+    #[serde(default, rename = "node")]
+    pub nodes: Vec<NodeEntry>,
+    #[serde(default)]
+    pub health: HealthConfig,
+    #[serde(default)]
+    pub limits: SwitchLimits,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+
+fn default_policy() -> PolicyConfig {
+    PolicyConfig::from_name("lard-r").expect("lard-r is a policy name")
+}
+
+impl Default for SwitchConfig {
+    fn default() -> SwitchConfig {
+        SwitchConfig {
+            listen: default_listen(),
+            admin: None,
+            mode: Mode::Proxy,
+            workers: 0,
+            access_log: None,
+            forwarded_for: true,
+            policy: default_policy(),
+            nodes: Vec::new(),
+            health: HealthConfig::default(),
+            limits: SwitchLimits::default(),
+        }
+    }
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl SwitchConfig {
+    /// Parse TOML text; `origin` names it in errors (a path, or "<inline>").
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<SwitchConfig, ConfigError> {
+        let config: SwitchConfig = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { origin: origin.to_string(), message: e.to_string() })?;
+        Ok(config)
+    }
+
+    /// Read and parse a TOML file.
+    pub fn from_file(path: &Path) -> Result<SwitchConfig, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        SwitchConfig::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// Check the parts serde cannot: at least one node, unique names, sane limits, a policy
+    /// that builds for these nodes.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.nodes.is_empty() {
+            return Err(ConfigError::Invalid("no nodes: add at least one [[node]] with an addr".into()));
+        }
+        let names = self.node_names();
+        for (i, a) in names.iter().enumerate() {
+            if names[..i].contains(a) {
+                return Err(ConfigError::Invalid(format!("node name `{a}` is used twice")));
+            }
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.weight == 0 {
+                return Err(ConfigError::Invalid(format!("node `{}`: weight must be at least 1", names[i])));
+            }
+        }
+        let l = &self.limits;
+        let positive = [
+            ("limits.max_connections", l.max_connections as u64),
+            ("limits.max_head_bytes", l.max_head_bytes as u64),
+            ("limits.max_headers", l.max_headers as u64),
+            ("limits.header_timeout_ms", l.header_timeout_ms),
+            ("limits.keepalive_timeout_ms", l.keepalive_timeout_ms),
+            ("limits.connect_timeout_ms", l.connect_timeout_ms),
+            ("limits.node_timeout_ms", l.node_timeout_ms),
+            ("limits.queue_timeout_ms", l.queue_timeout_ms),
+            ("health.interval_ms", self.health.interval_ms),
+            ("health.timeout_ms", self.health.timeout_ms),
+            ("health.fall", self.health.fall as u64),
+            ("health.rise", self.health.rise as u64),
+        ];
+        for (key, v) in positive {
+            if v == 0 {
+                return Err(ConfigError::Invalid(format!("{key} must be greater than 0")));
+            }
+        }
+        if l.max_headers > 128 {
+            return Err(ConfigError::Invalid("limits.max_headers must be at most 128".into()));
+        }
+        if l.buffer_bytes < 4096 {
+            return Err(ConfigError::Invalid("limits.buffer_bytes must be at least 4096".into()));
+        }
+        if !self.health.path.starts_with('/') || self.health.path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return Err(ConfigError::Invalid(format!(
+                "health.path `{}` must be an origin-form path starting with /",
+                self.health.path
+            )));
+        }
+        if self.workers > 256 {
+            return Err(ConfigError::Invalid("workers must be at most 256".into()));
+        }
+        locus_policy::build(&self.policy, &self.weights())
+            .map_err(|e| ConfigError::Invalid(format!("policy: {e}")))?;
+        Ok(())
+    }
+
+    /// Each node's name (configured or `node<i>`, counting from 1).
+    pub fn node_names(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| n.name.clone().unwrap_or_else(|| format!("node{}", i + 1)))
+            .collect()
+    }
+
+    /// Each node's weight.
+    pub fn weights(&self) -> Vec<u32> {
+        self.nodes.iter().map(|n| n.weight).collect()
+    }
+
+    /// Worker threads to run (the configured count, or one per core).
+    pub fn worker_count(&self) -> usize {
+        if self.workers > 0 {
+            self.workers
+        } else {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_config_parses_with_defaults_filled_in() {
+        let text = r#"
+listen = "127.0.0.1:8000"
+admin = "127.0.0.1:9000"
+workers = 2
+access_log = "-"
+
+[policy]
+name = "lard"
+t_low = 10
+
+[[node]]
+name = "a"
+addr = "127.0.0.1:8001"
+
+[[node]]
+addr = "127.0.0.1:8002"
+weight = 3
+
+[health]
+fall = 3
+
+[limits]
+max_connections = 500
+"#;
+        let c = SwitchConfig::from_toml_str(text, "test.toml").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.node_names(), vec!["a".to_string(), "node2".to_string()]);
+        assert_eq!(c.weights(), vec![1, 3]);
+        assert_eq!(c.health.fall, 3);
+        assert_eq!(c.health.rise, 2);
+        assert_eq!(c.limits.max_connections, 500);
+        assert_eq!(c.limits.max_head_bytes, 16 * 1024);
+        assert_eq!(c.policy.name(), "lard");
+        assert_eq!(c.worker_count(), 2);
+    }
+
+    #[test]
+    fn unknown_key_error_names_the_key_and_line() {
+        let text = "listen = \"127.0.0.1:1\"\n\n[limits]\nmax_conections = 5\n";
+        let err = SwitchConfig::from_toml_str(text, "s.toml").unwrap_err().to_string();
+        assert!(err.contains("max_conections"), "{err}");
+        assert!(err.contains("line 4"), "{err}");
+        assert!(err.starts_with("s.toml"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_reason() {
+        let err = SwitchConfig::from_toml_str("listen = \"nowhere\"\n", "x").unwrap_err().to_string();
+        assert!(err.contains("line 1"), "{err}");
+        let c = SwitchConfig::from_toml_str("", "x").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("no nodes"));
+        let text = "[[node]]\nname=\"a\"\naddr=\"127.0.0.1:1\"\n[[node]]\nname=\"a\"\naddr=\"127.0.0.1:2\"\n";
+        let c = SwitchConfig::from_toml_str(text, "x").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("used twice"));
+        let text = "[[node]]\naddr=\"127.0.0.1:1\"\n[limits]\nheader_timeout_ms = 0\n";
+        let c = SwitchConfig::from_toml_str(text, "x").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("header_timeout_ms"));
+    }
+
+    #[test]
+    fn modes_other_than_proxy_are_refused_clearly() {
+        assert_eq!("proxy".parse::<Mode>().unwrap(), Mode::Proxy);
+        assert!("handoff".parse::<Mode>().unwrap_err().to_string().contains("not available"));
+        assert!("bogus".parse::<Mode>().unwrap_err().to_string().contains("unknown mode"));
+    }
+}

@@ -1,0 +1,299 @@
+//! `Dispatcher`: the switch's one lock around the policy `Cluster`, with the front-end
+//! admission queue (LARD/R's limit S): a request that finds the cluster full waits in FIFO
+//! order and is granted a slot when a request completes. `Assignment` is the RAII proof of a
+//! dispatched request; dropping it completes the request on every exit path.
+
+use locus_core::{NodeId, RequestInfo, Time};
+use locus_policy::Cluster;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// Why a request could not be dispatched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DispatchError {
+    #[error("no node is up")]
+    NoNodeUp,
+    #[error("waited too long in the admission queue")]
+    QueueTimeout,
+}
+
+struct Waiter {
+    id: u64,
+    grant: oneshot::Sender<()>,
+}
+
+struct DispatchState {
+    cluster: Cluster,
+    waiters: VecDeque<Waiter>,
+    /// Slots granted to waiters that have not yet assigned.
+    reserved: usize,
+    next_waiter: u64,
+}
+
+impl DispatchState {
+    fn has_room(&self) -> bool {
+        match self.cluster.admission_limit() {
+            Some(limit) => self.cluster.in_flight() + self.reserved < limit,
+            None => true,
+        }
+    }
+
+    fn grant_waiters(&mut self) {
+        while !self.waiters.is_empty() && self.has_room() {
+            let w = self.waiters.pop_front().expect("non-empty");
+            if w.grant.send(()).is_ok() {
+                self.reserved += 1;
+            }
+        }
+    }
+}
+
+/// The policy, the nodes' load and the admission queue, behind one short lock.
+pub struct Dispatcher {
+    state: Mutex<DispatchState>,
+    epoch: Instant,
+}
+
+/// A request dispatched to `node`; completes the request when dropped.
+pub struct Assignment<'a> {
+    pub node: NodeId,
+    target_hash: u64,
+    dispatcher: &'a Dispatcher,
+}
+
+impl Drop for Assignment<'_> {
+    fn drop(&mut self) {
+        self.dispatcher.complete(self.node, self.target_hash);
+    }
+}
+
+/// A place in the admission queue; leaving it (by drop) gives back a slot granted meanwhile.
+struct QueueTicket<'a> {
+    id: u64,
+    rx: Option<oneshot::Receiver<()>>,
+    dispatcher: &'a Dispatcher,
+}
+
+impl Drop for QueueTicket<'_> {
+    fn drop(&mut self) {
+        let Some(mut rx) = self.rx.take() else { return };
+        let mut st = self.dispatcher.state.lock();
+        if let Some(pos) = st.waiters.iter().position(|w| w.id == self.id) {
+            st.waiters.remove(pos);
+        } else if rx.try_recv().is_ok() {
+            // Granted but never used: give the slot to the next in line.
+            st.reserved -= 1;
+            st.grant_waiters();
+        }
+    }
+}
+
+impl Dispatcher {
+    pub fn new(cluster: Cluster) -> Dispatcher {
+        Dispatcher {
+            state: Mutex::new(DispatchState { cluster, waiters: VecDeque::new(), reserved: 0, next_waiter: 0 }),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// The policy clock: time since the dispatcher was made.
+    pub fn now(&self) -> Time {
+        Time(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// Dispatch `req`: pick a node now if the admission limit allows, otherwise wait in the
+    /// FIFO queue for up to `queue_timeout`.
+    pub async fn acquire<'a>(
+        &'a self,
+        req: &RequestInfo<'_>,
+        queue_timeout: Duration,
+    ) -> Result<Assignment<'a>, DispatchError> {
+        let mut ticket = {
+            let mut st = self.state.lock();
+            if st.waiters.is_empty() && st.has_room() {
+                let now = self.now();
+                let node = st.cluster.assign(req, now).ok_or(DispatchError::NoNodeUp)?;
+                return Ok(Assignment { node, target_hash: req.target_hash, dispatcher: self });
+            }
+            if !st.cluster.nodes().iter().any(|n| n.up) {
+                return Err(DispatchError::NoNodeUp);
+            }
+            let (tx, rx) = oneshot::channel();
+            let id = st.next_waiter;
+            st.next_waiter += 1;
+            st.waiters.push_back(Waiter { id, grant: tx });
+            QueueTicket { id, rx: Some(rx), dispatcher: self }
+        };
+        let rx = ticket.rx.as_mut().expect("fresh ticket");
+        let granted = matches!(tokio::time::timeout(queue_timeout, rx).await, Ok(Ok(())));
+        let mut st = self.state.lock();
+        let was_granted = if granted {
+            true
+        } else if let Some(pos) = st.waiters.iter().position(|w| w.id == ticket.id) {
+            st.waiters.remove(pos);
+            false
+        } else {
+            // Granted in the instant the timeout fired.
+            ticket.rx.as_mut().is_some_and(|rx| rx.try_recv().is_ok())
+        };
+        ticket.rx = None;
+        if !was_granted {
+            return Err(DispatchError::QueueTimeout);
+        }
+        st.reserved -= 1;
+        let now = self.now();
+        match st.cluster.assign(req, now) {
+            Some(node) => Ok(Assignment { node, target_hash: req.target_hash, dispatcher: self }),
+            None => {
+                st.grant_waiters();
+                Err(DispatchError::NoNodeUp)
+            }
+        }
+    }
+
+    fn complete(&self, node: NodeId, target_hash: u64) {
+        let mut st = self.state.lock();
+        let now = self.now();
+        st.cluster.complete(node, target_hash, now);
+        st.grant_waiters();
+    }
+
+    /// Put a node in or out of the view. Returns whether anything changed.
+    pub fn set_up(&self, node: NodeId, up: bool) -> bool {
+        let mut st = self.state.lock();
+        let changed = st.cluster.nodes()[node.index()].up != up;
+        let now = self.now();
+        st.cluster.set_up(node, up, now);
+        st.grant_waiters();
+        changed
+    }
+
+    /// Whether a node is in the view.
+    pub fn is_up(&self, node: NodeId) -> bool {
+        self.state.lock().cluster.nodes()[node.index()].up
+    }
+
+    /// A snapshot for status pages: per node (up, load, weight, ramp), in flight, queue
+    /// length, admission limit, policy name and mapping size.
+    pub fn snapshot(&self) -> DispatchSnapshot {
+        let st = self.state.lock();
+        DispatchSnapshot {
+            nodes: st.cluster.nodes().iter().map(|n| (n.up, n.load, n.weight, n.ramp)).collect(),
+            in_flight: st.cluster.in_flight(),
+            queued: st.waiters.len(),
+            admission_limit: st.cluster.admission_limit(),
+            policy: st.cluster.policy().name(),
+            mapping_len: st.cluster.policy().mapping_len(),
+        }
+    }
+}
+
+/// Point-in-time view of the dispatcher.
+#[derive(Debug, Clone)]
+pub struct DispatchSnapshot {
+    /// (up, load, weight, ramp) per node.
+    pub nodes: Vec<(bool, u32, u32, f64)>,
+    pub in_flight: usize,
+    pub queued: usize,
+    pub admission_limit: Option<usize>,
+    pub policy: &'static str,
+    pub mapping_len: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use locus_policy::{PolicyConfig, build};
+
+    fn dispatcher(limit: usize, nodes: usize) -> Dispatcher {
+        let config = PolicyConfig::LardR {
+            t_low: 1,
+            t_high: 2,
+            k_secs: 20.0,
+            admission_limit: Some(limit),
+            max_targets: 100,
+        };
+        let weights = vec![1; nodes];
+        Dispatcher::new(Cluster::new(build(&config, &weights).unwrap(), &weights, Duration::ZERO))
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn requests_over_the_admission_limit_wait_in_fifo_order_and_are_granted_on_complete() {
+        let d = dispatcher(2, 2);
+        let r = RequestInfo::get("/a");
+        let a1 = d.acquire(&r, Duration::from_secs(5)).await.unwrap();
+        let a2 = d.acquire(&r, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(d.snapshot().in_flight, 2);
+        let order = std::cell::RefCell::new(Vec::new());
+        let waiter = |n: u32| {
+            let d = &d;
+            let order = &order;
+            async move {
+                let a = d.acquire(&RequestInfo::get("/b"), Duration::from_secs(5)).await.unwrap();
+                order.borrow_mut().push(n);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                drop(a);
+            }
+        };
+        let releaser = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert_eq!(d.snapshot().queued, 2);
+            drop(a1);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            drop(a2);
+        };
+        tokio::join!(waiter(1), waiter(2), releaser);
+        assert_eq!(*order.borrow(), vec![1, 2]);
+        let s = d.snapshot();
+        assert_eq!((s.in_flight, s.queued), (0, 0));
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_queued_request_times_out_and_leaves_the_queue() {
+        let d = dispatcher(1, 1);
+        let r = RequestInfo::get("/a");
+        let _a = d.acquire(&r, Duration::from_secs(1)).await.unwrap();
+        let err = d.acquire(&r, Duration::from_millis(50)).await.err();
+        assert_eq!(err, Some(DispatchError::QueueTimeout));
+        assert_eq!(d.snapshot().queued, 0);
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_cancelled_waiter_gives_its_granted_slot_to_the_next() {
+        let d = dispatcher(1, 1);
+        let r = RequestInfo::get("/a");
+        let a = d.acquire(&r, Duration::from_secs(1)).await.unwrap();
+        {
+            // Queue, get granted, then be dropped before running.
+            let fut = d.acquire(&r, Duration::from_secs(1));
+            let mut fut = Box::pin(fut);
+            assert!(futures_poll_once(&mut fut).await.is_none());
+            drop(a);
+            drop(fut);
+        }
+        let s = d.snapshot();
+        assert_eq!((s.in_flight, s.queued), (0, 0));
+        let _b = d.acquire(&r, Duration::from_millis(10)).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn no_node_up_is_an_error_not_a_wait() {
+        let d = dispatcher(10, 2);
+        d.set_up(NodeId(0), false);
+        d.set_up(NodeId(1), false);
+        let err = d.acquire(&RequestInfo::get("/a"), Duration::from_secs(1)).await.err();
+        assert_eq!(err, Some(DispatchError::NoNodeUp));
+        assert_eq!(d.snapshot().in_flight, 0);
+    }
+
+    async fn futures_poll_once<F: std::future::Future + Unpin>(f: &mut F) -> Option<F::Output> {
+        use std::task::Poll;
+        std::future::poll_fn(|cx| match std::pin::Pin::new(&mut *f).poll(cx) {
+            Poll::Ready(v) => Poll::Ready(Some(v)),
+            Poll::Pending => Poll::Ready(None),
+        })
+        .await
+    }
+}

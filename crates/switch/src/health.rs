@@ -1,0 +1,76 @@
+//! Active health checks: every interval each node gets `GET <path>` on a fresh connection;
+//! `fall` failures in a row take it out of the view, `rise` passes bring it back (with slow
+//! start in the policy `Cluster`). Passive failures from live traffic reset the pass streak.
+
+use crate::state::Shared;
+use locus_core::NodeId;
+use locus_http::{ResponseHead, parse_response};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+
+/// Start one check loop per node on the current runtime.
+pub fn spawn_checks(shared: Arc<Shared>) -> Vec<JoinHandle<()>> {
+    (0..shared.nodes.len()).map(|i| tokio::spawn(check_loop(shared.clone(), NodeId(i as u32)))).collect()
+}
+
+async fn check_loop(shared: Arc<Shared>, node: NodeId) {
+    let h = &shared.config.health;
+    let interval = Duration::from_millis(h.interval_ms);
+    let limit = Duration::from_millis(h.timeout_ms);
+    let info = &shared.nodes[node.index()];
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: locus-switch-health\r\nConnection: close\r\n\r\n",
+        h.path, info.host_header
+    );
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let result = tokio::time::timeout(limit, check_once(info.addr, request.as_bytes())).await;
+        let outcome = match result {
+            Ok(Ok(status)) if status < 500 => Ok(()),
+            Ok(Ok(status)) => Err(format!("health check answered {status}")),
+            Ok(Err(e)) => Err(format!("health check failed: {e}")),
+            Err(_) => Err(format!("health check timed out after {} ms", h.timeout_ms)),
+        };
+        let up = shared.dispatcher.is_up(node);
+        match outcome {
+            Ok(()) => {
+                info.check_fails.store(0, Relaxed);
+                let passes = info.check_passes.fetch_add(1, Relaxed) + 1;
+                if !up && passes >= h.rise as u64 && shared.set_node_up(node, true) {
+                    tracing::info!(node = %info.name, addr = %info.addr, "node back in the view");
+                }
+            }
+            Err(why) => {
+                info.check_passes.store(0, Relaxed);
+                let fails = info.check_fails.fetch_add(1, Relaxed) + 1;
+                if up && fails >= h.fall as u64 && shared.set_node_up(node, false) {
+                    tracing::warn!(node = %info.name, addr = %info.addr, "node out of the view: {why}");
+                }
+            }
+        }
+    }
+}
+
+/// One check: connect, send the request, read the status line and headers.
+async fn check_once(addr: std::net::SocketAddr, request: &[u8]) -> std::io::Result<u16> {
+    let mut s = TcpStream::connect(addr).await?;
+    s.write_all(request).await?;
+    let mut buf = Vec::with_capacity(1024);
+    let mut head = ResponseHead::default();
+    loop {
+        if s.read_buf(&mut buf).await? == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed before a response"));
+        }
+        match parse_response(&buf, 8192, false, &mut head) {
+            Ok(true) => return Ok(head.status),
+            Ok(false) if buf.len() < 8192 => continue,
+            _ => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed response")),
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! State shared by every worker of one switch: configuration, the dispatcher, the node table
+//! with per-node counters and health, global counters, and the shutdown signal.
+
+use crate::config::SwitchConfig;
+use crate::dispatch::Dispatcher;
+use locus_core::NodeId;
+use locus_policy::Cluster;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// A back-end node as the switch knows it.
+pub struct NodeInfo {
+    pub name: String,
+    pub addr: SocketAddr,
+    /// Value for a Host header when the client sent none.
+    pub host_header: String,
+    /// Bumped each time the node leaves the view, so pooled connections from before are dropped.
+    pub generation: AtomicU64,
+    pub requests: AtomicU64,
+    pub failures: AtomicU64,
+    pub bytes_from: AtomicU64,
+    /// Health-check streaks (kept here so passive failures reset them).
+    pub check_passes: AtomicU64,
+    pub check_fails: AtomicU64,
+}
+
+/// Counters for the whole switch.
+#[derive(Default)]
+pub struct SwitchCounters {
+    pub accepted: AtomicU64,
+    pub rejected_over_limit: AtomicU64,
+    pub requests: AtomicU64,
+    /// Responses to clients by status class: 1xx..5xx.
+    pub responses: [AtomicU64; 5],
+    pub client_errors: AtomicU64,
+    pub retries: AtomicU64,
+    pub queue_timeouts: AtomicU64,
+    pub no_node: AtomicU64,
+    pub node_timeouts: AtomicU64,
+    pub bad_responses: AtomicU64,
+    pub bytes_to_clients: AtomicU64,
+    pub bytes_to_nodes: AtomicU64,
+}
+
+impl SwitchCounters {
+    pub fn response(&self, status: u16) {
+        let class = (status / 100).clamp(1, 5) as usize - 1;
+        self.responses[class].fetch_add(1, Relaxed);
+    }
+}
+
+/// Everything the workers, health checker and admin server share.
+pub struct Shared {
+    pub config: SwitchConfig,
+    pub limits: locus_http::Limits,
+    pub dispatcher: Dispatcher,
+    pub nodes: Vec<NodeInfo>,
+    pub counters: SwitchCounters,
+    /// Client connections currently open.
+    pub connections: AtomicUsize,
+    pub shutting_down: AtomicBool,
+    pub shutdown_tx: watch::Sender<bool>,
+}
+
+impl Shared {
+    pub fn new(config: SwitchConfig) -> Result<Shared, crate::ConfigError> {
+        config.validate()?;
+        let weights = config.weights();
+        let policy = locus_policy::build(&config.policy, &weights)
+            .map_err(|e| crate::ConfigError::Invalid(format!("policy: {e}")))?;
+        let cluster = Cluster::new(policy, &weights, Duration::from_millis(config.health.slow_start_ms));
+        let nodes = config
+            .node_names()
+            .into_iter()
+            .zip(&config.nodes)
+            .map(|(name, n)| NodeInfo {
+                name,
+                addr: n.addr,
+                host_header: n.addr.to_string(),
+                generation: AtomicU64::new(0),
+                requests: AtomicU64::new(0),
+                failures: AtomicU64::new(0),
+                bytes_from: AtomicU64::new(0),
+                check_passes: AtomicU64::new(0),
+                check_fails: AtomicU64::new(0),
+            })
+            .collect();
+        let limits =
+            locus_http::Limits { max_head_bytes: config.limits.max_head_bytes, max_headers: config.limits.max_headers };
+        let (shutdown_tx, _) = watch::channel(false);
+        Ok(Shared {
+            config,
+            limits,
+            dispatcher: Dispatcher::new(cluster),
+            nodes,
+            counters: SwitchCounters::default(),
+            connections: AtomicUsize::new(0),
+            shutting_down: AtomicBool::new(false),
+            shutdown_tx,
+        })
+    }
+
+    /// Take `node` out of the view after a failure seen by live traffic (passive check).
+    pub fn node_failed(&self, node: NodeId, why: &str) {
+        let info = &self.nodes[node.index()];
+        info.failures.fetch_add(1, Relaxed);
+        info.check_passes.store(0, Relaxed);
+        if self.config.health.passive && self.set_node_up(node, false) {
+            tracing::warn!(node = %info.name, addr = %info.addr, "node out of the view: {why}");
+        }
+    }
+
+    /// Put a node in or out of the view; returns whether that changed anything.
+    pub fn set_node_up(&self, node: NodeId, up: bool) -> bool {
+        let changed = self.dispatcher.set_up(node, up);
+        if changed && !up {
+            self.nodes[node.index()].generation.fetch_add(1, Relaxed);
+        }
+        changed
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Relaxed)
+    }
+}
