@@ -14,6 +14,9 @@ pub struct Cluster {
     policy: Box<dyn Policy>,
     slow_start: Duration,
     in_flight: usize,
+    /// Nodes still in slow start (`up_since` is `Some`), so `assign` skips the ramp update
+    /// when there are none.
+    warming: usize,
 }
 
 impl Cluster {
@@ -30,7 +33,7 @@ impl Cluster {
             })
             .collect::<Vec<_>>();
         let up_since = vec![None; nodes.len()];
-        Cluster { nodes, up_since, policy, slow_start, in_flight: 0 }
+        Cluster { nodes, up_since, policy, slow_start, in_flight: 0, warming: 0 }
     }
 
     /// The nodes' status.
@@ -97,11 +100,15 @@ impl Cluster {
         }
         self.nodes[i].up = up;
         if up {
-            self.up_since[i] = Some(now);
+            if self.up_since[i].replace(now).is_none() {
+                self.warming += 1;
+            }
             self.refresh_ramps(now);
             self.policy.on_node_up(node, &self.nodes, now);
         } else {
-            self.up_since[i] = None;
+            if self.up_since[i].take().is_some() {
+                self.warming -= 1;
+            }
             self.nodes[i].ramp = 1.0;
             self.policy.on_node_down(node, &self.nodes, now);
         }
@@ -113,16 +120,83 @@ impl Cluster {
     }
 
     fn refresh_ramps(&mut self, now: Time) {
+        if self.warming == 0 {
+            return;
+        }
         for (i, since) in self.up_since.iter_mut().enumerate() {
             let Some(t0) = *since else { continue };
             let elapsed = now.since(t0);
             if self.slow_start.is_zero() || elapsed >= self.slow_start {
                 self.nodes[i].ramp = 1.0;
                 *since = None;
+                self.warming -= 1;
             } else {
                 let f = elapsed.as_secs_f64() / self.slow_start.as_secs_f64();
                 self.nodes[i].ramp = f.clamp(0.05, 1.0);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{PolicyConfig, build};
+
+    fn cluster(name: &str, slow_start: Duration) -> Cluster {
+        let weights = [1, 1];
+        Cluster::new(build(&PolicyConfig::from_name(name).unwrap(), &weights).unwrap(), &weights, slow_start)
+    }
+
+    /// Node 1 fails at t = 0 and recovers at t = 1 s; `requests` are assigned at `at`
+    /// (without completing); returns node 1's share.
+    fn recovered_share(name: &str, slow_start: Duration, at: Time, requests: usize) -> f64 {
+        let mut c = cluster(name, slow_start);
+        c.set_up(NodeId(1), false, Time::ZERO);
+        c.set_up(NodeId(1), true, Time::from_secs(1));
+        let targets: Vec<String> = (0..requests).map(|i| format!("/s/{i}")).collect();
+        let mut on_recovered = 0;
+        for t in &targets {
+            if c.assign(&RequestInfo::get(t), at) == Some(NodeId(1)) {
+                on_recovered += 1;
+            }
+        }
+        assert_eq!(c.in_flight(), requests);
+        on_recovered as f64 / requests as f64
+    }
+
+    #[test]
+    fn cluster_slow_start_gives_a_recovered_node_a_smaller_share_at_first() {
+        let ten = Duration::from_secs(10);
+        for name in ["lc", "wlc", "wrr", "p2c", "lard", "lard-r"] {
+            // 2 s into a 10 s slow start the ramp is 0.2: about 1/6 of the requests.
+            let early = recovered_share(name, ten, Time::from_secs(3), 600);
+            assert!((0.10..0.25).contains(&early), "{name}: early share {early}");
+            // After the slow start it is a full member again.
+            let later = recovered_share(name, ten, Time::from_secs(12), 600);
+            assert!((0.45..0.55).contains(&later), "{name}: later share {later}");
+            // Without slow start it is a full member at once.
+            let none = recovered_share(name, Duration::ZERO, Time::from_secs(1), 600);
+            assert!((0.45..0.55).contains(&none), "{name}: share without slow start {none}");
+        }
+    }
+
+    #[test]
+    fn cluster_counts_load_and_in_flight() {
+        let mut c = cluster("rr", Duration::ZERO);
+        let a = c.assign(&RequestInfo::get("/a"), Time::ZERO).unwrap();
+        let b = c.assign(&RequestInfo::get("/b"), Time::ZERO).unwrap();
+        assert_ne!(a, b);
+        c.assign_to(a, &RequestInfo::get("/c"), Time::ZERO);
+        assert_eq!(c.nodes()[a.index()].load, 2);
+        assert_eq!(c.in_flight(), 3);
+        c.complete(a, 0, Time::ZERO);
+        assert_eq!(c.nodes()[a.index()].load, 1);
+        assert_eq!(c.in_flight(), 2);
+        assert_eq!(c.admission_limit(), None);
+        assert!(c.can_admit());
+        c.set_up(a, false, Time::ZERO);
+        c.set_up(b, false, Time::ZERO);
+        assert_eq!(c.assign(&RequestInfo::get("/d"), Time::ZERO), None);
     }
 }

@@ -3,12 +3,32 @@
 //! assigned and completed, and never reads a clock, a global RNG or does I/O: time comes in
 //! as `Time`, randomness from a seed given at construction. `Cluster` keeps the load counts.
 
+mod bounded;
 mod cluster;
 mod config;
+mod hash;
+mod lard;
+mod lard_r;
+mod lc;
+mod maglev;
+mod p2c;
+mod ring;
+mod rr;
+mod wrr;
 
+pub use bounded::BoundedLoadPolicy;
 pub use cluster::Cluster;
 pub use config::{ChashKind, PolicyConfig, PolicyConfigError, build};
+pub use hash::StaticHashPolicy;
+pub use lard::LardPolicy;
+pub use lard_r::{LardRPolicy, MAX_REPLICAS};
+pub use lc::LeastConnectionsPolicy;
 pub use locus_core::{Method, NodeId, NodeStatus, RequestInfo, Time};
+pub use maglev::{MaglevPolicy, MaglevTable};
+pub use p2c::PowerOfTwoPolicy;
+pub use ring::{HashRing, RingPolicy};
+pub use rr::RoundRobinPolicy;
+pub use wrr::WeightedRoundRobinPolicy;
 
 /// A request-distribution policy.
 ///
@@ -44,5 +64,89 @@ pub trait Policy: Send {
     /// Entries in the policy's target-to-node mapping (0 for mapping-free policies).
     fn mapping_len(&self) -> usize {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    /// Every policy, with parameters small enough that thresholds, replication, eviction
+    /// and replica expiry all happen within a short random run.
+    fn every_policy() -> Vec<PolicyConfig> {
+        let mut configs: Vec<PolicyConfig> =
+            PolicyConfig::NAMES.iter().map(|n| PolicyConfig::from_name(n).unwrap()).collect();
+        configs.push(PolicyConfig::Chash { kind: ChashKind::Maglev, vnodes: 1, table_size: 1009 });
+        configs.push(PolicyConfig::Chash { kind: ChashKind::Ring, vnodes: 3, table_size: 1009 });
+        configs.push(PolicyConfig::ChashBounded { vnodes: 4, balance_factor: 100 });
+        configs.push(PolicyConfig::Lard { t_low: 1, t_high: 3, max_targets: 5 });
+        configs.push(PolicyConfig::LardR {
+            t_low: 1,
+            t_high: 3,
+            k_secs: 0.5,
+            admission_limit: None,
+            max_targets: 5,
+        });
+        configs
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Assign(u8),
+        Complete(u16),
+        SetUp(u8, bool),
+        Advance(u16),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => any::<u8>().prop_map(Op::Assign),
+            2 => any::<u16>().prop_map(Op::Complete),
+            1 => (any::<u8>(), any::<bool>()).prop_map(|(n, up)| Op::SetUp(n, up)),
+            1 => (0u16..2000).prop_map(Op::Advance),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn down_nodes_are_never_picked(
+            weights in prop::collection::vec(1u32..4, 1..6),
+            ops in prop::collection::vec(op(), 1..150),
+        ) {
+            let targets: Vec<String> = (0..16).map(|i| format!("/d/{i}")).collect();
+            for config in every_policy() {
+                let policy = build(&config, &weights).unwrap();
+                let mut c = Cluster::new(policy, &weights, Duration::from_secs(1));
+                let mut now = Time::ZERO;
+                let mut outstanding: Vec<(NodeId, u64)> = Vec::new();
+                for op in &ops {
+                    match *op {
+                        Op::Assign(t) => {
+                            let req = RequestInfo::get(&targets[t as usize % targets.len()]);
+                            let any_up = c.nodes().iter().any(|n| n.up);
+                            match c.assign(&req, now) {
+                                Some(node) => {
+                                    prop_assert!(c.nodes()[node.index()].up,
+                                        "{} picked {} which is down", config.name(), node);
+                                    outstanding.push((node, req.target_hash));
+                                }
+                                None => prop_assert!(!any_up,
+                                    "{} picked nothing with a node up", config.name()),
+                            }
+                        }
+                        Op::Complete(i) if !outstanding.is_empty() => {
+                            let (node, h) = outstanding.swap_remove(i as usize % outstanding.len());
+                            c.complete(node, h, now);
+                        }
+                        Op::Complete(_) => {}
+                        Op::SetUp(n, up) => c.set_up(NodeId(n as u32 % weights.len() as u32), up, now),
+                        Op::Advance(ms) => now = now + Duration::from_millis(ms as u64),
+                    }
+                }
+            }
+        }
     }
 }
