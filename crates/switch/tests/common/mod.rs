@@ -1,0 +1,320 @@
+//! Test fixtures for the switch's integration tests: a raw HTTP/1.1 client that reads exact
+//! responses, and a scripted back-end whose every answer (including chunked bodies, stalls and
+//! dropped connections) is chosen by the test and which counts what reached it.
+
+#![allow(dead_code)]
+
+use locus_http::{BodyKind, BodyTracker, Limits, RequestHead, ResponseHead, parse_request, parse_response};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// A response as the client saw it.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A client connection that sends raw bytes and reads responses one by one.
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect to switch");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client { stream, buf: Vec::new() }
+    }
+
+    pub fn send(&mut self, raw: &[u8]) {
+        self.stream.write_all(raw).expect("write request");
+    }
+
+    /// Read one response; `head_request` when it answers a HEAD.
+    pub fn read_response(&mut self, head_request: bool) -> Option<Response> {
+        let mut head = ResponseHead::default();
+        loop {
+            if !self.buf.is_empty() && parse_response(&self.buf, 1 << 20, head_request, &mut head).ok()? {
+                if head.is_interim() {
+                    self.buf.drain(..head.head_len);
+                    continue;
+                }
+                break;
+            }
+            if !self.fill() {
+                return None;
+            }
+        }
+        let headers = head
+            .headers
+            .iter()
+            .map(|h| {
+                (
+                    String::from_utf8_lossy(h.name.get(&self.buf)).into_owned(),
+                    String::from_utf8_lossy(h.value.get(&self.buf)).into_owned(),
+                )
+            })
+            .collect();
+        let status = head.status;
+        let mut tracker = BodyTracker::new(head.body);
+        self.buf.drain(..head.head_len);
+        let mut body = Vec::new();
+        loop {
+            let p = tracker.advance_with(&self.buf, |d| body.extend_from_slice(d)).ok()?;
+            self.buf.drain(..p.consumed);
+            if p.done {
+                break;
+            }
+            if !self.fill() {
+                tracker.eof().ok()?;
+                break;
+            }
+        }
+        Some(Response { status, headers, body })
+    }
+
+    fn fill(&mut self) -> bool {
+        let mut chunk = [0u8; 65536];
+        match self.stream.read(&mut chunk) {
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                true
+            }
+        }
+    }
+
+    /// Whether the server closed the connection (reads EOF within the timeout).
+    pub fn is_closed(&mut self) -> bool {
+        self.stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut b = [0u8; 1];
+        matches!(self.stream.read(&mut b), Ok(0) | Err(_))
+    }
+
+    pub fn get(&mut self, path: &str) -> Response {
+        self.send(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes());
+        self.read_response(false).unwrap_or_else(|| panic!("no response for {path}"))
+    }
+}
+
+/// One GET on a fresh connection.
+pub fn get(addr: SocketAddr, path: &str) -> Response {
+    Client::connect(addr).get(path)
+}
+
+/// What a scripted back-end does with a request.
+pub enum Action {
+    /// Send these bytes (a whole response) and keep the connection.
+    Reply(Vec<u8>),
+    /// Send these bytes and close.
+    ReplyAndClose(Vec<u8>),
+    /// Close without answering.
+    Close,
+    /// Wait this long, then send the bytes.
+    Delay(Duration, Vec<u8>),
+}
+
+/// A request as a scripted back-end saw it.
+pub struct SeenRequest {
+    pub method: String,
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl SeenRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+type Handler = dyn Fn(&SeenRequest) -> Action + Send + Sync;
+
+/// A back-end on 127.0.0.1 whose answers come from a closure.
+pub struct ScriptedBackend {
+    pub addr: SocketAddr,
+    pub requests: Arc<AtomicUsize>,
+    pub connections: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl ScriptedBackend {
+    pub fn start(handler: impl Fn(&SeenRequest) -> Action + Send + Sync + 'static) -> ScriptedBackend {
+        ScriptedBackend::start_on("127.0.0.1:0".parse().unwrap(), handler)
+    }
+
+    /// Start on a given address (to bring a stopped back-end back on its old port).
+    pub fn start_on(
+        addr: SocketAddr,
+        handler: impl Fn(&SeenRequest) -> Action + Send + Sync + 'static,
+    ) -> ScriptedBackend {
+        let listener = TcpListener::bind(addr).unwrap();
+        let addr = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let handler: Arc<Handler> = Arc::new(handler);
+        {
+            let (requests, connections, stop) = (requests.clone(), connections.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((s, _)) => {
+                            connections.fetch_add(1, Ordering::Relaxed);
+                            let (handler, requests, stop) = (handler.clone(), requests.clone(), stop.clone());
+                            std::thread::spawn(move || serve_scripted(s, &*handler, &requests, &stop));
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+            });
+        }
+        ScriptedBackend { addr, requests, connections, stop }
+    }
+
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for ScriptedBackend {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, stop: &AtomicBool) {
+    s.set_nonblocking(false).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let limits = Limits::default();
+    loop {
+        let mut head = RequestHead::default();
+        // Read a head.
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            match parse_request(&buf, &limits, &mut head) {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(_) => return,
+            }
+            match s.read(&mut chunk) {
+                Ok(0) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => return,
+            }
+        }
+        let seen_head = SeenRequest {
+            method: head.method_str(&buf).to_string(),
+            target: head.target_str(&buf).to_string(),
+            headers: head
+                .header_pairs(&buf)
+                .map(|(n, v)| (String::from_utf8_lossy(n).into_owned(), String::from_utf8_lossy(v).into_owned()))
+                .collect(),
+            body: Vec::new(),
+        };
+        let mut seen = seen_head;
+        buf.drain(..head.head_len);
+        let mut tracker = BodyTracker::new(if head.body == BodyKind::Empty { BodyKind::Empty } else { head.body });
+        loop {
+            let p = match tracker.advance_with(&buf, |d| seen.body.extend_from_slice(d)) {
+                Ok(p) => p,
+                Err(_) => return,
+            };
+            buf.drain(..p.consumed);
+            if p.done {
+                break;
+            }
+            match s.read(&mut chunk) {
+                Ok(0) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => return,
+            }
+        }
+        // The switch's own health checks are not traffic.
+        if seen.header("user-agent") != Some("locus-switch-health") {
+            requests.fetch_add(1, Ordering::Relaxed);
+        }
+        match handler(&seen) {
+            Action::Reply(bytes) => {
+                if s.write_all(&bytes).is_err() {
+                    return;
+                }
+            }
+            Action::ReplyAndClose(bytes) => {
+                let _ = s.write_all(&bytes);
+                return;
+            }
+            Action::Close => return,
+            Action::Delay(d, bytes) => {
+                std::thread::sleep(d);
+                if s.write_all(&bytes).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A plain 200 response with a body.
+pub fn ok_response(body: &[u8], extra_headers: &str) -> Vec<u8> {
+    let mut v = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{extra_headers}\r\n", body.len()).into_bytes();
+    v.extend_from_slice(body);
+    v
+}
+
+/// A chunked 200 response whose body is `parts` in order.
+pub fn chunked_response(parts: &[&[u8]]) -> Vec<u8> {
+    let mut v = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for p in parts {
+        v.extend_from_slice(format!("{:x}\r\n", p.len()).as_bytes());
+        v.extend_from_slice(p);
+        v.extend_from_slice(b"\r\n");
+    }
+    v.extend_from_slice(b"0\r\n\r\n");
+    v
+}
+
+/// Deterministic pseudo-random bytes.
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Poll `cond` every 10 ms for up to `limit`.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cond()
+}
