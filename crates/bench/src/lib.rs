@@ -1,1 +1,14 @@
-//! Benchmarks of the whole system: Locus beside HAProxy and NGINX, driven by wrk.
+//! System benchmarks: `locus bench proxy` puts the Locus switch in front of two Locus nodes
+//! on loopback and measures keep-alive throughput with wrk, in the same run, directly to one
+//! node, through Locus, through HAProxy and from NGINX directly; and the switch's resident
+//! memory while it holds thousands of idle keep-alive client connections.
+
+pub mod cli;
+mod idle;
+mod procs;
+mod proxy;
+mod servers;
+mod wrk;
+
+pub use proxy::{ProxyBenchOptions, ProxyRow, run_proxy_bench};
+pub use wrk::{WrkResult, parse_wrk_output};

@@ -14,6 +14,9 @@ struct Cli {
 enum Command {
     /// Run the front-end switch.
     Switch(locus_switch::cli::SwitchArgs),
+    /// System benchmarks (Locus beside HAProxy and NGINX).
+    #[command(subcommand)]
+    Bench(locus_bench::cli::BenchCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -27,6 +30,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Switch(args) => locus_switch::cli::run(args),
+        Command::Bench(cmd) => locus_bench::cli::run(cmd),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

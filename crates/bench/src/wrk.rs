@@ -1,0 +1,121 @@
+//! Running wrk and reading its report: requests per second, latency percentiles from
+//! `--latency`, socket errors and non-2xx/3xx responses.
+
+use anyhow::{Context, bail};
+use std::process::Command;
+
+/// What one wrk run measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WrkResult {
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub requests: u64,
+    pub errors: u64,
+}
+
+/// Run `wrk -t threads -c connections -d seconds --latency url`.
+pub fn run_wrk(wrk: &std::path::Path, url: &str, threads: u32, connections: u32, seconds: u32) -> anyhow::Result<WrkResult> {
+    let out = Command::new(wrk)
+        .args(["-t", &threads.to_string(), "-c", &connections.to_string(), "-d", &format!("{seconds}s")])
+        .args(["--latency", "--timeout", "10s", url])
+        .output()
+        .with_context(|| format!("run {}", wrk.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!("wrk failed on {url}: {}{}", text, String::from_utf8_lossy(&out.stderr));
+    }
+    parse_wrk_output(&text).with_context(|| format!("reading wrk output for {url}:\n{text}"))
+}
+
+fn duration_ms(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, scale) = if let Some(v) = s.strip_suffix("us") {
+        (v, 0.001)
+    } else if let Some(v) = s.strip_suffix("ms") {
+        (v, 1.0)
+    } else if let Some(v) = s.strip_suffix('s') {
+        (v, 1000.0)
+    } else if let Some(v) = s.strip_suffix('m') {
+        (v, 60_000.0)
+    } else {
+        return None;
+    };
+    num.parse::<f64>().ok().map(|n| n * scale)
+}
+
+/// Parse wrk's report (run with `--latency`).
+pub fn parse_wrk_output(text: &str) -> anyhow::Result<WrkResult> {
+    let mut rps = None;
+    let mut p50 = None;
+    let mut p99 = None;
+    let mut requests = None;
+    let mut errors = 0u64;
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(v) = t.strip_prefix("Requests/sec:") {
+            rps = v.trim().parse::<f64>().ok();
+        } else if let Some(v) = t.strip_prefix("50%") {
+            p50 = duration_ms(v);
+        } else if let Some(v) = t.strip_prefix("99%") {
+            p99 = duration_ms(v);
+        } else if let Some(v) = t.strip_prefix("Non-2xx or 3xx responses:") {
+            errors += v.trim().parse::<u64>().unwrap_or(0);
+        } else if let Some(v) = t.strip_prefix("Socket errors:") {
+            errors += v
+                .split(',')
+                .filter_map(|part| part.split_whitespace().last())
+                .filter_map(|n| n.parse::<u64>().ok())
+                .sum::<u64>();
+        } else if t.contains(" requests in ") {
+            requests = t.split_whitespace().next().and_then(|n| n.parse::<u64>().ok());
+        }
+    }
+    Ok(WrkResult {
+        rps: rps.context("no Requests/sec line")?,
+        p50_ms: p50.context("no 50% latency line (was --latency given?)")?,
+        p99_ms: p99.context("no 99% latency line")?,
+        requests: requests.context("no request count line")?,
+        errors,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "Running 5s test @ http://127.0.0.1:8080/1k.bin
+  1 threads and 32 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.40ms  383.23us  11.99ms   90.47%
+    Req/Sec    23.16k     1.14k   24.94k    78.00%
+  Latency Distribution
+     50%    1.31ms
+     75%    1.50ms
+     90%    1.73ms
+     99%    2.90ms
+  115258 requests in 5.00s, 139.24MB read
+  Socket errors: connect 0, read 2, write 1, timeout 3
+  Non-2xx or 3xx responses: 4
+Requests/sec:  23047.61
+Transfer/sec:     27.84MB
+";
+
+    #[test]
+    fn wrk_report_fields_are_read_with_units() {
+        let r = parse_wrk_output(SAMPLE).unwrap();
+        assert_eq!(r.rps, 23047.61);
+        assert!((r.p50_ms - 1.31).abs() < 1e-9);
+        assert!((r.p99_ms - 2.90).abs() < 1e-9);
+        assert_eq!(r.requests, 115258);
+        assert_eq!(r.errors, 10);
+        assert!((duration_ms("383.23us").unwrap() - 0.38323).abs() < 1e-9);
+        assert_eq!(duration_ms("1.50s"), Some(1500.0));
+    }
+
+    #[test]
+    fn a_report_without_latency_lines_is_an_error() {
+        let text = SAMPLE.lines().filter(|l| !l.contains('%')).collect::<Vec<_>>().join("\n");
+        assert!(parse_wrk_output(&text).is_err());
+    }
+}
