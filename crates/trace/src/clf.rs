@@ -1,0 +1,439 @@
+//! `ClfReader` for the Common and Combined Log Formats (Apache/NCSA access logs), and
+//! `ClfWriter` for writing a trace back as Common Log Format lines. Also the date
+//! arithmetic for `[10/Oct/2000:13:55:36 -0700]` timestamps.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+
+use locus_core::Method;
+
+use crate::error::TraceError;
+use crate::line_reader::LineReader;
+use crate::malformed::MalformedBudget;
+use crate::record::{TraceRecord, target_from_bytes, wire_target};
+
+/// Streaming reader of Common / Combined Log Format lines:
+/// `host ident authuser [date] "request" status bytes ["referer" "user-agent"]`.
+///
+/// Sizes come from `%b` (`-` is 0); times are seconds relative to the first record (so a
+/// log out of time order yields negative times); clients are numbered 0, 1, … in the order
+/// their host first appears.
+pub struct ClfReader<R> {
+    lines: LineReader<R>,
+    budget: MalformedBudget,
+    clients: HashMap<Vec<u8>, u32>,
+    first_time: Option<i64>,
+    done: bool,
+}
+
+impl<R: BufRead> ClfReader<R> {
+    /// A reader of `input`, called `path` in errors, tolerating `max_malformed` bad lines and
+    /// lines of at most `max_line_bytes` bytes.
+    pub fn new(input: R, path: impl Into<String>, max_malformed: u64, max_line_bytes: usize) -> Self {
+        ClfReader {
+            lines: LineReader::new(input, max_line_bytes),
+            budget: MalformedBudget::new(path, max_malformed),
+            clients: HashMap::new(),
+            first_time: None,
+            done: false,
+        }
+    }
+
+    /// Malformed lines skipped so far.
+    pub fn malformed(&self) -> u64 {
+        self.budget.count()
+    }
+
+    /// The first few malformed-line errors.
+    pub fn malformed_samples(&self) -> &[TraceError] {
+        self.budget.samples()
+    }
+
+    /// Distinct hosts seen so far.
+    pub fn hosts(&self) -> usize {
+        self.clients.len()
+    }
+
+    fn next_record(&mut self) -> Result<Option<TraceRecord>, TraceError> {
+        loop {
+            if !self.lines.advance().map_err(|e| TraceError::io(self.budget.path(), e))? {
+                return Ok(None);
+            }
+            let line = self.lines.line();
+            if line.iter().all(|b| b.is_ascii_whitespace()) {
+                continue;
+            }
+            let parsed = if self.lines.overlong() {
+                Err(format!("line longer than {} bytes", self.lines.max_len()))
+            } else {
+                parse_clf_line(line)
+            };
+            match parsed {
+                Ok(p) => {
+                    let next_id = self.clients.len() as u32;
+                    let client = match self.clients.get(p.host) {
+                        Some(&id) => id,
+                        None => {
+                            self.clients.insert(p.host.to_vec(), next_id);
+                            next_id
+                        }
+                    };
+                    let first = *self.first_time.get_or_insert(p.unix_time);
+                    return Ok(Some(TraceRecord {
+                        time: Some((p.unix_time - first) as f64),
+                        client,
+                        method: p.method,
+                        target: p.target,
+                        size: p.size,
+                        status: p.status,
+                        class: None,
+                    }));
+                }
+                Err(message) => {
+                    let n = self.lines.line_number();
+                    self.budget.skip(n, message)?
+                }
+            }
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for ClfReader<R> {
+    type Item = Result<TraceRecord, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.next_record() {
+            Ok(Some(r)) => Some(Ok(r)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// The fields of one parsed log line.
+#[derive(Debug, PartialEq)]
+pub(crate) struct ClfLine<'a> {
+    pub(crate) host: &'a [u8],
+    pub(crate) unix_time: i64,
+    pub(crate) method: Method,
+    pub(crate) target: String,
+    pub(crate) status: u16,
+    pub(crate) size: u64,
+}
+
+/// Parse one Common or Combined Log Format line; anything after the size is ignored.
+pub(crate) fn parse_clf_line(line: &[u8]) -> Result<ClfLine<'_>, String> {
+    let host_end = line.iter().position(|&b| b == b' ').ok_or("no space after the host")?;
+    let host = &line[..host_end];
+    if host.is_empty() {
+        return Err("empty host".into());
+    }
+    let rest = &line[host_end..];
+    let open = rest.iter().position(|&b| b == b'[').ok_or("no `[date]`")?;
+    let close = rest[open..].iter().position(|&b| b == b']').ok_or("no `]` closing the date")? + open;
+    let date = std::str::from_utf8(&rest[open + 1..close]).map_err(|_| "date is not text".to_string())?;
+    let unix_time = parse_clf_time(date).ok_or_else(|| format!("bad date `{date}`"))?;
+    let rest = trim_start(&rest[close + 1..]);
+    let rest = rest.strip_prefix(b"\"").ok_or("no quoted request after the date")?;
+    let (request, rest) = quoted(rest).ok_or("request line has no closing quote")?;
+    let (method, target) = split_request(&request)?;
+    let rest = trim_start(rest);
+    let (status_tok, rest) = token(rest);
+    let status = match status_tok {
+        b"-" => 0,
+        t if t.len() == 3 && t.iter().all(u8::is_ascii_digit) => {
+            t.iter().fold(0u16, |acc, &d| acc * 10 + u16::from(d - b'0'))
+        }
+        t => return Err(format!("bad status `{}`", String::from_utf8_lossy(t))),
+    };
+    let (size_tok, _) = token(trim_start(rest));
+    let size = match size_tok {
+        b"-" => 0,
+        t => std::str::from_utf8(t)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(|| format!("bad size `{}`", String::from_utf8_lossy(t)))?,
+    };
+    Ok(ClfLine { host, unix_time, method, target, status, size })
+}
+
+fn trim_start(s: &[u8]) -> &[u8] {
+    let n = s.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+    &s[n..]
+}
+
+fn token(s: &[u8]) -> (&[u8], &[u8]) {
+    let n = s.iter().position(|&b| b == b' ' || b == b'\t').unwrap_or(s.len());
+    (&s[..n], &s[n..])
+}
+
+/// The contents of a quoted string whose opening quote is already consumed, with `\"` and
+/// `\\` unescaped (Apache escapes both); the rest after the closing quote.
+fn quoted(s: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let mut out = Vec::with_capacity(64);
+    let mut i = 0;
+    while i < s.len() {
+        match s[i] {
+            b'\\' if i + 1 < s.len() && (s[i + 1] == b'"' || s[i + 1] == b'\\') => {
+                out.push(s[i + 1]);
+                i += 2;
+            }
+            b'"' => return Some((out, &s[i + 1..])),
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    None
+}
+
+/// `METHOD target [HTTP/x.y]`; a target with spaces in it is kept whole (encoded as `%20`).
+fn split_request(request: &[u8]) -> Result<(Method, String), String> {
+    let request = trim_start(request);
+    let (method, rest) = token(request);
+    if method.is_empty() || !method.iter().all(|b| b.is_ascii_alphabetic() || *b == b'-' || *b == b'_') {
+        return Err(format!("request line `{}` has no method", String::from_utf8_lossy(request)));
+    }
+    let mut rest = trim_start(rest);
+    while rest.last().is_some_and(|b| *b == b' ' || *b == b'\t') {
+        rest = &rest[..rest.len() - 1];
+    }
+    if let Some(sp) = rest.iter().rposition(|&b| b == b' ')
+        && rest[sp + 1..].starts_with(b"HTTP/")
+    {
+        rest = &rest[..sp];
+        while rest.last() == Some(&b' ') {
+            rest = &rest[..rest.len() - 1];
+        }
+    }
+    if rest.is_empty() {
+        return Err(format!("request line `{}` has no target", String::from_utf8_lossy(request)));
+    }
+    let method = std::str::from_utf8(method).expect("checked ASCII");
+    Ok((Method::from_token(method), target_from_bytes(rest)))
+}
+
+const MONTHS: [&str; 12] =
+    ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/// Seconds since the Unix epoch of a CLF date `10/Oct/2000:13:55:36 -0700`.
+pub fn parse_clf_time(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() != 26 || b[2] != b'/' || b[6] != b'/' || b[11] != b':' || b[14] != b':' || b[17] != b':' {
+        return None;
+    }
+    if b[20] != b' ' || (b[21] != b'+' && b[21] != b'-') {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = &s[r];
+        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
+    };
+    let day = num(0..2)?;
+    let month = MONTHS.iter().position(|m| *m == &s[3..6])? as i64 + 1;
+    let year = num(7..11)?;
+    let (hh, mm, ss) = (num(12..14)?, num(15..17)?, num(18..20)?);
+    let (zh, zm) = (num(22..24)?, num(24..26)?);
+    if !(1..=days_in_month(year, month)).contains(&day) || hh > 23 || mm > 59 || ss > 60 || zm > 59 {
+        return None;
+    }
+    let offset = (zh * 3600 + zm * 60) * if b[21] == b'-' { -1 } else { 1 };
+    Some(days_from_civil(year, month, day) * 86_400 + hh * 3600 + mm * 60 + ss - offset)
+}
+
+/// The CLF date (in UTC, `+0000`) of `unix` seconds since the epoch.
+pub fn format_clf_time(unix: i64) -> String {
+    let days = unix.div_euclid(86_400);
+    let secs = unix.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{d:02}/{}/{y:04}:{:02}:{:02}:{:02} +0000",
+        MONTHS[(m - 1) as usize],
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of `z` days since 1970-01-01.
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Writer of Common Log Format lines: host `c<client>`, the record's time added to a base
+/// Unix time (whole seconds, UTC), `HTTP/1.1`, `-` for a zero size. Lossy: fractions of a
+/// second, classes and client numbering do not survive a round trip.
+pub struct ClfWriter<W: Write> {
+    out: W,
+    path: String,
+    base_unix: i64,
+    index: u64,
+}
+
+/// Default base time of `ClfWriter`: 2000-01-01T00:00:00Z.
+pub const CLF_DEFAULT_BASE_UNIX: i64 = 946_684_800;
+
+impl<W: Write> ClfWriter<W> {
+    /// A writer to `out` (called `path` in errors) placing time 0 at `base_unix`.
+    pub fn new(out: W, path: impl Into<String>, base_unix: i64) -> Self {
+        ClfWriter { out, path: path.into(), base_unix, index: 0 }
+    }
+
+    /// Write one record.
+    pub fn write(&mut self, r: &TraceRecord) -> Result<(), TraceError> {
+        let secs = match r.time {
+            Some(t) if !t.is_finite() || t.abs() > 1e12 => {
+                return Err(TraceError::Unwritable {
+                    index: self.index,
+                    format: "clf",
+                    message: format!("time {t} is out of range"),
+                });
+            }
+            Some(t) => t.floor() as i64,
+            None => 0,
+        };
+        let target = wire_target(&r.target);
+        let target = target.replace('"', "%22");
+        let size = if r.size == 0 { "-".to_string() } else { r.size.to_string() };
+        writeln!(
+            self.out,
+            "c{} - - [{}] \"{} {} HTTP/1.1\" {:03} {}",
+            r.client,
+            format_clf_time(self.base_unix + secs),
+            r.method,
+            target,
+            r.status.min(999),
+            size
+        )
+        .map_err(|e| TraceError::io(&self.path, e))?;
+        self.index += 1;
+        Ok(())
+    }
+
+    /// Flush and return the output.
+    pub fn finish(mut self) -> Result<W, TraceError> {
+        self.out.flush().map_err(|e| TraceError::io(&self.path, e))?;
+        Ok(self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = concat!(
+        "127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] \"GET /apache_pb.gif HTTP/1.0\" 200 2326\n",
+        "10.0.0.2 - - [10/Oct/2000:13:55:40 -0700] \"HEAD /index.html HTTP/1.1\" 304 - \"http://ref/\" \"Mozilla/4.0 (compatible)\"\n",
+        "garbage line\n",
+        "127.0.0.1 - - [10/Oct/2000:20:56:00 +0000] \"GET /a b.html HTTP/1.0\" 404 12\n",
+        "127.0.0.1 - - [10/Oct/2000:13:55:37 -0700] \"-\" 408 -\n",
+        "10.0.0.3 - - [31/Feb/2000:13:55:37 -0700] \"GET / HTTP/1.0\" 200 1\n",
+        "10.0.0.3 - - [10/Oct/2000:13:56:36 -0700] \"GET /q?x=\\\"y\\\" HTTP/1.0\" 200 7\n",
+    );
+
+    #[test]
+    fn clf_and_combined_lines_give_sizes_statuses_relative_times_and_host_clients() {
+        let mut reader = ClfReader::new(LOG.as_bytes(), "access.log", 10, 1 << 16);
+        let recs: Vec<TraceRecord> = reader.by_ref().collect::<Result<_, _>>().unwrap();
+        assert_eq!(recs.len(), 4);
+        assert_eq!(recs[0], TraceRecord { time: Some(0.0), ..TraceRecord::get("/apache_pb.gif", 2326) });
+        assert_eq!(recs[1].method, Method::Head);
+        assert_eq!((recs[1].status, recs[1].size, recs[1].client), (304, 0, 1));
+        assert_eq!(recs[1].time, Some(4.0));
+        // 20:56:00 UTC is 13:56:00 -0700: 24 s after the first record.
+        assert_eq!(recs[2].time, Some(24.0));
+        assert_eq!((recs[2].target.as_str(), recs[2].client, recs[2].status), ("/a%20b.html", 0, 404));
+        assert_eq!(recs[3].target, "/q?x=\"y\"");
+        assert_eq!((recs[3].client, recs[3].time), (2, Some(60.0)));
+        assert_eq!(reader.malformed(), 3);
+        let lines: Vec<u64> = reader
+            .malformed_samples()
+            .iter()
+            .map(|e| match e {
+                TraceError::Malformed { line, .. } => *line,
+                other => panic!("{other}"),
+            })
+            .collect();
+        assert_eq!(lines, [3, 5, 6]);
+        assert!(reader.malformed_samples()[2].to_string().contains("bad date"));
+    }
+
+    #[test]
+    fn clf_reader_fails_once_malformed_lines_exceed_the_limit() {
+        let mut reader = ClfReader::new(LOG.as_bytes(), "access.log", 2, 1 << 16);
+        let results: Vec<_> = reader.by_ref().collect();
+        assert!(
+            matches!(results.last(), Some(Err(TraceError::TooManyMalformed { line: 6, .. }))),
+            "{results:?}"
+        );
+        assert!(reader.next().is_none());
+    }
+
+    #[test]
+    fn clf_dates_convert_both_ways_including_leap_days_and_offsets() {
+        assert_eq!(parse_clf_time("01/Jan/1970:00:00:00 +0000"), Some(0));
+        assert_eq!(parse_clf_time("10/Oct/2000:13:55:36 -0700"), Some(971_211_336));
+        assert_eq!(parse_clf_time("29/Feb/2000:00:00:00 +0100"), Some(951_778_800));
+        assert_eq!(parse_clf_time("29/Feb/1999:00:00:00 +0000"), None);
+        assert_eq!(parse_clf_time("10/Oct/2000:13:55:36"), None);
+        for t in [0, 951_782_400, 971_211_336, 4_102_444_799, -86_401] {
+            assert_eq!(parse_clf_time(&format_clf_time(t)), Some(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn clf_writer_output_reads_back_with_whole_second_times() {
+        let mut w = ClfWriter::new(Vec::new(), "out", CLF_DEFAULT_BASE_UNIX);
+        w.write(&TraceRecord { time: Some(1.7), client: 4, ..TraceRecord::get("/a\"b", 10) }).unwrap();
+        w.write(&TraceRecord { time: Some(3.2), status: 404, ..TraceRecord::get("/c", 0) }).unwrap();
+        let bytes = w.finish().unwrap();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(
+            text.starts_with("c4 - - [01/Jan/2000:00:00:01 +0000] \"GET /a%22b HTTP/1.1\" 200 10\n"),
+            "{text}"
+        );
+        let back: Vec<TraceRecord> =
+            ClfReader::new(&bytes[..], "out", 0, 1 << 16).collect::<Result<_, _>>().unwrap();
+        assert_eq!(
+            back[1],
+            TraceRecord { time: Some(2.0), client: 1, status: 404, ..TraceRecord::get("/c", 0) }
+        );
+    }
+}

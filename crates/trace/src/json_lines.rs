@@ -1,0 +1,151 @@
+//! JSON-lines traces: one `TraceRecord` object per line (`{"time":0.5,"client":1,
+//! "method":"GET","target":"/a","size":10,"status":200,"class":null}`); `JsonLinesReader`
+//! and `JsonLinesWriter`. Only `target` is required when reading.
+
+use std::io::{BufRead, Write};
+
+use crate::error::TraceError;
+use crate::line_reader::LineReader;
+use crate::malformed::MalformedBudget;
+use crate::record::TraceRecord;
+
+/// Streaming reader of JSON-lines traces. Empty lines are ignored.
+pub struct JsonLinesReader<R> {
+    lines: LineReader<R>,
+    budget: MalformedBudget,
+    done: bool,
+}
+
+impl<R: BufRead> JsonLinesReader<R> {
+    /// A reader of `input`, called `path` in errors, tolerating `max_malformed` bad lines and
+    /// lines of at most `max_line_bytes` bytes.
+    pub fn new(input: R, path: impl Into<String>, max_malformed: u64, max_line_bytes: usize) -> Self {
+        JsonLinesReader {
+            lines: LineReader::new(input, max_line_bytes),
+            budget: MalformedBudget::new(path, max_malformed),
+            done: false,
+        }
+    }
+
+    /// Malformed lines skipped so far.
+    pub fn malformed(&self) -> u64 {
+        self.budget.count()
+    }
+
+    /// The first few malformed-line errors.
+    pub fn malformed_samples(&self) -> &[TraceError] {
+        self.budget.samples()
+    }
+
+    fn next_record(&mut self) -> Result<Option<TraceRecord>, TraceError> {
+        loop {
+            if !self.lines.advance().map_err(|e| TraceError::io(self.budget.path(), e))? {
+                return Ok(None);
+            }
+            let line = self.lines.line();
+            if line.iter().all(|b| b.is_ascii_whitespace()) {
+                continue;
+            }
+            let parsed = if self.lines.overlong() {
+                Err(format!("line longer than {} bytes", self.lines.max_len()))
+            } else {
+                serde_json::from_slice::<TraceRecord>(line).map_err(|e| e.to_string()).and_then(|r| {
+                    match r.time {
+                        Some(t) if !t.is_finite() => Err("time is not finite".to_string()),
+                        _ if r.target.is_empty() => Err("empty target".to_string()),
+                        _ => Ok(r),
+                    }
+                })
+            };
+            match parsed {
+                Ok(r) => return Ok(Some(r)),
+                Err(message) => {
+                    let n = self.lines.line_number();
+                    self.budget.skip(n, message)?
+                }
+            }
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for JsonLinesReader<R> {
+    type Item = Result<TraceRecord, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.next_record() {
+            Ok(Some(r)) => Some(Ok(r)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Writer of JSON-lines traces. Call `finish` to flush.
+pub struct JsonLinesWriter<W: Write> {
+    out: W,
+    path: String,
+    index: u64,
+}
+
+impl<W: Write> JsonLinesWriter<W> {
+    /// A writer to `out`, called `path` in errors.
+    pub fn new(out: W, path: impl Into<String>) -> Self {
+        JsonLinesWriter { out, path: path.into(), index: 0 }
+    }
+
+    /// Write one record (a time that is not finite cannot be written).
+    pub fn write(&mut self, r: &TraceRecord) -> Result<(), TraceError> {
+        if r.time.is_some_and(|t| !t.is_finite()) {
+            return Err(TraceError::Unwritable {
+                index: self.index,
+                format: "jsonl",
+                message: "time is not finite".into(),
+            });
+        }
+        serde_json::to_writer(&mut self.out, r).map_err(|e| TraceError::io(&self.path, e.into()))?;
+        self.out.write_all(b"\n").map_err(|e| TraceError::io(&self.path, e))?;
+        self.index += 1;
+        Ok(())
+    }
+
+    /// Flush and return the output.
+    pub fn finish(mut self) -> Result<W, TraceError> {
+        self.out.flush().map_err(|e| TraceError::io(&self.path, e))?;
+        Ok(self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_lines_round_trip_and_bad_lines_are_counted_with_line_numbers() {
+        let recs = vec![
+            TraceRecord { time: Some(0.125), client: 2, class: Some(4), ..TraceRecord::get("/a b", 7) },
+            TraceRecord::get("/c", 0),
+        ];
+        let mut w = JsonLinesWriter::new(Vec::new(), "out");
+        for r in &recs {
+            w.write(r).unwrap();
+        }
+        let mut bytes = w.finish().unwrap();
+        bytes.extend_from_slice(b"\n{\"time\":1}\n[1,2]\n{\"target\":\"/d\",\"size\":3}\n");
+        let mut reader = JsonLinesReader::new(&bytes[..], "t.jsonl", 5, 1 << 16);
+        let back: Vec<TraceRecord> = reader.by_ref().collect::<Result<_, _>>().unwrap();
+        assert_eq!(&back[..2], &recs[..]);
+        assert_eq!(back[2], TraceRecord::get("/d", 3));
+        assert_eq!(reader.malformed(), 2);
+        assert!(reader.malformed_samples()[0].to_string().starts_with("t.jsonl:4: missing field `target`"));
+        assert!(reader.malformed_samples()[1].to_string().starts_with("t.jsonl:5: "));
+    }
+}
