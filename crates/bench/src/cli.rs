@@ -84,3 +84,64 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         }
     }
 }
+
+/// Flags of `locus demo`.
+#[derive(clap::Args, Debug)]
+pub struct DemoArgs {
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Files in the generated site.
+    #[arg(long, default_value_t = 2000)]
+    pub files: usize,
+    /// Back-end nodes.
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    /// Cache per node in MiB.
+    #[arg(long, default_value_t = 4)]
+    pub cache_mib: u64,
+    /// Closed-loop clients.
+    #[arg(long, default_value_t = 32)]
+    pub clients: usize,
+    /// Measured seconds per policy (after a warm-up of half as long).
+    #[arg(long, default_value_t = 6)]
+    pub seconds: u64,
+    /// Policies to compare, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "wrr,hash,chash-bounded,lard,lard-r")]
+    pub policies: Vec<String>,
+    /// Seed of the site and the load.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Run `locus demo`.
+pub fn run_demo_command(a: DemoArgs) -> anyhow::Result<()> {
+    for p in &a.policies {
+        locus_policy::PolicyConfig::from_name(p)?;
+    }
+    if a.nodes == 0 || a.files == 0 || a.clients == 0 || a.seconds == 0 {
+        anyhow::bail!("--nodes, --files, --clients and --seconds must be at least 1");
+    }
+    let opts = crate::DemoOptions {
+        files: a.files,
+        nodes: a.nodes,
+        cache_bytes: a.cache_mib << 20,
+        clients: a.clients,
+        warmup: std::time::Duration::from_millis(a.seconds * 500),
+        measure: std::time::Duration::from_secs(a.seconds),
+        policies: a.policies,
+        seed: a.seed,
+        ..crate::DemoOptions::default()
+    };
+    let rows = crate::run_demo(&opts, |line| eprintln!("{line}"))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print!("{}", crate::demo_table(&rows));
+    }
+    let bad: u64 = rows.iter().map(|r| r.errors + r.mismatches).sum();
+    if bad > 0 {
+        anyhow::bail!("{bad} requests failed or returned wrong bytes");
+    }
+    Ok(())
+}

@@ -14,6 +14,10 @@ struct Cli {
 enum Command {
     /// Run the front-end switch.
     Switch(locus_switch::cli::SwitchArgs),
+    /// Run a back-end node.
+    Node(locus_node::cli::NodeArgs),
+    /// A two-node cluster on loopback, compared across policies on a generated site.
+    Demo(locus_bench::cli::DemoArgs),
     /// System benchmarks (Locus beside HAProxy and NGINX).
     #[command(subcommand)]
     Bench(locus_bench::cli::BenchCommand),
@@ -30,6 +34,8 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Switch(args) => locus_switch::cli::run(args),
+        Command::Node(args) => locus_node::cli::run(args),
+        Command::Demo(args) => locus_bench::cli::run_demo_command(args),
         Command::Bench(cmd) => locus_bench::cli::run(cmd),
     };
     match result {

@@ -110,6 +110,9 @@ pub struct SwitchLimits {
     pub pool_idle_ms: u64,
     /// Relay buffer size in bytes.
     pub buffer_bytes: usize,
+    /// Response body runs at least this long (the rest of a Content-Length body or of a
+    /// chunk) move node→client with splice(2), never entering user space; 0 turns it off.
+    pub splice_min_bytes: u64,
 }
 
 impl Default for SwitchLimits {
@@ -127,6 +130,7 @@ impl Default for SwitchLimits {
             pool_per_node: 256,
             pool_idle_ms: 20_000,
             buffer_bytes: 64 * 1024,
+            splice_min_bytes: 16 * 1024,
         }
     }
 }

@@ -13,6 +13,7 @@ mod health;
 mod pool;
 mod server;
 mod session;
+mod splice;
 mod state;
 
 pub use config::{ConfigError, HealthConfig, Mode, NodeEntry, SwitchConfig, SwitchLimits};

@@ -8,6 +8,7 @@ use crate::access_log::{AccessLog, LogRecord};
 use crate::dispatch::{Assignment, DispatchError};
 use crate::forward::{BodyRelay, write_error_response, write_request_head, write_response_head};
 use crate::pool::{BufferPool, NodePool};
+use crate::splice::{PipePool, splice_exact};
 use crate::state::Shared;
 use locus_core::{Method, NodeId, RequestInfo};
 use locus_http::{BodyError, BodyKind, BodyTracker, RequestHead, ResponseHead, Version, parse_request, parse_response};
@@ -29,6 +30,7 @@ pub struct Worker {
     pub pool: RefCell<NodePool>,
     pub relay_buffers: RefCell<BufferPool>,
     pub read_buffers: RefCell<BufferPool>,
+    pub pipes: RefCell<PipePool>,
     pub log: Option<RefCell<AccessLog>>,
     /// Client sessions open on this worker.
     pub active: Cell<usize>,
@@ -45,6 +47,7 @@ impl Worker {
             pool: RefCell::new(pool),
             relay_buffers: RefCell::new(relay),
             read_buffers: RefCell::new(BufferPool::new(READ_BUFFER, 1024)),
+            pipes: RefCell::new(PipePool::new(64)),
             log: log.map(RefCell::new),
             active: Cell::new(0),
             shared,
@@ -440,6 +443,10 @@ impl Session {
         let t = shared.config.limits.node_timeout();
         let max_head = relay.capacity();
         let is_head = head.method == Method::Head;
+        let splice_min = shared.config.limits.splice_min_bytes;
+        // With splicing on, read only the start of the response into user space so that
+        // the bulk of a large body can move in the kernel.
+        let first_read = if splice_min > 0 { (splice_min as usize).clamp(4096, max_head) } else { max_head };
         let body_sent = head.body != BodyKind::Empty;
         relay.clear();
         // Read until a final (non-1xx) response head is complete.
@@ -463,7 +470,9 @@ impl Session {
             if relay.len() >= max_head {
                 return Err(ExchangeError::BadResponse);
             }
-            match timeout(t, conn.read_buf(relay)).await {
+            let room = first_read.saturating_sub(relay.len()).max(4096);
+            let mut limited = bytes::BufMut::limit(&mut *relay, room);
+            match timeout(t, conn.read_buf(&mut limited)).await {
                 Err(_) => return Err(ExchangeError::BeforeResponse { failure: NodeFailure::Timeout, body_sent }),
                 Ok(Err(e)) => {
                     return Err(ExchangeError::BeforeResponse { failure: NodeFailure::Io(e), body_sent });
@@ -514,6 +523,22 @@ impl Session {
         }
         let mut total = relay.len() as u64;
         while !tracker.is_done() {
+            if splice_min > 0
+                && !dechunk
+                && let Some(run) = tracker.raw_remaining()
+                && run >= splice_min
+            {
+                let pipe = self.worker.pipes.borrow_mut().take().map_err(|_| ExchangeError::Midstream)?;
+                if let Err(e) = splice_exact(conn, &self.stream, &pipe, run, t).await {
+                    tracing::debug!(peer = %self.peer, "spliced relay stopped: {e}");
+                    return Err(ExchangeError::Midstream);
+                }
+                self.worker.pipes.borrow_mut().give(pipe);
+                tracker.skip_raw(run);
+                body_bytes += run;
+                total += run;
+                continue;
+            }
             relay.clear();
             let n = match timeout(t, conn.read_buf(relay)).await {
                 Ok(Ok(n)) => n,

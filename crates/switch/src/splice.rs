@@ -1,0 +1,199 @@
+//! Zero-copy body relay with splice(2): bytes move from the node's socket into a pipe and from
+//! the pipe into the client's socket without entering user space. Used for the large,
+//! already-delimited part of a response body (the rest of a Content-Length body or of a
+//! chunk); heads and chunk framing still pass through user space. Written by hand because it
+//! is the switch's data path and no crate wraps splice over tokio sockets.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+
+/// A non-blocking pipe used as the splice buffer.
+pub struct Pipe {
+    read: OwnedFd,
+    write: OwnedFd,
+    capacity: usize,
+}
+
+/// Pipe capacity asked for (the kernel may round it); 256 KiB holds several large responses'
+/// worth of pages, so one splice pair usually moves a whole body.
+const PIPE_BYTES: usize = 256 * 1024;
+
+impl Pipe {
+    pub fn new() -> io::Result<Pipe> {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: pipe2 writes two descriptors into `fds`, which we then own.
+        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors were just created and are owned by nobody else.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: F_SETPIPE_SZ on a pipe we own; failure leaves the default size.
+        let size = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES as libc::c_int) };
+        let capacity = if size > 0 { size as usize } else { 64 * 1024 };
+        Ok(Pipe { read, write, capacity })
+    }
+}
+
+/// Reusable pipes of one worker thread.
+pub struct PipePool {
+    free: Vec<Pipe>,
+    keep: usize,
+}
+
+impl PipePool {
+    pub fn new(keep: usize) -> PipePool {
+        PipePool { free: Vec::new(), keep }
+    }
+
+    pub fn take(&mut self) -> io::Result<Pipe> {
+        match self.free.pop() {
+            Some(p) => Ok(p),
+            None => Pipe::new(),
+        }
+    }
+
+    /// Return an empty pipe (a pipe that may still hold bytes must be dropped instead).
+    pub fn give(&mut self, pipe: Pipe) {
+        if self.free.len() < self.keep {
+            self.free.push(pipe);
+        }
+    }
+}
+
+fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
+    // SAFETY: plain descriptors, null offsets (sockets and pipes have none).
+    let n = unsafe {
+        libc::splice(
+            from,
+            std::ptr::null_mut(),
+            to,
+            std::ptr::null_mut(),
+            len,
+            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+        )
+    };
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
+/// Why a splice relay stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SpliceError {
+    #[error("node side: {0}")]
+    Node(io::Error),
+    #[error("client side: {0}")]
+    Client(io::Error),
+    #[error("no progress within the node timeout")]
+    Timeout,
+}
+
+/// Move exactly `len` bytes from `node` to `client` through `pipe`. On error the pipe may
+/// hold bytes and must not be reused.
+pub async fn splice_exact(
+    node: &TcpStream,
+    client: &TcpStream,
+    pipe: &Pipe,
+    len: u64,
+    idle_limit: Duration,
+) -> Result<(), SpliceError> {
+    let mut left = len;
+    let mut in_pipe = 0usize;
+    while left > 0 || in_pipe > 0 {
+        let mut progressed = false;
+        if left > 0 && in_pipe < pipe.capacity {
+            let want = ((pipe.capacity - in_pipe) as u64).min(left) as usize;
+            match node.try_io(Interest::READABLE, || splice(node.as_raw_fd(), pipe.write.as_raw_fd(), want)) {
+                Ok(0) => {
+                    return Err(SpliceError::Node(io::Error::new(io::ErrorKind::UnexpectedEof, "node closed mid-body")));
+                }
+                Ok(k) => {
+                    left -= k as u64;
+                    in_pipe += k;
+                    progressed = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(SpliceError::Node(e)),
+            }
+        }
+        if in_pipe > 0 {
+            match client.try_io(Interest::WRITABLE, || splice(pipe.read.as_raw_fd(), client.as_raw_fd(), in_pipe)) {
+                Ok(k) => {
+                    in_pipe -= k;
+                    progressed |= k > 0;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(SpliceError::Client(e)),
+            }
+        }
+        if !progressed {
+            let can_read = left > 0 && in_pipe < pipe.capacity;
+            let can_write = in_pipe > 0;
+            let wait = async {
+                tokio::select! {
+                    r = node.readable(), if can_read => r.map_err(SpliceError::Node),
+                    w = client.writable(), if can_write => w.map_err(SpliceError::Client),
+                }
+            };
+            match tokio::time::timeout(idle_limit, wait).await {
+                Ok(r) => r?,
+                Err(_) => return Err(SpliceError::Timeout),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (b, _) = l.accept().await.unwrap();
+        (a, b)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn splice_moves_exactly_len_bytes_and_leaves_the_rest() {
+        // node_peer -> node (switch side) ; client (switch side) -> client_peer
+        let (mut node_peer, node) = pair().await;
+        let (client, mut client_peer) = pair().await;
+        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut sent = body.clone();
+        sent.extend_from_slice(b"NEXT");
+        let writer = tokio::spawn(async move {
+            node_peer.write_all(&sent).await.unwrap();
+            node_peer
+        });
+        let reader = tokio::spawn(async move {
+            let mut got = vec![0u8; 3_000_000];
+            client_peer.read_exact(&mut got).await.unwrap();
+            got
+        });
+        let pipe = Pipe::new().unwrap();
+        splice_exact(&node, &client, &pipe, body.len() as u64, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(reader.await.unwrap(), body);
+        let _peer = writer.await.unwrap();
+        let mut rest = [0u8; 4];
+        let mut node = node;
+        node.read_exact(&mut rest).await.unwrap();
+        assert_eq!(&rest, b"NEXT");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn splice_reports_a_node_that_closes_early() {
+        let (mut node_peer, node) = pair().await;
+        let (client, _client_peer) = pair().await;
+        node_peer.write_all(b"short").await.unwrap();
+        drop(node_peer);
+        let pipe = Pipe::new().unwrap();
+        let r = splice_exact(&node, &client, &pipe, 100, Duration::from_secs(5)).await;
+        assert!(matches!(r, Err(SpliceError::Node(_))), "{r:?}");
+    }
+}
