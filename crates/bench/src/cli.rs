@@ -47,6 +47,9 @@ pub struct ProxyArgs {
     /// Keep configurations and server logs in this folder.
     #[arg(long)]
     pub keep: Option<PathBuf>,
+    /// Network: namespaces (a host per role on a bridge, needs root), loopback, or auto.
+    #[arg(long, default_value = "auto")]
+    pub net: crate::proxy::NetChoice,
 }
 
 /// Run a `locus bench` subcommand.
@@ -70,6 +73,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                 idle_connections: a.idle_connections,
                 paths: a.paths,
                 keep: a.keep,
+                net: a.net,
             };
             let json = a.json;
             let rows = run_proxy_bench(&opts, |line| eprintln!("{line}"))?;

@@ -7,11 +7,13 @@
 pub mod cli;
 mod demo;
 mod idle;
+mod netns;
 mod procs;
 mod proxy;
 mod servers;
 mod wrk;
 
 pub use demo::{DemoOptions, DemoRow, demo_table, run_demo};
+pub use netns::NetnsLab;
 pub use proxy::{ProxyBenchOptions, ProxyRow, run_proxy_bench};
 pub use wrk::{WrkResult, parse_wrk_output};

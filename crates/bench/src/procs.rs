@@ -3,10 +3,9 @@
 //! accepts connections.
 
 use anyhow::{Context, bail};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// A child process killed when this value is dropped.
 pub struct ChildGuard {
@@ -57,19 +56,6 @@ impl Drop for ChildGuard {
 /// A port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// Wait until `addr` accepts a TCP connection, checking that `child` is still alive.
-pub fn wait_for_port(addr: SocketAddr, child: &mut ChildGuard, limit: Duration) -> anyhow::Result<()> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        child.check_running()?;
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    bail!("{} did not start listening on {addr} within {limit:?}", child.name)
 }
 
 /// Resident set size of a process in MiB, from /proc.

@@ -4,8 +4,9 @@
 //! resident memory with thousands of idle keep-alive connections.
 
 use crate::idle::hold_idle_connections;
+use crate::netns::NetnsLab;
 use crate::procs::{find_program, rss_mb};
-use crate::servers;
+use crate::servers::{self, Net};
 use crate::wrk::{WrkResult, run_wrk};
 use anyhow::Context;
 use serde::Serialize;
@@ -36,6 +37,41 @@ pub struct ProxyBenchOptions {
     pub paths: Vec<String>,
     /// Keep the scratch folder (configurations and server logs) here.
     pub keep: Option<PathBuf>,
+    /// Where to run: network namespaces (a host per role on a bridge) or loopback.
+    pub net: NetChoice,
+}
+
+/// Where a benchmark runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetChoice {
+    /// Namespaces when running as root with iproute2, loopback otherwise.
+    Auto,
+    Loopback,
+    Namespaces,
+}
+
+impl std::str::FromStr for NetChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<NetChoice, String> {
+        match s {
+            "auto" => Ok(NetChoice::Auto),
+            "loopback" => Ok(NetChoice::Loopback),
+            "namespaces" | "netns" => Ok(NetChoice::Namespaces),
+            _ => Err(format!("unknown network `{s}`: use auto, loopback or namespaces")),
+        }
+    }
+}
+
+impl NetChoice {
+    fn make(self) -> anyhow::Result<Net> {
+        let roles = ["client", "switch", "node1", "node2"];
+        Ok(match self {
+            NetChoice::Loopback => Net::Loopback,
+            NetChoice::Namespaces => Net::Lab(NetnsLab::create(&roles)?),
+            NetChoice::Auto if NetnsLab::available() => Net::Lab(NetnsLab::create(&roles)?),
+            NetChoice::Auto => Net::Loopback,
+        })
+    }
 }
 
 impl Default for ProxyBenchOptions {
@@ -52,6 +88,7 @@ impl Default for ProxyBenchOptions {
             idle_connections: 10_000,
             paths: ["direct", "direct-nginx", "locus", "haproxy"].map(String::from).to_vec(),
             keep: None,
+            net: NetChoice::Auto,
         }
     }
 }
@@ -99,18 +136,24 @@ pub fn run_proxy_bench(opts: &ProxyBenchOptions, mut progress: impl FnMut(&str))
         let body: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
         std::fs::write(root.join(format!("{size}.bin")), body)?;
     }
-    let node1 = servers::locus_node(&locus, &scratch, "node1", &root, opts.node_workers)?;
-    let node2 = servers::locus_node(&locus, &scratch, "node2", &root, opts.node_workers)?;
+    let net = opts.net.make()?;
+    progress(&format!("network: {}", net.describe()));
+    let node1 = servers::locus_node(&net, &locus, &scratch, "node1", &root, opts.node_workers)?;
+    let node2 = servers::locus_node(&net, &locus, &scratch, "node2", &root, opts.node_workers)?;
     let nodes = [node1.addr, node2.addr];
     let max_conn = opts.idle_connections + 1000;
-    let switch = servers::locus_switch(&locus, &scratch, &nodes, &opts.policy, opts.switch_workers, max_conn)?;
+    let switch =
+        servers::locus_switch(&net, &locus, &scratch, &nodes, &opts.policy, opts.switch_workers, max_conn)?;
     let haproxy = if opts.paths.iter().any(|p| p == "haproxy") {
-        Some(servers::haproxy(&scratch, &nodes, opts.switch_workers)?)
+        Some(servers::haproxy(&net, &scratch, &nodes, opts.switch_workers)?)
     } else {
         None
     };
-    let nginx =
-        if opts.paths.iter().any(|p| p == "direct-nginx") { Some(servers::nginx(&scratch, &root)?) } else { None };
+    let nginx = if opts.paths.iter().any(|p| p == "direct-nginx") {
+        Some(servers::nginx(&net, &scratch, "node1", &root)?)
+    } else {
+        None
+    };
 
     let target = |path: &str| -> Option<std::net::SocketAddr> {
         match path {
@@ -127,12 +170,13 @@ pub fn run_proxy_bench(opts: &ProxyBenchOptions, mut progress: impl FnMut(&str))
         // Warm every path (caches, pools) before measuring.
         for (path, _) in &runs {
             let addr = target(path).with_context(|| format!("unknown path `{path}`"))?;
-            run_wrk(&wrk, &format!("http://{addr}/{size}.bin"), 1, 4, 1)?;
+            run_wrk(net.command("client", &wrk)?, &format!("http://{addr}/{size}.bin"), 1, 4, 1)?;
         }
         for round in 0..opts.rounds.max(1) {
             for (path, results) in runs.iter_mut() {
                 let addr = target(path).expect("checked above");
-                let r = run_wrk(&wrk, &format!("http://{addr}/{size}.bin"), opts.wrk_threads, opts.connections, opts.seconds)?;
+                let url = format!("http://{addr}/{size}.bin");
+                let r = run_wrk(net.command("client", &wrk)?, &url, opts.wrk_threads, opts.connections, opts.seconds)?;
                 progress(&format!(
                     "size {size:>7} round {} {path:<13} {:>10.0} req/s  p50 {:.2} ms  p99 {:.2} ms  errors {}",
                     round + 1,
@@ -159,14 +203,20 @@ pub fn run_proxy_bench(opts: &ProxyBenchOptions, mut progress: impl FnMut(&str))
     }
     if opts.idle_connections > 0 {
         let path = format!("/{}.bin", opts.sizes.first().copied().unwrap_or(1024));
-        let held = hold_idle_connections(switch.addr, &path, opts.idle_connections)?;
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        let rss = rss_mb(switch.process.pid())?;
-        progress(&format!("idle connections {}: switch RSS {rss:.1} MiB", held.len()));
-        rows.push(ProxyRow::Idle { path: "idle-connections".into(), connections: held.len(), rss_mb: rss });
-        drop(held);
+        let switch_addr = switch.addr;
+        let pid = switch.process.pid();
+        let n = opts.idle_connections;
+        let (held, rss) = net.on_host("client", || {
+            let held = hold_idle_connections(switch_addr, &path, n)?;
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            let rss = rss_mb(pid)?;
+            Ok((held.len(), rss))
+        })?;
+        progress(&format!("idle connections {held}: switch RSS {rss:.1} MiB"));
+        rows.push(ProxyRow::Idle { path: "idle-connections".into(), connections: held, rss_mb: rss });
     }
     drop((switch, haproxy, nginx, node1, node2));
+    drop(net);
     Ok(rows)
 }
 

@@ -1,14 +1,71 @@
-//! The servers a benchmark starts, each as a child process on a loopback port with its
-//! configuration written into the benchmark's scratch folder: Locus nodes and switch (this
-//! very executable), HAProxy configured like the papers' content-aware baseline, and NGINX
-//! as a tuned single-worker static server.
+//! Where a benchmark's programs run and the servers it starts. `Net` is either loopback (every
+//! role on 127.0.0.1, a fresh port each) or a namespace lab (each role its own host on a
+//! bridge). Servers are child processes with their configuration in the scratch folder:
+//! Locus nodes and switch (this very executable), HAProxy configured like the papers'
+//! content-aware baseline, and NGINX as a tuned single-worker static server.
 
-use crate::procs::{ChildGuard, find_program, free_port, wait_for_port};
-use anyhow::Context;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use crate::netns::NetnsLab;
+use crate::procs::{ChildGuard, find_program, free_port};
+use anyhow::{Context, bail};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The network the benchmark runs on.
+pub enum Net {
+    Loopback,
+    Lab(NetnsLab),
+}
+
+impl Net {
+    /// The address of a role's host.
+    pub fn ip(&self, role: &str) -> anyhow::Result<IpAddr> {
+        match self {
+            Net::Loopback => Ok(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            Net::Lab(lab) => lab.addr(role),
+        }
+    }
+
+    /// An address for a new server of `role`: a free port on loopback, `port` in the lab.
+    pub fn listen_addr(&self, role: &str, port: u16) -> anyhow::Result<SocketAddr> {
+        Ok(match self {
+            Net::Loopback => SocketAddr::new(self.ip(role)?, free_port()?),
+            Net::Lab(_) => SocketAddr::new(self.ip(role)?, port),
+        })
+    }
+
+    /// A command that will run on `role`'s host.
+    pub fn command(&self, role: &str, program: &Path) -> anyhow::Result<Command> {
+        let mut cmd = Command::new(program);
+        if let Net::Lab(lab) = self {
+            lab.enter(role, &mut cmd)?;
+        }
+        Ok(cmd)
+    }
+
+    /// Run `f` on a thread placed on `role`'s host.
+    pub fn on_host<T: Send>(&self, role: &str, f: impl FnOnce() -> anyhow::Result<T> + Send) -> anyhow::Result<T> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                if let Net::Lab(lab) = self {
+                    lab.enter_thread(role)?;
+                }
+                f()
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("thread on {role} panicked"))?
+        })
+    }
+
+    /// A short description for reports.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Net::Loopback => "loopback",
+            Net::Lab(_) => "namespaces",
+        }
+    }
+}
 
 /// A started server: its process and address.
 pub struct Server {
@@ -16,31 +73,38 @@ pub struct Server {
     pub process: ChildGuard,
 }
 
-fn loopback(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
-
-fn start(name: &str, cmd: Command, addr: SocketAddr, scratch: &Path) -> anyhow::Result<Server> {
+fn start(net: &Net, name: &str, cmd: Command, addr: SocketAddr, scratch: &Path) -> anyhow::Result<Server> {
     let log = scratch.join(format!("{name}.log"));
     let mut process = ChildGuard::spawn(name, cmd, &log)?;
-    wait_for_port(addr, &mut process, Duration::from_secs(10))
-        .with_context(|| format!("see {}", log.display()))?;
-    Ok(Server { addr, process })
+    let limit = Duration::from_secs(10);
+    let started = Instant::now();
+    loop {
+        process.check_running().with_context(|| format!("see {}", log.display()))?;
+        let up = net.on_host("client", || Ok(TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok()))?;
+        if up {
+            return Ok(Server { addr, process });
+        }
+        if started.elapsed() > limit {
+            bail!("{name} did not start listening on {addr} within {limit:?}; see {}", log.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
-/// `locus node` serving `root`.
-pub fn locus_node(locus: &Path, scratch: &Path, name: &str, root: &Path, workers: u32) -> anyhow::Result<Server> {
-    let addr = loopback(free_port()?);
-    let mut cmd = Command::new(locus);
+/// `locus node` serving `root` on `role`'s host.
+pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, role: &str, root: &Path, workers: u32) -> anyhow::Result<Server> {
+    let addr = net.listen_addr(role, 80)?;
+    let mut cmd = net.command(role, locus)?;
     cmd.arg("node")
         .args(["--listen", &addr.to_string(), "--root"])
         .arg(root)
-        .args(["--name", name, "--workers", &workers.to_string()]);
-    start(name, cmd, addr, scratch)
+        .args(["--name", role, "--workers", &workers.to_string()]);
+    start(net, role, cmd, addr, scratch)
 }
 
-/// `locus switch` in proxy mode in front of `nodes`.
+/// `locus switch` in proxy mode in front of `nodes`, on the switch host.
 pub fn locus_switch(
+    net: &Net,
     locus: &Path,
     scratch: &Path,
     nodes: &[SocketAddr],
@@ -48,8 +112,8 @@ pub fn locus_switch(
     workers: u32,
     max_connections: usize,
 ) -> anyhow::Result<Server> {
-    let addr = loopback(free_port()?);
-    let mut cmd = Command::new(locus);
+    let addr = net.listen_addr("switch", 80)?;
+    let mut cmd = net.command("switch", locus)?;
     cmd.arg("switch").args([
         "--listen",
         &addr.to_string(),
@@ -63,13 +127,14 @@ pub fn locus_switch(
     for (i, n) in nodes.iter().enumerate() {
         cmd.args(["--node", &format!("node{}={n}", i + 1)]);
     }
-    start("locus-switch", cmd, addr, scratch)
+    start(net, "locus-switch", cmd, addr, scratch)
 }
 
-/// HAProxy with `balance uri`, `hash-type consistent`, `hash-balance-factor 150`.
-pub fn haproxy(scratch: &Path, nodes: &[SocketAddr], threads: u32) -> anyhow::Result<Server> {
+/// HAProxy with `balance uri`, `hash-type consistent`, `hash-balance-factor 150`, on the
+/// switch host.
+pub fn haproxy(net: &Net, scratch: &Path, nodes: &[SocketAddr], threads: u32) -> anyhow::Result<Server> {
     let bin = find_program("haproxy").context("haproxy not found (apt-get install haproxy)")?;
-    let addr = loopback(free_port()?);
+    let addr = net.listen_addr("switch", 81)?;
     let servers: String =
         nodes.iter().enumerate().map(|(i, n)| format!("  server node{} {n}\n", i + 1)).collect();
     // maxconn is bounded by the 20,000-descriptor limit of this machine (two per connection).
@@ -81,16 +146,17 @@ pub fn haproxy(scratch: &Path, nodes: &[SocketAddr], threads: u32) -> anyhow::Re
     );
     let path = scratch.join("haproxy.cfg");
     std::fs::write(&path, config)?;
-    let mut cmd = Command::new(bin);
+    let mut cmd = net.command("switch", &bin)?;
     cmd.arg("-db").arg("-f").arg(&path);
-    start("haproxy", cmd, addr, scratch)
+    start(net, "haproxy", cmd, addr, scratch)
 }
 
-/// NGINX with one worker process, sendfile and an open-file cache, serving `root`.
-pub fn nginx(scratch: &Path, root: &Path) -> anyhow::Result<Server> {
+/// NGINX with one worker process, sendfile and an open-file cache, serving `root` on `role`'s
+/// host.
+pub fn nginx(net: &Net, scratch: &Path, role: &str, root: &Path) -> anyhow::Result<Server> {
     let bin = find_program("nginx").context("nginx not found (apt-get install nginx)")?;
-    let addr = loopback(free_port()?);
-    let dir: PathBuf = scratch.join("nginx");
+    let addr = net.listen_addr(role, 8080)?;
+    let dir = scratch.join("nginx");
     std::fs::create_dir_all(&dir)?;
     let d = dir.display();
     let config = format!(
@@ -104,7 +170,7 @@ pub fn nginx(scratch: &Path, root: &Path) -> anyhow::Result<Server> {
     );
     let path = dir.join("nginx.conf");
     std::fs::write(&path, config)?;
-    let mut cmd = Command::new(bin);
+    let mut cmd = net.command(role, &bin)?;
     cmd.arg("-c").arg(&path).arg("-p").arg(&dir);
-    start("nginx", cmd, addr, scratch)
+    start(net, "nginx", cmd, addr, scratch)
 }

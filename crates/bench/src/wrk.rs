@@ -14,13 +14,14 @@ pub struct WrkResult {
     pub errors: u64,
 }
 
-/// Run `wrk -t threads -c connections -d seconds --latency url`.
-pub fn run_wrk(wrk: &std::path::Path, url: &str, threads: u32, connections: u32, seconds: u32) -> anyhow::Result<WrkResult> {
-    let out = Command::new(wrk)
+/// Run `wrk -t threads -c connections -d seconds --latency url`; `wrk` is the command to run
+/// (already placed on the client's host).
+pub fn run_wrk(mut wrk: Command, url: &str, threads: u32, connections: u32, seconds: u32) -> anyhow::Result<WrkResult> {
+    let out = wrk
         .args(["-t", &threads.to_string(), "-c", &connections.to_string(), "-d", &format!("{seconds}s")])
         .args(["--latency", "--timeout", "10s", url])
         .output()
-        .with_context(|| format!("run {}", wrk.display()))?;
+        .with_context(|| format!("run {:?}", wrk.get_program()))?;
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         bail!("wrk failed on {url}: {}{}", text, String::from_utf8_lossy(&out.stderr));

@@ -24,14 +24,20 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    // Servers log their life cycle; the demo and benchmarks run servers in-process or as
+    // children and only want to hear about problems. LOCUS_LOG overrides either default.
+    let default_level = match cli.command {
+        Command::Switch(_) | Command::Node(_) => "info",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LOCUS_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Switch(args) => locus_switch::cli::run(args),
         Command::Node(args) => locus_node::cli::run(args),
