@@ -167,7 +167,8 @@ fn client_loop(
                     if !ok {
                         out.mismatches += 1;
                     }
-                    out.latencies_us.push(done.duration_since(started).as_micros().min(u32::MAX as u128) as u32);
+                    out.latencies_us
+                        .push(done.duration_since(started).as_micros().min(u32::MAX as u128) as u32);
                 }
             }
             Err(_) => {
@@ -202,7 +203,11 @@ fn run_policy(opts: &DemoOptions, root: &Path, site: &Arc<Site>, policy: &str) -
                 replacement: Replacement::Gds,
                 ..CacheConfig::default()
             },
-            storage: Some(StorageConfig { seek_ms: opts.seek_ms, transfer_mb_s: opts.transfer_mb_s, disks: 1 }),
+            storage: Some(StorageConfig {
+                seek_ms: opts.seek_ms,
+                transfer_mb_s: opts.transfer_mb_s,
+                disks: 1,
+            }),
             ..NodeConfig::default()
         };
         nodes.push(NodeServer::start(config).context("starting a node")?);
@@ -236,8 +241,10 @@ fn run_policy(opts: &DemoOptions, root: &Path, site: &Arc<Site>, policy: &str) -
     for n in &nodes {
         before.push(n.stats());
     }
-    let results: Vec<ClientResult> =
-        handles.into_iter().map(|h| h.join().map_err(|_| anyhow::anyhow!("client thread panicked"))).collect::<Result<_, _>>()?;
+    let results: Vec<ClientResult> = handles
+        .into_iter()
+        .map(|h| h.join().map_err(|_| anyhow::anyhow!("client thread panicked")))
+        .collect::<Result<_, _>>()?;
     let after: Vec<_> = nodes.iter().map(|n| n.stats()).collect();
     let elapsed = opts.measure.as_secs_f64();
     switch.shutdown();
@@ -248,7 +255,8 @@ fn run_policy(opts: &DemoOptions, root: &Path, site: &Arc<Site>, policy: &str) -
     lat.sort_unstable();
     let served: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a.requests - b.requests).collect();
     let hits: u64 = after.iter().zip(&before).map(|(a, b)| a.hits - b.hits).sum();
-    let misses: u64 = after.iter().zip(&before).map(|(a, b)| (a.misses + a.bypass) - (b.misses + b.bypass)).sum();
+    let misses: u64 =
+        after.iter().zip(&before).map(|(a, b)| (a.misses + a.bypass) - (b.misses + b.bypass)).sum();
     let total_served: u64 = served.iter().sum::<u64>().max(1);
     Ok(DemoRow {
         policy: policy.to_string(),
@@ -289,7 +297,9 @@ pub fn run_demo(opts: &DemoOptions, mut progress: impl FnMut(&str)) -> anyhow::R
 
 /// The result table in Markdown.
 pub fn demo_table(rows: &[DemoRow]) -> String {
-    let mut out = String::from("| policy | req/s | p50 ms | p99 ms | hit ratio | load shares | errors | mismatches |\n|---|---|---|---|---|---|---|---|\n");
+    let mut out = String::from(
+        "| policy | req/s | p50 ms | p99 ms | hit ratio | load shares | errors | mismatches |\n|---|---|---|---|---|---|---|---|\n",
+    );
     for r in rows {
         let shares: Vec<String> = r.shares.iter().map(|s| format!("{:.0}%", s * 100.0)).collect();
         out.push_str(&format!(

@@ -68,7 +68,8 @@ impl NetnsLab {
     /// Open the namespace of a host (for `setns`).
     pub fn open(&self, role: &str) -> anyhow::Result<OwnedFd> {
         let (ns, _) = self.host(role)?;
-        let f = std::fs::File::open(format!("/run/netns/{ns}")).with_context(|| format!("open namespace {ns}"))?;
+        let f = std::fs::File::open(format!("/run/netns/{ns}"))
+            .with_context(|| format!("open namespace {ns}"))?;
         Ok(f.into())
     }
 
@@ -142,7 +143,8 @@ mod tests {
                 });
             });
         }
-        let list = String::from_utf8(Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).unwrap();
+        let list =
+            String::from_utf8(Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).unwrap();
         for n in names {
             assert!(!list.contains(&n), "namespace {n} left behind");
         }

@@ -74,8 +74,5 @@ pub fn rss_mb(pid: u32) -> anyhow::Result<f64> {
 pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
     let candidates = ["/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/bin", "/usr/local/sbin"];
     let path = std::env::var("PATH").unwrap_or_default();
-    path.split(':')
-        .chain(candidates)
-        .map(|d| std::path::Path::new(d).join(name))
-        .find(|p| p.is_file())
+    path.split(':').chain(candidates).map(|d| std::path::Path::new(d).join(name)).find(|p| p.is_file())
 }

@@ -97,20 +97,8 @@ impl Default for ProxyBenchOptions {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(untagged)]
 pub enum ProxyRow {
-    Throughput {
-        path: String,
-        size: u64,
-        keepalive: bool,
-        rps: f64,
-        p50_ms: f64,
-        p99_ms: f64,
-        errors: u64,
-    },
-    Idle {
-        path: String,
-        connections: usize,
-        rss_mb: f64,
-    },
+    Throughput { path: String, size: u64, keepalive: bool, rps: f64, p50_ms: f64, p99_ms: f64, errors: u64 },
+    Idle { path: String, connections: usize, rss_mb: f64 },
 }
 
 fn median_by_rps(mut runs: Vec<WrkResult>) -> WrkResult {
@@ -119,7 +107,10 @@ fn median_by_rps(mut runs: Vec<WrkResult>) -> WrkResult {
 }
 
 /// Run the benchmark; `progress` receives a line per finished measurement.
-pub fn run_proxy_bench(opts: &ProxyBenchOptions, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec<ProxyRow>> {
+pub fn run_proxy_bench(
+    opts: &ProxyBenchOptions,
+    mut progress: impl FnMut(&str),
+) -> anyhow::Result<Vec<ProxyRow>> {
     let wrk = find_program("wrk").context("wrk not found (apt-get install wrk)")?;
     let locus = std::env::current_exe().context("locating the locus executable")?;
     let scratch_dir = tempfile::Builder::new().prefix("locus-bench-").tempdir()?;
@@ -166,7 +157,8 @@ pub fn run_proxy_bench(opts: &ProxyBenchOptions, mut progress: impl FnMut(&str))
     };
     let mut rows = Vec::new();
     for &size in &opts.sizes {
-        let mut runs: Vec<(String, Vec<WrkResult>)> = opts.paths.iter().map(|p| (p.clone(), Vec::new())).collect();
+        let mut runs: Vec<(String, Vec<WrkResult>)> =
+            opts.paths.iter().map(|p| (p.clone(), Vec::new())).collect();
         // Warm every path (caches, pools) before measuring.
         for (path, _) in &runs {
             let addr = target(path).with_context(|| format!("unknown path `{path}`"))?;
@@ -176,7 +168,13 @@ pub fn run_proxy_bench(opts: &ProxyBenchOptions, mut progress: impl FnMut(&str))
             for (path, results) in runs.iter_mut() {
                 let addr = target(path).expect("checked above");
                 let url = format!("http://{addr}/{size}.bin");
-                let r = run_wrk(net.command("client", &wrk)?, &url, opts.wrk_threads, opts.connections, opts.seconds)?;
+                let r = run_wrk(
+                    net.command("client", &wrk)?,
+                    &url,
+                    opts.wrk_threads,
+                    opts.connections,
+                    opts.seconds,
+                )?;
                 progress(&format!(
                     "size {size:>7} round {} {path:<13} {:>10.0} req/s  p50 {:.2} ms  p99 {:.2} ms  errors {}",
                     round + 1,
@@ -259,16 +257,18 @@ pub fn markdown_table(rows: &[ProxyRow]) -> String {
     }
     for r in rows {
         if let ProxyRow::Idle { connections, rss_mb, .. } = r {
-            out.push_str(&format!("\nSwitch resident memory with {connections} idle keep-alive connections: {rss_mb:.1} MiB\n"));
+            out.push_str(&format!(
+                "\nSwitch resident memory with {connections} idle keep-alive connections: {rss_mb:.1} MiB\n"
+            ));
         }
     }
     out
 }
 
 fn human_size(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
-    } else if bytes >= 1024 && bytes % 1024 == 0 {
+    } else if bytes >= 1024 && bytes.is_multiple_of(1024) {
         format!("{} KiB", bytes >> 10)
     } else {
         format!("{bytes} B")
@@ -295,7 +295,10 @@ mod tests {
             r#"{"path":"locus","size":1024,"keepalive":true,"rps":1.5,"p50_ms":0.25,"p99_ms":1.0,"errors":0}"#
         );
         let idle = ProxyRow::Idle { path: "idle-connections".into(), connections: 10, rss_mb: 2.5 };
-        assert_eq!(serde_json::to_string(&idle).unwrap(), r#"{"path":"idle-connections","connections":10,"rss_mb":2.5}"#);
+        assert_eq!(
+            serde_json::to_string(&idle).unwrap(),
+            r#"{"path":"idle-connections","connections":10,"rss_mb":2.5}"#
+        );
     }
 
     #[test]
@@ -315,7 +318,8 @@ mod tests {
             p99_ms: 0.0,
             errors: 0,
         };
-        let md = markdown_table(&[t("direct", 10.0), t("direct-nginx", 5.0), t("locus", 8.0), t("haproxy", 4.0)]);
+        let md =
+            markdown_table(&[t("direct", 10.0), t("direct-nginx", 5.0), t("locus", 8.0), t("haproxy", 4.0)]);
         assert!(md.contains("| 64 KiB | 10 | 5 | 8 | 4 | 2.00× | 2.00× |"), "{md}");
     }
 }

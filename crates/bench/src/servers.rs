@@ -45,7 +45,11 @@ impl Net {
     }
 
     /// Run `f` on a thread placed on `role`'s host.
-    pub fn on_host<T: Send>(&self, role: &str, f: impl FnOnce() -> anyhow::Result<T> + Send) -> anyhow::Result<T> {
+    pub fn on_host<T: Send>(
+        &self,
+        role: &str,
+        f: impl FnOnce() -> anyhow::Result<T> + Send,
+    ) -> anyhow::Result<T> {
         std::thread::scope(|s| {
             s.spawn(|| {
                 if let Net::Lab(lab) = self {
@@ -80,7 +84,9 @@ fn start(net: &Net, name: &str, cmd: Command, addr: SocketAddr, scratch: &Path) 
     let started = Instant::now();
     loop {
         process.check_running().with_context(|| format!("see {}", log.display()))?;
-        let up = net.on_host("client", || Ok(TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok()))?;
+        let up = net.on_host("client", || {
+            Ok(TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok())
+        })?;
         if up {
             return Ok(Server { addr, process });
         }
@@ -92,13 +98,22 @@ fn start(net: &Net, name: &str, cmd: Command, addr: SocketAddr, scratch: &Path) 
 }
 
 /// `locus node` serving `root` on `role`'s host.
-pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, role: &str, root: &Path, workers: u32) -> anyhow::Result<Server> {
+pub fn locus_node(
+    net: &Net,
+    locus: &Path,
+    scratch: &Path,
+    role: &str,
+    root: &Path,
+    workers: u32,
+) -> anyhow::Result<Server> {
     let addr = net.listen_addr(role, 80)?;
     let mut cmd = net.command(role, locus)?;
-    cmd.arg("node")
-        .args(["--listen", &addr.to_string(), "--root"])
-        .arg(root)
-        .args(["--name", role, "--workers", &workers.to_string()]);
+    cmd.arg("node").args(["--listen", &addr.to_string(), "--root"]).arg(root).args([
+        "--name",
+        role,
+        "--workers",
+        &workers.to_string(),
+    ]);
     start(net, role, cmd, addr, scratch)
 }
 

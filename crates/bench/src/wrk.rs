@@ -16,7 +16,13 @@ pub struct WrkResult {
 
 /// Run `wrk -t threads -c connections -d seconds --latency url`; `wrk` is the command to run
 /// (already placed on the client's host).
-pub fn run_wrk(mut wrk: Command, url: &str, threads: u32, connections: u32, seconds: u32) -> anyhow::Result<WrkResult> {
+pub fn run_wrk(
+    mut wrk: Command,
+    url: &str,
+    threads: u32,
+    connections: u32,
+    seconds: u32,
+) -> anyhow::Result<WrkResult> {
     let out = wrk
         .args(["-t", &threads.to_string(), "-c", &connections.to_string(), "-d", &format!("{seconds}s")])
         .args(["--latency", "--timeout", "10s", url])

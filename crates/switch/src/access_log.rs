@@ -46,7 +46,12 @@ const FLUSH_AT: usize = 32 * 1024;
 
 impl AccessLog {
     pub fn new(sink: LogSink) -> AccessLog {
-        AccessLog { sink, buf: Vec::with_capacity(FLUSH_AT + 1024), stamp_secs: u64::MAX, stamp: String::new() }
+        AccessLog {
+            sink,
+            buf: Vec::with_capacity(FLUSH_AT + 1024),
+            stamp_secs: u64::MAX,
+            stamp: String::new(),
+        }
     }
 
     /// Append a Combined Log Format line.
@@ -121,11 +126,20 @@ fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
 
 /// `10/Oct/2000:13:55:36 +0000` for a Unix time (UTC).
 fn clf_time(secs: u64) -> String {
-    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const MONTHS: [&str; 12] =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
-    format!("{:02}/{}/{}:{:02}:{:02}:{:02} +0000", d, MONTHS[m as usize - 1], y, rem / 3600, rem / 60 % 60, rem % 60)
+    format!(
+        "{:02}/{}/{}:{:02}:{:02}:{:02} +0000",
+        d,
+        MONTHS[m as usize - 1],
+        y,
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }
 
 /// Gregorian date from days since 1970-01-01 (Howard Hinnant's algorithm; no date crate

@@ -59,7 +59,9 @@ async fn answer(shared: Arc<Shared>, mut stream: TcpStream) {
     } else {
         match head.path_str(&buf).split('?').next().unwrap_or("") {
             "/locus/status" => (200, "application/json", status_json(&shared).to_string() + "\n"),
-            "/metrics" => (200, "application/openmetrics-text; version=1.0.0; charset=utf-8", metrics_text(&shared)),
+            "/metrics" => {
+                (200, "application/openmetrics-text; version=1.0.0; charset=utf-8", metrics_text(&shared))
+            }
             "/locus/health" => (200, "text/plain", "ok\n".to_string()),
             _ => (404, "text/plain", "not found\n".to_string()),
         }
@@ -153,16 +155,30 @@ pub fn metrics_text(shared: &Shared) -> String {
     reg.register("requests", "Requests parsed", counter(c.requests.load(Relaxed)));
     let responses = Family::<Labels, Counter<u64, AtomicU64>>::default();
     for (i, class) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {
-        responses.get_or_create(&vec![("class".into(), class.to_string())]).inc_by(c.responses[i].load(Relaxed));
+        responses
+            .get_or_create(&vec![("class".into(), class.to_string())])
+            .inc_by(c.responses[i].load(Relaxed));
     }
     reg.register("responses", "Responses sent to clients by status class", responses);
-    reg.register("client_errors", "Requests refused as malformed or too large", counter(c.client_errors.load(Relaxed)));
+    reg.register(
+        "client_errors",
+        "Requests refused as malformed or too large",
+        counter(c.client_errors.load(Relaxed)),
+    );
     reg.register("retries", "Requests retried on another node", counter(c.retries.load(Relaxed)));
-    reg.register("queue_timeouts", "Requests that waited too long for admission", counter(c.queue_timeouts.load(Relaxed)));
+    reg.register(
+        "queue_timeouts",
+        "Requests that waited too long for admission",
+        counter(c.queue_timeouts.load(Relaxed)),
+    );
     reg.register("no_node_up", "Requests refused because no node was up", counter(c.no_node.load(Relaxed)));
     reg.register("node_timeouts", "Node responses that timed out", counter(c.node_timeouts.load(Relaxed)));
     reg.register("bad_responses", "Malformed node responses", counter(c.bad_responses.load(Relaxed)));
-    reg.register("bytes_to_clients", "Response body bytes sent to clients", counter(c.bytes_to_clients.load(Relaxed)));
+    reg.register(
+        "bytes_to_clients",
+        "Response body bytes sent to clients",
+        counter(c.bytes_to_clients.load(Relaxed)),
+    );
     reg.register("bytes_to_nodes", "Request bytes sent to nodes", counter(c.bytes_to_nodes.load(Relaxed)));
     reg.register("in_flight", "Requests dispatched and not completed", gauge(snap.in_flight as i64));
     reg.register("queued", "Requests waiting in the admission queue", gauge(snap.queued as i64));

@@ -55,7 +55,8 @@ pub fn parse_node(spec: &str) -> anyhow::Result<NodeEntry> {
         Some((a, w)) => (a, w.parse::<u32>().with_context(|| format!("node `{spec}`: bad weight `{w}`"))?),
         None => (rest, 1),
     };
-    let addr = addr.parse::<SocketAddr>().with_context(|| format!("node `{spec}`: `{addr}` is not an IP:port"))?;
+    let addr =
+        addr.parse::<SocketAddr>().with_context(|| format!("node `{spec}`: `{addr}` is not an IP:port"))?;
     Ok(NodeEntry { name, addr, weight })
 }
 
@@ -151,7 +152,11 @@ mod tests {
         let c = args.to_config().unwrap();
         assert_eq!(c.nodes.len(), 2);
         assert_eq!(c.policy.name(), "chash-bounded");
-        let args = SwitchArgs { policy: Some("nope".into()), nodes: vec!["127.0.0.1:1".into()], ..Default::default() };
+        let args = SwitchArgs {
+            policy: Some("nope".into()),
+            nodes: vec!["127.0.0.1:1".into()],
+            ..Default::default()
+        };
         assert!(args.to_config().unwrap_err().to_string().contains("unknown policy"));
         let args = SwitchArgs::default();
         assert!(args.to_config().unwrap_err().to_string().contains("no nodes"));

@@ -240,8 +240,8 @@ impl SwitchConfig {
 
     /// Read and parse a TOML file.
     pub fn from_file(path: &Path) -> Result<SwitchConfig, ConfigError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
         SwitchConfig::from_toml_str(&text, &path.display().to_string())
     }
 

@@ -93,7 +93,12 @@ impl Drop for QueueTicket<'_> {
 impl Dispatcher {
     pub fn new(cluster: Cluster) -> Dispatcher {
         Dispatcher {
-            state: Mutex::new(DispatchState { cluster, waiters: VecDeque::new(), reserved: 0, next_waiter: 0 }),
+            state: Mutex::new(DispatchState {
+                cluster,
+                waiters: VecDeque::new(),
+                reserved: 0,
+                next_waiter: 0,
+            }),
             epoch: Instant::now(),
         }
     }

@@ -39,7 +39,8 @@ pub fn write_request_head(
         _ => out.extend_from_slice(head.target.get(buf)),
     }
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    let has_connection_header = head.headers.iter().any(|h| h.name.get(buf).eq_ignore_ascii_case(b"connection"));
+    let has_connection_header =
+        head.headers.iter().any(|h| h.name.get(buf).eq_ignore_ascii_case(b"connection"));
     let mut forwarded_done = false;
     let mut host_done = false;
     for h in &head.headers {
@@ -116,7 +117,9 @@ pub fn write_response_head(
     out.extend_from_slice(b"\r\n");
     for h in &resp.headers {
         let name = h.name.get(buf);
-        if is_hop_by_hop(name) && !(name.eq_ignore_ascii_case(b"transfer-encoding") && relay == BodyRelay::AsIs) {
+        if is_hop_by_hop(name)
+            && !(name.eq_ignore_ascii_case(b"transfer-encoding") && relay == BodyRelay::AsIs)
+        {
             continue;
         }
         out.extend_from_slice(name);

@@ -46,7 +46,8 @@ impl NodePool {
     /// Drop connections idle too long (oldest sit at the front of each list).
     pub fn sweep(&mut self, now: Instant) {
         for list in &mut self.idle {
-            let keep_from = list.iter().position(|c| now.duration_since(c.since) < self.max_idle).unwrap_or(list.len());
+            let keep_from =
+                list.iter().position(|c| now.duration_since(c.since) < self.max_idle).unwrap_or(list.len());
             list.drain(..keep_from);
         }
     }

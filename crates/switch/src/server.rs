@@ -75,9 +75,8 @@ impl SwitchServer {
         let mut logs = Vec::new();
         for _ in 0..workers {
             logs.push(match &cfg.access_log {
-                Some(path) => Some(AccessLog::new(open_sink(path).map_err(|source| SwitchError::AccessLog {
-                    path: path.display().to_string(),
-                    source,
+                Some(path) => Some(AccessLog::new(open_sink(path).map_err(|source| {
+                    SwitchError::AccessLog { path: path.display().to_string(), source }
                 })?)),
                 None => None,
             });
@@ -146,7 +145,12 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime")
 }
 
-fn worker_thread(shared: Arc<Shared>, listener: std::net::TcpListener, log: Option<AccessLog>, rejecting: Arc<AtomicUsize>) {
+fn worker_thread(
+    shared: Arc<Shared>,
+    listener: std::net::TcpListener,
+    log: Option<AccessLog>,
+    rejecting: Arc<AtomicUsize>,
+) {
     let rt = runtime();
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {

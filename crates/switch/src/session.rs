@@ -11,7 +11,9 @@ use crate::pool::{BufferPool, NodePool};
 use crate::splice::{PipePool, splice_exact};
 use crate::state::Shared;
 use locus_core::{Method, NodeId, RequestInfo};
-use locus_http::{BodyError, BodyKind, BodyTracker, RequestHead, ResponseHead, Version, parse_request, parse_response};
+use locus_http::{
+    BodyError, BodyKind, BodyTracker, RequestHead, ResponseHead, Version, parse_request, parse_response,
+};
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
@@ -143,7 +145,8 @@ impl Session {
         let mut head = RequestHead::default();
         let mut head_started: Option<Instant> = None;
         loop {
-            let parsed = if self.buf.is_empty() { Ok(false) } else { parse_request(&self.buf, &limits, &mut head) };
+            let parsed =
+                if self.buf.is_empty() { Ok(false) } else { parse_request(&self.buf, &limits, &mut head) };
             match parsed {
                 Err(e) => {
                     shared.counters.client_errors.fetch_add(1, Relaxed);
@@ -242,7 +245,11 @@ impl Session {
         if close { Next::Close } else { Next::Continue(head.head_len) }
     }
 
-    async fn dispatch<'d>(&self, shared: &'d Shared, head: &RequestHead) -> Result<Assignment<'d>, DispatchError> {
+    async fn dispatch<'d>(
+        &self,
+        shared: &'d Shared,
+        head: &RequestHead,
+    ) -> Result<Assignment<'d>, DispatchError> {
         let info = RequestInfo::new(head.method, head.path_str(&self.buf));
         shared.dispatcher.acquire(&info, shared.config.limits.queue_timeout()).await
     }
@@ -255,7 +262,10 @@ impl Session {
         if head.expect_continue && head.body != BodyKind::Empty {
             // The switch answers the expectation itself and strips it towards the node.
             let t = shared.config.limits.node_timeout();
-            if !matches!(timeout(t, self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")).await, Ok(Ok(()))) {
+            if !matches!(
+                timeout(t, self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")).await,
+                Ok(Ok(()))
+            ) {
                 return Next::Close;
             }
         }
@@ -358,16 +368,21 @@ impl Session {
 
     /// A connection to `node`: a pooled one unless `fresh`; pooled ones are probed first
     /// when the request must not be sent twice.
-    async fn node_connection(&self, node: NodeId, fresh: bool, idempotent: bool) -> Result<(TcpStream, bool), NodeFailure> {
+    async fn node_connection(
+        &self,
+        node: NodeId,
+        fresh: bool,
+        idempotent: bool,
+    ) -> Result<(TcpStream, bool), NodeFailure> {
         let shared = &self.worker.shared;
         let info = &shared.nodes[node.index()];
         if !fresh {
             let generation = info.generation.load(Relaxed);
             let pooled = self.worker.pool.borrow_mut().take(node.index(), generation, Instant::now());
-            if let Some(s) = pooled {
-                if idempotent || probe_alive(&s) {
-                    return Ok((s, true));
-                }
+            if let Some(s) = pooled
+                && (idempotent || probe_alive(&s))
+            {
+                return Ok((s, true));
             }
         }
         match timeout(shared.config.limits.connect_timeout(), TcpStream::connect(info.addr)).await {
@@ -394,7 +409,12 @@ impl Session {
     }
 
     /// Send the rewritten head and the request body; returns the bytes of `buf` consumed.
-    async fn send_request(&mut self, conn: &mut TcpStream, node: NodeId, head: &RequestHead) -> Result<usize, ExchangeError> {
+    async fn send_request(
+        &mut self,
+        conn: &mut TcpStream,
+        node: NodeId,
+        head: &RequestHead,
+    ) -> Result<usize, ExchangeError> {
         let shared = self.worker.shared.clone();
         let t = shared.config.limits.node_timeout();
         if self.out.capacity() == 0 {
@@ -402,14 +422,22 @@ impl Session {
         }
         self.out.clear();
         let client_ip = shared.config.forwarded_for.then(|| self.peer.ip());
-        write_request_head(&mut self.out, head, &self.buf, client_ip, &shared.nodes[node.index()].host_header);
+        write_request_head(
+            &mut self.out,
+            head,
+            &self.buf,
+            client_ip,
+            &shared.nodes[node.index()].host_header,
+        );
         let start = head.head_len;
         let mut tracker = BodyTracker::new(head.body);
         let first = tracker.advance(&self.buf[start..]).map_err(ExchangeError::ClientBody)?;
         self.out.extend_from_slice(&self.buf[start..start + first.consumed]);
         let body_sent = first.consumed > 0;
         let sent = self.out.len();
-        write_node(conn, &self.out, t).await.map_err(|failure| ExchangeError::BeforeResponse { failure, body_sent })?;
+        write_node(conn, &self.out, t)
+            .await
+            .map_err(|failure| ExchangeError::BeforeResponse { failure, body_sent })?;
         let mut end = start + first.consumed;
         let mut total = sent as u64;
         while !tracker.is_done() {
@@ -454,7 +482,8 @@ impl Session {
             let complete = if relay.is_empty() {
                 false
             } else {
-                parse_response(relay, max_head, is_head, &mut self.resp).map_err(|_| ExchangeError::BadResponse)?
+                parse_response(relay, max_head, is_head, &mut self.resp)
+                    .map_err(|_| ExchangeError::BadResponse)?
             };
             if complete {
                 if self.resp.is_interim() {
@@ -473,7 +502,9 @@ impl Session {
             let room = first_read.saturating_sub(relay.len()).max(4096);
             let mut limited = bytes::BufMut::limit(&mut *relay, room);
             match timeout(t, conn.read_buf(&mut limited)).await {
-                Err(_) => return Err(ExchangeError::BeforeResponse { failure: NodeFailure::Timeout, body_sent }),
+                Err(_) => {
+                    return Err(ExchangeError::BeforeResponse { failure: NodeFailure::Timeout, body_sent });
+                }
                 Ok(Err(e)) => {
                     return Err(ExchangeError::BeforeResponse { failure: NodeFailure::Io(e), body_sent });
                 }
@@ -488,8 +519,10 @@ impl Session {
         let dechunk = resp.body == BodyKind::Chunked && head.version == Version::Http10;
         let client_keep_alive =
             head.keep_alive && !shared.is_shutting_down() && resp.body != BodyKind::UntilClose && !dechunk;
-        let passthrough =
-            client_keep_alive && head.version == Version::Http11 && resp.version == Version::Http11 && !resp.hop_by_hop;
+        let passthrough = client_keep_alive
+            && head.version == Version::Http11
+            && resp.version == Version::Http11
+            && !resp.hop_by_hop;
         let mode = if dechunk { BodyRelay::Dechunk } else { BodyRelay::AsIs };
         let status = resp.status;
         let node_keep_alive = resp.keep_alive;
@@ -552,7 +585,9 @@ impl Session {
             if dechunk {
                 self.out.clear();
                 let out = &mut self.out;
-                tracker.advance_with(relay, |d| out.extend_from_slice(d)).map_err(|_| ExchangeError::Midstream)?;
+                tracker
+                    .advance_with(relay, |d| out.extend_from_slice(d))
+                    .map_err(|_| ExchangeError::Midstream)?;
                 body_bytes += self.out.len() as u64;
                 write_client(&mut self.stream, &self.out, t).await?;
             } else {
@@ -597,7 +632,11 @@ async fn write_node(conn: &mut TcpStream, bytes: &[u8], t: std::time::Duration) 
     }
 }
 
-async fn write_client(stream: &mut TcpStream, bytes: &[u8], t: std::time::Duration) -> Result<(), ExchangeError> {
+async fn write_client(
+    stream: &mut TcpStream,
+    bytes: &[u8],
+    t: std::time::Duration,
+) -> Result<(), ExchangeError> {
     match timeout(t, stream.write_all(bytes)).await {
         Ok(Ok(())) => Ok(()),
         _ => Err(ExchangeError::ClientGone),

@@ -107,7 +107,10 @@ pub async fn splice_exact(
             let want = ((pipe.capacity - in_pipe) as u64).min(left) as usize;
             match node.try_io(Interest::READABLE, || splice(node.as_raw_fd(), pipe.write.as_raw_fd(), want)) {
                 Ok(0) => {
-                    return Err(SpliceError::Node(io::Error::new(io::ErrorKind::UnexpectedEof, "node closed mid-body")));
+                    return Err(SpliceError::Node(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "node closed mid-body",
+                    )));
                 }
                 Ok(k) => {
                     left -= k as u64;
@@ -119,7 +122,9 @@ pub async fn splice_exact(
             }
         }
         if in_pipe > 0 {
-            match client.try_io(Interest::WRITABLE, || splice(pipe.read.as_raw_fd(), client.as_raw_fd(), in_pipe)) {
+            match client
+                .try_io(Interest::WRITABLE, || splice(pipe.read.as_raw_fd(), client.as_raw_fd(), in_pipe))
+            {
                 Ok(k) => {
                     in_pipe -= k;
                     progressed |= k > 0;

@@ -87,8 +87,10 @@ impl Shared {
                 check_fails: AtomicU64::new(0),
             })
             .collect();
-        let limits =
-            locus_http::Limits { max_head_bytes: config.limits.max_head_bytes, max_headers: config.limits.max_headers };
+        let limits = locus_http::Limits {
+            max_head_bytes: config.limits.max_head_bytes,
+            max_headers: config.limits.max_headers,
+        };
         let (shutdown_tx, _) = watch::channel(false);
         Ok(Shared {
             config,

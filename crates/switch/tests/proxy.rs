@@ -14,23 +14,27 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 fn config(backends: &[SocketAddr], policy: &str) -> SwitchConfig {
-    let mut c = SwitchConfig::default();
-    c.listen = "127.0.0.1:0".parse().unwrap();
-    c.admin = Some("127.0.0.1:0".parse().unwrap());
-    c.workers = 2;
-    c.policy = PolicyConfig::from_name(policy).unwrap();
-    c.nodes = backends
-        .iter()
-        .enumerate()
-        .map(|(i, a)| NodeEntry { name: Some(format!("n{i}")), addr: *a, weight: 1 })
-        .collect();
-    c
+    SwitchConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin: Some("127.0.0.1:0".parse().unwrap()),
+        workers: 2,
+        policy: PolicyConfig::from_name(policy).unwrap(),
+        nodes: backends
+            .iter()
+            .enumerate()
+            .map(|(i, a)| NodeEntry { name: Some(format!("n{i}")), addr: *a, weight: 1 })
+            .collect(),
+        ..SwitchConfig::default()
+    }
 }
 
 /// A back-end that answers every request with its own name and the target it saw.
 fn echo_backend(name: &'static str) -> ScriptedBackend {
     ScriptedBackend::start(move |r| {
-        Action::Reply(ok_response(format!("{name} {}", r.target).as_bytes(), &format!("X-Served-By: {name}\r\n")))
+        Action::Reply(ok_response(
+            format!("{name} {}", r.target).as_bytes(),
+            &format!("X-Served-By: {name}\r\n"),
+        ))
     })
 }
 
@@ -121,7 +125,9 @@ fn smuggling_attempts_get_400_close_and_never_reach_a_node() {
     for raw in attacks {
         let mut c = Client::connect(sw.addr());
         c.send(raw);
-        let r = c.read_response(false).unwrap_or_else(|| panic!("no answer to {:?}", String::from_utf8_lossy(raw)));
+        let r = c
+            .read_response(false)
+            .unwrap_or_else(|| panic!("no answer to {:?}", String::from_utf8_lossy(raw)));
         assert_eq!(r.status, 400, "{:?}", String::from_utf8_lossy(raw));
         assert_eq!(r.header("connection"), Some("close"));
         assert!(c.is_closed(), "connection left open after {:?}", String::from_utf8_lossy(raw));
@@ -327,7 +333,13 @@ fn admission_limit_queues_requests_so_the_cluster_never_exceeds_it() {
         })
     };
     let mut cfg = config(&[backend.addr], "lard-r");
-    cfg.policy = PolicyConfig::LardR { t_low: 25, t_high: 65, k_secs: 20.0, admission_limit: Some(2), max_targets: 1000 };
+    cfg.policy = PolicyConfig::LardR {
+        t_low: 25,
+        t_high: 65,
+        k_secs: 20.0,
+        admission_limit: Some(2),
+        max_targets: 1000,
+    };
     let sw = Arc::new(SwitchServer::start(cfg).unwrap());
     let addr = sw.addr();
     let clients: Vec<_> =
@@ -342,7 +354,8 @@ fn admission_limit_queues_requests_so_the_cluster_never_exceeds_it() {
 
 #[test]
 fn graceful_shutdown_finishes_in_flight_requests_and_stops_accepting() {
-    let backend = ScriptedBackend::start(|_| Action::Delay(Duration::from_millis(400), ok_response(b"done", "")));
+    let backend =
+        ScriptedBackend::start(|_| Action::Delay(Duration::from_millis(400), ok_response(b"done", "")));
     let sw = SwitchServer::start(config(&[backend.addr], "rr")).unwrap();
     let addr = sw.addr();
     let idle = Client::connect(addr);

@@ -40,15 +40,17 @@ fn cluster(policy: PolicyConfig, n: usize) -> Cluster {
             .unwrap()
         })
         .collect();
-    let mut config = SwitchConfig::default();
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    config.workers = 2;
-    config.policy = policy;
-    config.nodes = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, node)| NodeEntry { name: Some(format!("node{i}")), addr: node.addr(), weight: 1 })
-        .collect();
+    let config = SwitchConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        workers: 2,
+        policy,
+        nodes: nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| NodeEntry { name: Some(format!("node{i}")), addr: node.addr(), weight: 1 })
+            .collect(),
+        ..SwitchConfig::default()
+    };
     let switch = SwitchServer::start(config).unwrap();
     Cluster { nodes, switch, _root: root }
 }
@@ -105,8 +107,13 @@ fn hash_and_lard_keep_each_target_on_one_node_while_wrr_spreads_it() {
 #[test]
 fn a_hot_target_under_lard_r_gains_a_replica_when_its_node_is_overloaded() {
     // Tiny thresholds so that a handful of concurrent requests count as overload.
-    let policy =
-        PolicyConfig::LardR { t_low: 1, t_high: 2, k_secs: 60.0, admission_limit: Some(0), max_targets: 1000 };
+    let policy = PolicyConfig::LardR {
+        t_low: 1,
+        t_high: 2,
+        k_secs: 60.0,
+        admission_limit: Some(0),
+        max_targets: 1000,
+    };
     let c = cluster(policy, 2);
     let addr = c.switch.addr();
     let mut served = HashSet::new();
@@ -115,7 +122,9 @@ fn a_hot_target_under_lard_r_gains_a_replica_when_its_node_is_overloaded() {
             .map(|_| {
                 std::thread::spawn(move || {
                     let mut client = Client::connect(addr);
-                    (0..20).map(|_| client.get("/big.bin").header("x-locus-node").unwrap().to_string()).collect::<Vec<_>>()
+                    (0..20)
+                        .map(|_| client.get("/big.bin").header("x-locus-node").unwrap().to_string())
+                        .collect::<Vec<_>>()
                 })
             })
             .collect();

@@ -218,7 +218,9 @@ fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, s
             match s.read(&mut chunk) {
                 Ok(0) => return,
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut => {}
                 Err(_) => return,
             }
         }
@@ -227,13 +229,16 @@ fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, s
             target: head.target_str(&buf).to_string(),
             headers: head
                 .header_pairs(&buf)
-                .map(|(n, v)| (String::from_utf8_lossy(n).into_owned(), String::from_utf8_lossy(v).into_owned()))
+                .map(|(n, v)| {
+                    (String::from_utf8_lossy(n).into_owned(), String::from_utf8_lossy(v).into_owned())
+                })
                 .collect(),
             body: Vec::new(),
         };
         let mut seen = seen_head;
         buf.drain(..head.head_len);
-        let mut tracker = BodyTracker::new(if head.body == BodyKind::Empty { BodyKind::Empty } else { head.body });
+        let mut tracker =
+            BodyTracker::new(if head.body == BodyKind::Empty { BodyKind::Empty } else { head.body });
         loop {
             let p = match tracker.advance_with(&buf, |d| seen.body.extend_from_slice(d)) {
                 Ok(p) => p,
@@ -246,7 +251,9 @@ fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, s
             match s.read(&mut chunk) {
                 Ok(0) => return,
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut => {}
                 Err(_) => return,
             }
         }
@@ -277,7 +284,8 @@ fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, s
 
 /// A plain 200 response with a body.
 pub fn ok_response(body: &[u8], extra_headers: &str) -> Vec<u8> {
-    let mut v = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{extra_headers}\r\n", body.len()).into_bytes();
+    let mut v =
+        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{extra_headers}\r\n", body.len()).into_bytes();
     v.extend_from_slice(body);
     v
 }
