@@ -1,0 +1,104 @@
+//! End-to-end tests of the `locus` executable: configuration errors name the key and line,
+//! and a switch and node started from the command line serve, then drain and exit cleanly on
+//! SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LOCUS: &str = env!("CARGO_BIN_EXE_locus");
+
+/// A child killed on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start `locus args…` and read its address from the first stdout line containing "http://"
+/// or "listening on".
+fn start(args: &[&str]) -> (Proc, SocketAddr) {
+    let mut child =
+        Command::new(LOCUS).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.trim_start_matches("http://").parse::<SocketAddr>().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (Proc(child), addr)
+}
+
+fn get(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+fn sigterm_and_wait(p: &mut Proc) -> std::process::ExitStatus {
+    // SAFETY: kill with a pid of our own child.
+    unsafe { libc::kill(p.0.id() as i32, libc::SIGTERM) };
+    let start = Instant::now();
+    loop {
+        if let Some(status) = p.0.try_wait().unwrap() {
+            return status;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "no exit within 10 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn config_errors_name_the_bad_key_and_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("switch.toml");
+    std::fs::write(&path, "listen = \"127.0.0.1:0\"\n\n[health]\nintervl_ms = 5\n").unwrap();
+    let out = Command::new(LOCUS).args(["switch", "--check", "-c"]).arg(&path).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("intervl_ms") && err.contains("line 4"), "{err}");
+    assert!(err.contains("switch.toml"), "{err}");
+
+    let path = dir.path().join("node.toml");
+    std::fs::write(&path, "name = \"n\"\n[cache]\ncapacty = \"1MiB\"\n").unwrap();
+    let out = Command::new(LOCUS).args(["node", "--config"]).arg(&path).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("capacty") && err.contains("line 3"), "{err}");
+}
+
+#[test]
+fn switch_and_node_serve_then_exit_cleanly_on_sigterm() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("hello.txt"), "hello from the node\n").unwrap();
+    let root_arg = root.path().to_str().unwrap();
+    let (mut node, node_addr) =
+        start(&["node", "--listen", "127.0.0.1:0", "--root", root_arg, "--name", "n1", "--workers", "1"]);
+    let node_spec = format!("n1={node_addr}");
+    let (mut switch, addr) = start(&[
+        "switch",
+        "--listen",
+        "127.0.0.1:0",
+        "--node",
+        &node_spec,
+        "--policy",
+        "lard",
+        "--workers",
+        "1",
+    ]);
+    let reply = get(addr, "/hello.txt");
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.contains("X-Locus-Node: n1") || reply.contains("x-locus-node: n1"), "{reply}");
+    assert!(reply.ends_with("hello from the node\n"), "{reply}");
+    assert!(sigterm_and_wait(&mut switch).success());
+    assert!(TcpStream::connect(addr).is_err(), "switch still accepting after exit");
+    assert!(sigterm_and_wait(&mut node).success());
+}
