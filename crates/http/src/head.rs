@@ -72,6 +72,10 @@ pub enum LineFault {
     BareCr,
     /// An LF not preceded by CR.
     BareLf,
+    /// A header line starting with whitespace (obsolete line folding).
+    ObsFold,
+    /// Too many empty lines before the start line.
+    LeadingBlankLines,
 }
 
 /// Scan `buf` for the end of a head (an empty line after at least one non-empty line).
@@ -79,45 +83,41 @@ pub enum LineFault {
 /// Returns `Ok(Some((skip, end)))`: `skip` bytes of leading empty lines (RFC 9112 §2.2 lets a
 /// server ignore them), and the head ends at `end` (just past the blank line's LF).
 /// `Ok(None)` when more bytes are needed. Every line must end in CRLF: a bare CR or bare LF
-/// anywhere in the head is an error, which is what stops line-ending smuggling tricks.
+/// anywhere in the head is an error, and so is a line after the start line that begins with
+/// whitespace (obsolete folding) — the line-ending tricks behind request smuggling. One pass,
+/// jumping between CR and LF bytes with `memchr2`.
 pub fn find_header_end(buf: &[u8]) -> Result<Option<(usize, usize)>, LineFault> {
     let mut line_start = 0;
     let mut skip = 0;
     let mut seen_line = false;
-    loop {
-        let rest = &buf[line_start..];
-        let Some(lf) = rest.iter().position(|&b| b == b'\n') else {
-            // No complete line yet; a CR that is not the last byte must be followed by LF.
-            if let Some(cr) = rest.iter().position(|&b| b == b'\r')
-                && cr + 1 < rest.len()
-            {
-                return Err(LineFault::BareCr);
-            }
-            return Ok(None);
-        };
-        if lf == 0 || rest[lf - 1] != b'\r' {
+    while let Some(off) = memchr::memchr2(b'\r', b'\n', &buf[line_start..]) {
+        let cr = line_start + off;
+        if buf[cr] == b'\n' {
             return Err(LineFault::BareLf);
         }
-        let content = &rest[..lf - 1];
-        if content.contains(&b'\r') {
-            return Err(LineFault::BareCr);
+        match buf.get(cr + 1) {
+            None => return Ok(None),
+            Some(b'\n') => {}
+            Some(_) => return Err(LineFault::BareCr),
         }
-        let next = line_start + lf + 1;
-        if content.is_empty() {
+        let next = cr + 2;
+        if cr == line_start {
             if seen_line {
                 return Ok(Some((skip, next)));
             }
-            // A leading empty line before the start line.
             skip = next;
             if skip > 64 {
-                // Robustness allowance exhausted: a peer sending only empty lines.
-                return Err(LineFault::BareLf);
+                return Err(LineFault::LeadingBlankLines);
             }
         } else {
+            if seen_line && matches!(buf[line_start], b' ' | b'\t') {
+                return Err(LineFault::ObsFold);
+            }
             seen_line = true;
         }
         line_start = next;
     }
+    Ok(None)
 }
 
 /// Whether the comma-separated list `value` contains `token` (ASCII case-insensitive).
@@ -159,6 +159,8 @@ mod tests {
         assert_eq!(find_header_end(b"GET / HTTP/1.1\r\nX: a\rb\r\n\r\n"), Err(LineFault::BareCr));
         assert_eq!(find_header_end(b"GET / HTTP/1.1\r\nX: a\rb"), Err(LineFault::BareCr));
         assert_eq!(find_header_end(b"\n"), Err(LineFault::BareLf));
+        assert_eq!(find_header_end(b"GET / HTTP/1.1\r\nA: b\r\n c\r\n\r\n"), Err(LineFault::ObsFold));
+        assert_eq!(find_header_end(&b"\r\n".repeat(40)), Err(LineFault::LeadingBlankLines));
     }
 
     #[test]

@@ -148,15 +148,15 @@ pub fn parse_request(buf: &[u8], limits: &Limits, head: &mut RequestHead) -> Res
         }
         Err(LineFault::BareCr) => return Err(RequestError::Bad("bare CR in request head")),
         Err(LineFault::BareLf) => return Err(RequestError::Bad("bare LF in request head")),
+        Err(LineFault::ObsFold) => return Err(RequestError::Bad("obsolete line folding")),
+        Err(LineFault::LeadingBlankLines) => {
+            return Err(RequestError::Bad("empty lines before the request line"));
+        }
     };
     if end - skip > limits.max_head_bytes {
         return Err(RequestError::HeadTooLarge(limits.max_head_bytes));
     }
     let bytes = &buf[skip..end];
-    // Obsolete line folding: a header line that starts with whitespace.
-    if bytes.windows(3).any(|w| w[0] == b'\n' && (w[1] == b' ' || w[1] == b'\t')) {
-        return Err(RequestError::Bad("obsolete line folding"));
-    }
 
     const MAX_STACK_HEADERS: usize = 128;
     let mut raw = [httparse::EMPTY_HEADER; MAX_STACK_HEADERS];
@@ -202,58 +202,66 @@ pub fn parse_request(buf: &[u8], limits: &Limits, head: &mut RequestHead) -> Res
     let mut chunked_count = 0;
     let mut conn_close = false;
     let mut conn_keep_alive = false;
+    // httparse has already refused control characters and DEL in values and any byte
+    // outside `token` in names; what is left is the meaning of the few headers that frame
+    // the message. Names are matched by length first: most headers are none of these.
     for h in req.headers.iter() {
         let value = head::trim(h.value);
-        if value.iter().any(|&b| b == 0 || (b < 0x20 && b != b'\t') || b == 0x7f) {
-            return Err(RequestError::Bad("control character in header value"));
-        }
         let name = h.name.as_bytes();
         head.headers.push(HeaderSpan { name: Span::of(buf, name), value: Span::of(buf, value) });
-        if name.eq_ignore_ascii_case(b"content-length") {
-            if content_length.is_some() {
-                return Err(RequestError::Bad("duplicate Content-Length"));
-            }
-            content_length =
-                Some(head::parse_content_length(value).ok_or(RequestError::Bad("invalid Content-Length"))?);
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            te_seen = true;
-            for coding in value.split(|&b| b == b',') {
-                let coding = head::trim(coding);
-                if coding.is_empty() {
-                    continue;
+        let is = |known: &[u8]| name.eq_ignore_ascii_case(known);
+        match name.len() {
+            14 if is(b"content-length") => {
+                if content_length.is_some() {
+                    return Err(RequestError::Bad("duplicate Content-Length"));
                 }
-                if coding.eq_ignore_ascii_case(b"chunked") {
-                    chunked_count += 1;
-                    te_chunked_last = true;
-                } else if is_known_coding(coding) {
-                    if chunked_count > 0 {
-                        // A coding applied after chunked: chunked is not final.
-                        return Err(RequestError::Bad("Transfer-Encoding not ending in chunked"));
+                content_length = Some(
+                    head::parse_content_length(value).ok_or(RequestError::Bad("invalid Content-Length"))?,
+                );
+            }
+            17 if is(b"transfer-encoding") => {
+                te_seen = true;
+                for coding in value.split(|&b| b == b',') {
+                    let coding = head::trim(coding);
+                    if coding.is_empty() {
+                        continue;
                     }
-                    te_chunked_last = false;
-                } else {
-                    return Err(RequestError::Bad("unsupported Transfer-Encoding"));
+                    if coding.eq_ignore_ascii_case(b"chunked") {
+                        chunked_count += 1;
+                        te_chunked_last = true;
+                    } else if is_known_coding(coding) {
+                        if chunked_count > 0 {
+                            // A coding applied after chunked: chunked is not final.
+                            return Err(RequestError::Bad("Transfer-Encoding not ending in chunked"));
+                        }
+                        te_chunked_last = false;
+                    } else {
+                        return Err(RequestError::Bad("unsupported Transfer-Encoding"));
+                    }
                 }
             }
-        } else if name.eq_ignore_ascii_case(b"host") {
-            if head.host.is_some() {
-                return Err(RequestError::Bad("duplicate Host"));
+            4 if is(b"host") => {
+                if head.host.is_some() {
+                    return Err(RequestError::Bad("duplicate Host"));
+                }
+                if !value.iter().all(|&b| is_host_byte(b)) {
+                    return Err(RequestError::Bad("invalid Host"));
+                }
+                head.host = Some(Span::of(buf, value));
             }
-            if !value.iter().all(|&b| is_host_byte(b)) {
-                return Err(RequestError::Bad("invalid Host"));
+            10 if is(b"connection") => {
+                conn_close |= head::has_token(value, "close");
+                conn_keep_alive |= head::has_token(value, "keep-alive");
             }
-            head.host = Some(Span::of(buf, value));
-        } else if name.eq_ignore_ascii_case(b"connection") {
-            conn_close |= head::has_token(value, "close");
-            conn_keep_alive |= head::has_token(value, "keep-alive");
-        } else if name.eq_ignore_ascii_case(b"expect") {
-            if value.eq_ignore_ascii_case(b"100-continue") {
-                head.expect_continue = head.version == Version::Http11;
-            } else {
-                return Err(RequestError::ExpectationFailed);
+            6 if is(b"expect") => {
+                if value.eq_ignore_ascii_case(b"100-continue") {
+                    head.expect_continue = head.version == Version::Http11;
+                } else {
+                    return Err(RequestError::ExpectationFailed);
+                }
             }
-        } else if name.eq_ignore_ascii_case(b"upgrade") {
-            head.upgrade = true;
+            7 if is(b"upgrade") => head.upgrade = true,
+            _ => {}
         }
     }
 

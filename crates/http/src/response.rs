@@ -72,6 +72,10 @@ pub fn parse_response(
         }
         Err(LineFault::BareCr) => return Err(ResponseError::Malformed("bare CR")),
         Err(LineFault::BareLf) => return Err(ResponseError::Malformed("bare LF")),
+        Err(LineFault::ObsFold) => return Err(ResponseError::Malformed("obsolete line folding")),
+        Err(LineFault::LeadingBlankLines) => {
+            return Err(ResponseError::Malformed("empty lines before the status line"));
+        }
     };
     if skip != 0 {
         return Err(ResponseError::Malformed("empty line before status line"));

@@ -516,6 +516,10 @@ impl Session {
             }
         }
         let resp = &self.resp;
+        if resp.status == 101 {
+            // The switch never forwards Upgrade, so a node switching protocols is broken.
+            return Err(ExchangeError::BadResponse);
+        }
         let dechunk = resp.body == BodyKind::Chunked && head.version == Version::Http10;
         let client_keep_alive =
             head.keep_alive && !shared.is_shutting_down() && resp.body != BodyKind::UntilClose && !dechunk;
