@@ -162,15 +162,27 @@ impl Session {
                         if *self.shutdown.borrow() || shared.is_shutting_down() {
                             return;
                         }
-                        tokio::select! {
-                            biased;
-                            _ = self.shutdown.changed() => return,
-                            r = timeout(keepalive, self.stream.readable()) => {
-                                if !matches!(r, Ok(Ok(()))) {
-                                    return;
+                        // Wait for the next request without a buffer; readiness can be
+                        // spurious, so only a read that returns bytes ends the wait.
+                        loop {
+                            tokio::select! {
+                                biased;
+                                _ = self.shutdown.changed() => return,
+                                r = timeout(keepalive, self.stream.readable()) => {
+                                    if !matches!(r, Ok(Ok(()))) {
+                                        return;
+                                    }
                                 }
                             }
+                            match self.try_read_client() {
+                                Ok(0) => return,
+                                Ok(_) => break,
+                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.release_buffers(),
+                                Err(_) => return,
+                            }
                         }
+                        head_started = Some(Instant::now());
+                        continue;
                     }
                     let started = *head_started.get_or_insert_with(Instant::now);
                     let deadline = tokio::time::Instant::from_std(started + header_timeout);
@@ -215,8 +227,7 @@ impl Session {
         }
     }
 
-    /// Read more client bytes into `buf`; returns the count (0 at EOF).
-    async fn read_client(&mut self) -> io::Result<usize> {
+    fn prepare_read(&mut self) {
         if self.buf.capacity() == 0 {
             self.buf = self.worker.read_buffers.borrow_mut().take();
         }
@@ -224,7 +235,18 @@ impl Session {
             let grow = self.buf.capacity().max(4096);
             self.buf.reserve(grow);
         }
+    }
+
+    /// Read more client bytes into `buf`; returns the count (0 at EOF).
+    async fn read_client(&mut self) -> io::Result<usize> {
+        self.prepare_read();
         self.stream.read_buf(&mut self.buf).await
+    }
+
+    /// Read whatever client bytes are ready, without waiting.
+    fn try_read_client(&mut self) -> io::Result<usize> {
+        self.prepare_read();
+        self.stream.try_read_buf(&mut self.buf)
     }
 
     async fn send_error(&mut self, status: u16, close: bool) {
