@@ -1,1 +1,41 @@
-//! The Locus back-end web server: document root, cache, storage model, dynamic classes, admin.
+//! The Locus back-end web server (`locus node`): static files from a document root through a
+//! byte-bounded document cache (LRU/LFU/GDS/GDSF), an optional storage model or origin for
+//! misses, dynamic endpoints with real CPU cost from a class table, and an admin listener.
+//! Start one in-process with `NodeServer::start(NodeConfig)`.
+
+mod admin;
+mod byte_range;
+mod byte_size;
+mod class_table;
+pub mod cli;
+mod conditional;
+mod config;
+mod connection;
+mod context;
+mod cpu_pool;
+mod doc_store;
+mod document_root;
+mod dynamic;
+mod error;
+mod node_metrics;
+mod origin;
+mod out_queue;
+mod request_view;
+mod response;
+mod server;
+mod shared_pages;
+mod static_files;
+mod storage_model;
+
+pub use byte_range::{RangeOutcome, evaluate_range};
+pub use byte_size::{ByteSize, InvalidByteSize};
+pub use class_table::{ClassConfig, ClassTable, CostDistribution, DynamicClass, dynamic_body};
+pub use config::{CacheConfig, ConfigError, NodeConfig, NodeLimits, StorageConfig, available_cpus};
+pub use cpu_pool::{burn_cpu, thread_cpu_time};
+pub use document_root::{DocumentRoot, PathError, Resolved, decode_request_path};
+pub use error::NodeError;
+pub use locus_cache::Replacement;
+pub use node_metrics::NodeStats;
+pub use origin::OriginAddr;
+pub use server::NodeServer;
+pub use storage_model::{DiskQueue, StorageModel};

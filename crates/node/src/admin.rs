@@ -1,0 +1,213 @@
+//! The admin listener: `GET /locus/health` (200), `GET /locus/status` (JSON counters, queue
+//! lengths and cache usage) and `GET /metrics` (Prometheus/OpenMetrics text, names prefixed
+//! `locus_node_`), served on its own thread so it answers even when the workers are busy.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use locus_core::Method;
+use locus_http::{BodyKind, RequestHead, http_date_now, parse_request, reason_phrase};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::context::NodeContext;
+
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The `/locus/status` document.
+pub fn status_json(node: &NodeContext) -> serde_json::Value {
+    let s = node.metrics.snapshot();
+    let (objects, used) = node.store.usage();
+    let cache = node.store.stats();
+    let statuses: serde_json::Map<String, serde_json::Value> =
+        s.statuses.iter().map(|(k, v)| (k.clone(), (*v).into())).collect();
+    serde_json::json!({
+        "name": node.name,
+        "active_connections": s.active_connections,
+        "connections_total": s.connections_total,
+        "connections_refused": s.connections_refused,
+        "requests_total": s.requests,
+        "in_flight": s.in_flight,
+        "bytes_sent": s.bytes_sent,
+        "cache_hits": s.hits,
+        "cache_misses": s.misses,
+        "cache_bypass": s.bypass,
+        "cache_used_bytes": used,
+        "cache_objects": objects,
+        "cache_capacity_bytes": node.store.capacity(),
+        "cache_evictions": cache.evictions,
+        "loads_in_progress": node.store.flights_in_progress(),
+        "dynamic_requests": s.dynamic,
+        "disk_queue_lengths": node.storage.as_ref().map(|m| m.queue_lengths()).unwrap_or_default(),
+        "cpu_queue_length": node.cpu.queue_length(),
+        "cpu_running": node.cpu.running(),
+        "statuses": statuses,
+    })
+}
+
+/// The `/metrics` text.
+pub fn metrics_text(node: &NodeContext) -> String {
+    let s = node.metrics.snapshot();
+    let (objects, used) = node.store.usage();
+    let mut registry = Registry::with_prefix("locus_node");
+    let counter = |registry: &mut Registry, name: &str, help: &str, v: u64| {
+        let c: Counter = Counter::default();
+        c.inc_by(v);
+        registry.register(name, help, c);
+    };
+    let gauge = |registry: &mut Registry, name: &str, help: &str, v: u64| {
+        let g: Gauge = Gauge::default();
+        g.set(v.min(i64::MAX as u64) as i64);
+        registry.register(name, help, g);
+    };
+    counter(&mut registry, "requests", "Requests whose head was parsed", s.requests);
+    counter(&mut registry, "bytes_sent", "Bytes written to clients", s.bytes_sent);
+    counter(&mut registry, "cache_hits", "Static responses served from the cache", s.hits);
+    counter(&mut registry, "cache_misses", "Static responses loaded and cached", s.misses);
+    counter(&mut registry, "cache_bypass", "Static responses not cacheable", s.bypass);
+    counter(&mut registry, "dynamic_requests", "Dynamic class requests", s.dynamic);
+    counter(&mut registry, "connections", "Connections accepted", s.connections_total);
+    counter(&mut registry, "connections_refused", "Connections closed at the limit", s.connections_refused);
+    gauge(&mut registry, "active_connections", "Open client connections", s.active_connections);
+    gauge(&mut registry, "in_flight", "Requests being handled", s.in_flight);
+    gauge(&mut registry, "cache_used_bytes", "Bytes of cached documents", used);
+    gauge(&mut registry, "cache_objects", "Cached documents", objects as u64);
+    gauge(&mut registry, "cache_capacity_bytes", "Cache capacity", node.store.capacity());
+    gauge(
+        &mut registry,
+        "cpu_queue_length",
+        "Dynamic jobs waiting for a CPU thread",
+        node.cpu.queue_length() as u64,
+    );
+    let responses = Family::<Vec<(String, String)>, Counter>::default();
+    for (status, n) in &s.statuses {
+        responses.get_or_create(&vec![("status".to_string(), status.clone())]).inc_by(*n);
+    }
+    registry.register("responses", "Responses by status code", responses);
+    if let Some(model) = &node.storage {
+        let disks = Family::<Vec<(String, String)>, Gauge>::default();
+        for (i, n) in model.queue_lengths().into_iter().enumerate() {
+            disks.get_or_create(&vec![("disk".to_string(), i.to_string())]).set(n as i64);
+        }
+        registry.register("disk_queue_length", "Modelled disk reads queued or in service", disks);
+    }
+    let mut text = String::new();
+    if prometheus_client::encoding::text::encode(&mut text, &registry).is_err() {
+        text.clear();
+    }
+    text
+}
+
+fn respond(
+    out: &mut Vec<u8>,
+    node: &NodeContext,
+    status: u16,
+    content_type: &str,
+    body: &[u8],
+    head_only: bool,
+    close: bool,
+) {
+    let mut head = String::with_capacity(256);
+    let _ = write!(head, "HTTP/1.1 {status} {}\r\nDate: ", reason_phrase(status));
+    out.extend_from_slice(head.as_bytes());
+    http_date_now(out);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&node.node_headers);
+    head.clear();
+    let _ = write!(head, "Content-Type: {content_type}\r\nContent-Length: {}\r\n", body.len());
+    if status == 405 {
+        head.push_str("Allow: GET, HEAD\r\n");
+    }
+    if close {
+        head.push_str("Connection: close\r\n");
+    }
+    head.push_str("\r\n");
+    out.extend_from_slice(head.as_bytes());
+    if !head_only {
+        out.extend_from_slice(body);
+    }
+}
+
+fn route(node: &NodeContext, head: &RequestHead, buf: &[u8], close: bool, out: &mut Vec<u8>) {
+    let head_only = head.method == Method::Head;
+    if !matches!(head.method, Method::Get | Method::Head) {
+        return respond(out, node, 405, "text/plain", b"405 Method Not Allowed\n", false, close);
+    }
+    let path = head.path_str(buf);
+    let path = path.split_once('?').map_or(path, |(p, _)| p);
+    match path {
+        "/locus/health" => respond(out, node, 200, "text/plain", b"ok\n", head_only, close),
+        "/locus/status" => {
+            let mut body = serde_json::to_vec_pretty(&status_json(node)).unwrap_or_default();
+            body.push(b'\n');
+            respond(out, node, 200, "application/json", &body, head_only, close)
+        }
+        "/metrics" => {
+            let body = metrics_text(node);
+            let t = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+            respond(out, node, 200, t, body.as_bytes(), head_only, close)
+        }
+        _ => respond(out, node, 404, "text/plain", b"404 Not Found\n", head_only, close),
+    }
+}
+
+async fn serve_admin_connection(mut stream: TcpStream, node: Arc<NodeContext>) {
+    let mut buf = vec![0u8; node.parse_limits.max_head_bytes + 1024];
+    let mut filled = 0;
+    let mut head = RequestHead::default();
+    let mut out = Vec::new();
+    loop {
+        match parse_request(&buf[..filled], &node.parse_limits, &mut head) {
+            Ok(true) => {
+                let close = !head.keep_alive || head.body != BodyKind::Empty;
+                out.clear();
+                route(&node, &head, &buf[..filled], close, &mut out);
+                if stream.write_all(&out).await.is_err() || close {
+                    return;
+                }
+                buf.copy_within(head.head_len..filled, 0);
+                filled -= head.head_len;
+                continue;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                out.clear();
+                respond(&mut out, &node, e.status(), "text/plain", b"", false, true);
+                let _ = stream.write_all(&out).await;
+                return;
+            }
+        }
+        match tokio::time::timeout(ADMIN_TIMEOUT, stream.read(&mut buf[filled..])).await {
+            Ok(Ok(n)) if n > 0 => filled += n,
+            _ => return,
+        }
+    }
+}
+
+/// Accept admin connections until shutdown.
+pub async fn serve_admin(listener: TcpListener, node: Arc<NodeContext>, mut shutdown: watch::Receiver<bool>) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    while connections.try_join_next().is_some() {}
+                    connections.spawn(serve_admin_connection(stream, node.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+    connections.shutdown().await;
+}

@@ -1,0 +1,234 @@
+//! `locus node` on the command line: `NodeArgs` (a configuration file, then flags that
+//! override it) and `run`, which starts the node and shuts it down gracefully on SIGTERM or
+//! SIGINT.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use locus_cache::Replacement;
+
+use crate::byte_size::ByteSize;
+use crate::config::{NodeConfig, StorageConfig};
+use crate::server::NodeServer;
+
+/// Arguments of `locus node`.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct NodeArgs {
+    /// TOML configuration file; flags given as well override its values.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// HTTP listen address.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Admin listen address (/locus/status, /metrics, /locus/health).
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<SocketAddr>,
+    /// Document root.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Node name, sent in X-Locus-Node.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Worker threads (0 = one per CPU).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Threads for dynamic requests' CPU work (0 = one per CPU).
+    #[arg(long)]
+    pub cpu_threads: Option<usize>,
+    /// Cache capacity, e.g. 64MiB (0 disables the cache).
+    #[arg(long, value_name = "SIZE")]
+    pub cache_size: Option<ByteSize>,
+    /// Cache replacement policy: lru, lfu, gds or gdsf.
+    #[arg(long, value_name = "POLICY")]
+    pub cache_policy: Option<Replacement>,
+    /// Largest cached file, e.g. 1MiB; larger files are streamed.
+    #[arg(long, value_name = "SIZE")]
+    pub max_object: Option<ByteSize>,
+    /// Check cached files against the file system at most this often.
+    #[arg(long, value_name = "MS")]
+    pub revalidate_ms: Option<u64>,
+    /// Storage model: "lard98", "csld", or "seek_ms=28,mb_s=10,disks=2".
+    #[arg(long, value_name = "MODEL")]
+    pub storage: Option<StorageConfig>,
+    /// Fetch misses from this origin (http://host:port).
+    #[arg(long, value_name = "URL")]
+    pub origin: Option<String>,
+    /// TOML file of dynamic classes ([[classes]] tables).
+    #[arg(long, value_name = "FILE")]
+    pub classes: Option<PathBuf>,
+    /// Host accepted in absolute-form targets (repeatable).
+    #[arg(long = "server-name", value_name = "HOST")]
+    pub server_names: Vec<String>,
+    /// Seed of the dynamic cost draws.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Most open client connections.
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// Time allowed to receive a request head.
+    #[arg(long, value_name = "MS")]
+    pub header_timeout_ms: Option<u64>,
+    /// Idle time allowed between requests.
+    #[arg(long, value_name = "MS")]
+    pub keepalive_timeout_ms: Option<u64>,
+    /// Largest request head, e.g. 16KiB.
+    #[arg(long, value_name = "SIZE")]
+    pub max_head_bytes: Option<ByteSize>,
+    /// Time in-flight requests get to finish on shutdown.
+    #[arg(long, value_name = "MS")]
+    pub drain_timeout_ms: Option<u64>,
+}
+
+impl NodeArgs {
+    /// The configuration file (or the defaults) with the flags applied.
+    pub fn to_config(&self) -> anyhow::Result<NodeConfig> {
+        let mut c = match &self.config {
+            Some(path) => NodeConfig::from_file(path)?,
+            None => NodeConfig::default(),
+        };
+        macro_rules! set {
+            ($flag:expr => $field:expr) => {
+                if let Some(v) = $flag.clone() {
+                    $field = v;
+                }
+            };
+        }
+        set!(self.listen => c.listen);
+        set!(self.root => c.root);
+        set!(self.name => c.name);
+        set!(self.workers => c.workers);
+        set!(self.cpu_threads => c.cpu_threads);
+        set!(self.cache_size => c.cache.capacity);
+        set!(self.cache_policy => c.cache.replacement);
+        set!(self.max_object => c.cache.max_object);
+        set!(self.revalidate_ms => c.cache.revalidate_ms);
+        set!(self.seed => c.seed);
+        set!(self.max_connections => c.limits.max_connections);
+        set!(self.header_timeout_ms => c.limits.header_timeout_ms);
+        set!(self.keepalive_timeout_ms => c.limits.keepalive_timeout_ms);
+        set!(self.max_head_bytes => c.limits.max_head_bytes);
+        set!(self.drain_timeout_ms => c.limits.drain_timeout_ms);
+        if self.admin.is_some() {
+            c.admin = self.admin;
+        }
+        if self.storage.is_some() {
+            c.storage = self.storage;
+        }
+        if self.origin.is_some() {
+            c.origin = self.origin.clone();
+        }
+        if self.classes.is_some() {
+            c.class_file = self.classes.clone();
+        }
+        c.server_names.extend(self.server_names.iter().cloned());
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// SIGTERM and SIGINT, blocked in the calling thread (and so in every thread it starts
+/// afterwards) so that they stay pending until `wait` takes them: no signal is lost however
+/// early it comes, and no event loop has to be running to see it.
+struct TerminationSignals {
+    set: libc::sigset_t,
+}
+
+impl TerminationSignals {
+    fn block() -> std::io::Result<TerminationSignals> {
+        // SAFETY: an all-zero sigset_t is valid storage; sigemptyset initialises it.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is valid and the signal numbers are constants.
+        unsafe {
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::sigaddset(&mut set, libc::SIGINT);
+        }
+        // SAFETY: `set` is initialised; the old mask is not wanted.
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        Ok(TerminationSignals { set })
+    }
+
+    /// Block until SIGTERM or SIGINT arrives; returns the signal number.
+    fn wait(&self) -> std::io::Result<i32> {
+        loop {
+            let mut signal = 0;
+            // SAFETY: `self.set` is initialised and `signal` is writable.
+            let rc = unsafe { libc::sigwait(&self.set, &mut signal) };
+            match rc {
+                0 => return Ok(signal),
+                libc::EINTR => continue,
+                e => return Err(std::io::Error::from_raw_os_error(e)),
+            }
+        }
+    }
+}
+
+/// Run a node until SIGTERM or SIGINT, then shut it down gracefully. Call it before the
+/// process starts other threads, so that they inherit the blocked termination signals.
+pub fn run(args: NodeArgs) -> anyhow::Result<()> {
+    let config = args.to_config()?;
+    let signals = TerminationSignals::block().context("blocking SIGTERM and SIGINT")?;
+    let name = config.name.clone();
+    let server = NodeServer::start(config).context("starting the node")?;
+    println!("locus node {name} listening on http://{}", server.addr());
+    if let Some(admin) = server.admin_addr() {
+        println!("admin on http://{admin}/locus/status");
+    }
+    let signal = signals.wait().context("waiting for SIGTERM or SIGINT")?;
+    tracing::info!(signal, "shutting down");
+    server.shutdown();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        node: NodeArgs,
+    }
+
+    #[test]
+    fn flags_override_the_configuration_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(&path, "name = \"fromfile\"\nseed = 3\n[cache]\ncapacity = \"1MiB\"\n").unwrap();
+        let cli = Cli::try_parse_from([
+            "node",
+            "--config",
+            path.to_str().unwrap(),
+            "--name",
+            "n7",
+            "--cache-size",
+            "2MiB",
+            "--cache-policy",
+            "lru",
+            "--storage",
+            "seek_ms=5,mb_s=20,disks=2",
+            "--server-name",
+            "a.example",
+        ])
+        .unwrap();
+        let c = cli.node.to_config().unwrap();
+        assert_eq!(c.name, "n7");
+        assert_eq!(c.seed, 3);
+        assert_eq!(c.cache.capacity, ByteSize::mib(2));
+        assert_eq!(c.cache.replacement, Replacement::Lru);
+        assert_eq!(c.storage, Some(StorageConfig { seek_ms: 5.0, transfer_mb_s: 20.0, disks: 2 }));
+        assert_eq!(c.server_names, vec!["a.example".to_string()]);
+    }
+
+    #[test]
+    fn bad_flag_values_are_refused_by_the_parser() {
+        assert!(Cli::try_parse_from(["node", "--cache-size", "lots"]).is_err());
+        assert!(Cli::try_parse_from(["node", "--cache-policy", "fifo"]).is_err());
+        assert!(Cli::try_parse_from(["node", "--storage", "floppy"]).is_err());
+    }
+}

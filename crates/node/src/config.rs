@@ -1,0 +1,497 @@
+//! Node configuration: `NodeConfig` and its sections (cache, storage model, limits, dynamic
+//! classes), read from TOML with every unknown key refused (the error names the key, line and
+//! file), with defaults for everything, and `ConfigError`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use locus_cache::Replacement;
+use serde::{Deserialize, Serialize};
+
+use crate::byte_size::ByteSize;
+use crate::class_table::{ClassConfig, ClassTable};
+use crate::origin::OriginAddr;
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    /// TOML syntax, an unknown or mistyped key; `message` names the key and line.
+    #[error("{}{message}", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
+    Parse { path: Option<PathBuf>, message: String },
+    /// A value that parses but cannot be used.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// The number of CPUs this process may use (at least 1).
+pub fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Everything a node needs to run. Every field has a default; `listen` defaults to
+/// `127.0.0.1:0` (an ephemeral port, see `NodeServer::addr`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Address of the HTTP listener.
+    pub listen: SocketAddr,
+    /// Address of the admin listener (`/locus/status`, `/metrics`, `/locus/health`), if any.
+    pub admin: Option<SocketAddr>,
+    /// Node name, sent in `X-Locus-Node` on every response.
+    pub name: String,
+    /// Document root.
+    pub root: PathBuf,
+    /// Worker threads, each with its own event loop and SO_REUSEPORT listener; 0 = one per CPU.
+    pub workers: usize,
+    /// Threads that run dynamic requests' CPU work; 0 = one per CPU.
+    pub cpu_threads: usize,
+    pub cache: CacheConfig,
+    /// Storage model charging modelled disk time per miss; `None`: real reads only.
+    pub storage: Option<StorageConfig>,
+    /// Fetch misses from this origin (`http://host:port`) instead of the document root.
+    pub origin: Option<String>,
+    /// Dynamic classes (matched before static files, in order).
+    pub classes: Vec<ClassConfig>,
+    /// A TOML file with more `[[classes]]`, appended to `classes` when the node starts.
+    pub class_file: Option<PathBuf>,
+    pub limits: NodeLimits,
+    /// Hosts accepted in absolute-form request targets besides the request's Host header.
+    pub server_names: Vec<String>,
+    /// Seed of every random draw (dynamic costs), so runs repeat.
+    pub seed: u64,
+}
+
+impl Default for NodeConfig {
+    fn default() -> NodeConfig {
+        NodeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin: None,
+            name: "node".into(),
+            root: PathBuf::from("."),
+            workers: available_cpus(),
+            cpu_threads: available_cpus(),
+            cache: CacheConfig::default(),
+            storage: None,
+            origin: None,
+            classes: Vec::new(),
+            class_file: None,
+            limits: NodeLimits::default(),
+            server_names: Vec::new(),
+            seed: 0,
+        }
+    }
+}
+
+/// The document cache.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CacheConfig {
+    /// Total bytes of cached bodies (0 disables the cache).
+    pub capacity: ByteSize,
+    /// Larger files bypass the cache and are streamed from disk.
+    pub max_object: ByteSize,
+    pub replacement: Replacement,
+    /// A cached file is checked against the file system at most this often.
+    pub revalidate_ms: u64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> CacheConfig {
+        CacheConfig {
+            capacity: ByteSize::mib(64),
+            max_object: ByteSize::mib(1),
+            replacement: Replacement::Gds,
+            revalidate_ms: 1000,
+        }
+    }
+}
+
+/// The storage model: every miss costs `seek_ms + size / transfer_mb_s` on one of `disks`
+/// disks (chosen by hashing the path), each a FIFO queue.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "StorageConfigFields")]
+pub struct StorageConfig {
+    /// Positioning time per read (seek and rotation), in ms.
+    pub seek_ms: f64,
+    /// Transfer rate in MB/s (10^6 bytes per second).
+    pub transfer_mb_s: f64,
+    /// Number of disks, each with its own queue.
+    pub disks: usize,
+}
+
+impl StorageConfig {
+    /// The LARD paper's disk (1998): 28 ms per read, 10 MB/s, one disk.
+    pub fn lard98() -> StorageConfig {
+        StorageConfig { seek_ms: 28.0, transfer_mb_s: 10.0, disks: 1 }
+    }
+
+    /// The CSLD paper's disk: 15.6 ms seek and rotation, 4 KB per 300 µs (≈ 13.65 MB/s).
+    pub fn csld() -> StorageConfig {
+        StorageConfig { seek_ms: 15.6, transfer_mb_s: 4096.0 / 300.0, disks: 1 }
+    }
+
+    fn preset(name: &str) -> Option<StorageConfig> {
+        match name {
+            "lard98" => Some(StorageConfig::lard98()),
+            "csld" => Some(StorageConfig::csld()),
+            _ => None,
+        }
+    }
+
+    /// Check the parameters.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.seek_ms.is_finite() || self.seek_ms < 0.0 {
+            return Err(format!("storage seek_ms must be >= 0, not {}", self.seek_ms));
+        }
+        if !self.transfer_mb_s.is_finite() || self.transfer_mb_s <= 0.0 {
+            return Err(format!("storage transfer_mb_s must be > 0, not {}", self.transfer_mb_s));
+        }
+        if self.disks == 0 || self.disks > 1024 {
+            return Err(format!("storage disks must be in 1..=1024, not {}", self.disks));
+        }
+        Ok(())
+    }
+}
+
+impl Default for StorageConfig {
+    fn default() -> StorageConfig {
+        StorageConfig::lard98()
+    }
+}
+
+/// `[storage]` as written: an optional preset, then explicit fields that override it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StorageConfigFields {
+    preset: Option<String>,
+    seek_ms: Option<f64>,
+    transfer_mb_s: Option<f64>,
+    disks: Option<usize>,
+}
+
+impl TryFrom<StorageConfigFields> for StorageConfig {
+    type Error = String;
+
+    fn try_from(f: StorageConfigFields) -> Result<StorageConfig, String> {
+        let mut c = match f.preset.as_deref() {
+            None => StorageConfig::lard98(),
+            Some(name) => StorageConfig::preset(name)
+                .ok_or_else(|| format!("unknown storage preset {name:?}; known presets: lard98, csld"))?,
+        };
+        c.seek_ms = f.seek_ms.unwrap_or(c.seek_ms);
+        c.transfer_mb_s = f.transfer_mb_s.unwrap_or(c.transfer_mb_s);
+        c.disks = f.disks.unwrap_or(c.disks);
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+impl FromStr for StorageConfig {
+    type Err = String;
+
+    /// `"lard98"`, `"csld"`, or `key=value` pairs separated by commas, optionally starting
+    /// with a preset: `"seek_ms=28,mb_s=10,disks=2"`, `"lard98,disks=4"`.
+    fn from_str(s: &str) -> Result<StorageConfig, String> {
+        let mut c = StorageConfig::lard98();
+        for (i, item) in s.split(',').map(str::trim).filter(|x| !x.is_empty()).enumerate() {
+            let Some((key, value)) = item.split_once('=') else {
+                if i == 0
+                    && let Some(p) = StorageConfig::preset(item)
+                {
+                    c = p;
+                    continue;
+                }
+                return Err(format!("invalid storage item {item:?}: expected a preset or key=value"));
+            };
+            let num = || value.trim().parse::<f64>().map_err(|_| format!("invalid number in {item:?}"));
+            match key.trim() {
+                "seek_ms" | "seek" => c.seek_ms = num()?,
+                "transfer_mb_s" | "mb_s" => c.transfer_mb_s = num()?,
+                "disks" => {
+                    c.disks = value.trim().parse().map_err(|_| format!("invalid integer in {item:?}"))?
+                }
+                other => return Err(format!("unknown storage key {other:?} (seek_ms, mb_s, disks)")),
+            }
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// Connection and request limits.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeLimits {
+    /// Open client connections; connections beyond it are accepted and closed at once.
+    pub max_connections: usize,
+    /// Time allowed from a request's first byte (or the connection's start) to the end of
+    /// its head; then 408 and close.
+    pub header_timeout_ms: u64,
+    /// Idle time allowed between requests on a keep-alive connection.
+    pub keepalive_timeout_ms: u64,
+    /// Largest request head; beyond it 431.
+    pub max_head_bytes: ByteSize,
+    /// Most header fields in a request (at most 128); beyond it 431.
+    pub max_headers: usize,
+    /// On shutdown, how long in-flight requests may take to finish.
+    pub drain_timeout_ms: u64,
+}
+
+impl Default for NodeLimits {
+    fn default() -> NodeLimits {
+        NodeLimits {
+            max_connections: 10_000,
+            header_timeout_ms: 10_000,
+            keepalive_timeout_ms: 60_000,
+            max_head_bytes: ByteSize::kib(16),
+            max_headers: 100,
+            drain_timeout_ms: 5_000,
+        }
+    }
+}
+
+/// The `[[classes]]` of a separate class file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClassFile {
+    #[serde(default)]
+    classes: Vec<ClassConfig>,
+}
+
+fn parse_error(path: Option<&Path>, e: toml::de::Error) -> ConfigError {
+    ConfigError::Parse { path: path.map(Path::to_path_buf), message: e.to_string().trim_end().to_string() }
+}
+
+fn read_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })
+}
+
+impl NodeConfig {
+    /// Parse a configuration from TOML text and check it. Relative paths stay relative to
+    /// the working directory.
+    pub fn from_toml_str(s: &str) -> Result<NodeConfig, ConfigError> {
+        let config: NodeConfig = toml::from_str(s).map_err(|e| parse_error(None, e))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Read a configuration file; relative `root` and `class_file` are taken relative to the
+    /// file's directory. Errors are prefixed with the file's path.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<NodeConfig, ConfigError> {
+        let path = path.as_ref();
+        let text = read_file(path)?;
+        let mut config: NodeConfig = toml::from_str(&text).map_err(|e| parse_error(Some(path), e))?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        if config.root.is_relative() {
+            config.root = dir.join(&config.root);
+        }
+        if let Some(f) = &config.class_file
+            && f.is_relative()
+        {
+            config.class_file = Some(dir.join(f));
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Read the classes of `class_file`, if set, and append them to `classes` (clearing
+    /// `class_file`, so loading twice does not duplicate them).
+    pub fn load_class_file(&mut self) -> Result<(), ConfigError> {
+        let Some(path) = self.class_file.take() else { return Ok(()) };
+        let text = read_file(&path)?;
+        let file: ClassFile = toml::from_str(&text).map_err(|e| parse_error(Some(&path), e))?;
+        self.classes.extend(file.classes);
+        ClassTable::new(&self.classes, self.seed)?;
+        Ok(())
+    }
+
+    /// Check values that parse but cannot be used.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |s: String| Err(ConfigError::Invalid(s));
+        if self.name.is_empty() || !self.name.bytes().all(|b| b.is_ascii_graphic()) {
+            return invalid(format!(
+                "name {:?} must be non-empty visible ASCII (it is sent in a header)",
+                self.name
+            ));
+        }
+        if let Some(storage) = &self.storage {
+            storage.validate().map_err(ConfigError::Invalid)?;
+        }
+        if let Some(origin) = &self.origin {
+            origin.parse::<OriginAddr>().map_err(ConfigError::Invalid)?;
+        }
+        let l = &self.limits;
+        if l.max_head_bytes.bytes() < 256 || l.max_head_bytes.bytes() > 1 << 20 {
+            return invalid(format!("limits.max_head_bytes must be in 256..=1MiB, not {}", l.max_head_bytes));
+        }
+        if l.max_headers == 0 || l.max_headers > 128 {
+            return invalid(format!("limits.max_headers must be in 1..=128, not {}", l.max_headers));
+        }
+        if l.max_connections == 0 {
+            return invalid("limits.max_connections must be at least 1".into());
+        }
+        if l.header_timeout_ms == 0 || l.keepalive_timeout_ms == 0 {
+            return invalid("limits.header_timeout_ms and keepalive_timeout_ms must be at least 1".into());
+        }
+        for n in &self.server_names {
+            if n.is_empty() || n.contains(['/', ' ', '@']) {
+                return invalid(format!("server name {n:?} is not a host name"));
+            }
+        }
+        ClassTable::new(&self.classes, self.seed)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::class_table::CostDistribution;
+
+    fn parse_err(s: &str) -> String {
+        NodeConfig::from_toml_str(s).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn empty_config_gives_the_documented_defaults() {
+        let c = NodeConfig::from_toml_str("").unwrap();
+        assert_eq!(c.listen, "127.0.0.1:0".parse().unwrap());
+        assert_eq!(c.name, "node");
+        assert_eq!(c.cache.capacity, ByteSize::mib(64));
+        assert_eq!(c.cache.max_object, ByteSize::mib(1));
+        assert_eq!(c.cache.replacement, Replacement::Gds);
+        assert_eq!(c.cache.revalidate_ms, 1000);
+        assert_eq!(c.limits.max_connections, 10_000);
+        assert_eq!(c.limits.max_head_bytes, ByteSize::kib(16));
+        assert!(c.storage.is_none() && c.origin.is_none() && c.classes.is_empty());
+    }
+
+    #[test]
+    fn full_config_parses_sizes_policies_storage_and_classes() {
+        let c = NodeConfig::from_toml_str(
+            r#"
+            listen = "127.0.0.1:8080"
+            admin = "127.0.0.1:9090"
+            name = "n1"
+            root = "/srv"
+            seed = 7
+            server_names = ["www.example.com"]
+            [cache]
+            capacity = "32MiB"
+            max_object = 500000
+            replacement = "lru"
+            [storage]
+            preset = "lard98"
+            disks = 2
+            [limits]
+            max_head_bytes = "8KiB"
+            [[classes]]
+            name = "c1"
+            prefix = "/cgi/c1"
+            query = { id = "*" }
+            cost = { dist = "normal", mean_ms = 10, stddev_ms = 2 }
+            size = "2KiB"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.admin, Some("127.0.0.1:9090".parse().unwrap()));
+        assert_eq!(c.cache.capacity, ByteSize::mib(32));
+        assert_eq!(c.cache.max_object, ByteSize(500_000));
+        assert_eq!(c.cache.replacement, Replacement::Lru);
+        assert_eq!(c.storage, Some(StorageConfig { seek_ms: 28.0, transfer_mb_s: 10.0, disks: 2 }));
+        assert_eq!(c.limits.max_head_bytes, ByteSize::kib(8));
+        assert_eq!(c.classes[0].cost, CostDistribution::Normal { mean_ms: 10.0, stddev_ms: 2.0 });
+        assert_eq!(c.classes[0].size, ByteSize(2048));
+    }
+
+    #[test]
+    fn unknown_key_error_names_the_key_and_its_line() {
+        let e = parse_err("name = \"a\"\n[cache]\ncapacity = \"1MiB\"\ncapacty = 3\n");
+        assert!(e.contains("capacty") && e.contains("line 4"), "{e}");
+        let e = parse_err("nmae = \"x\"");
+        assert!(e.contains("nmae") && e.contains("line 1"), "{e}");
+        let e = parse_err("[limits]\nheader_timeout = 5\n");
+        assert!(e.contains("header_timeout") && e.contains("line 2"), "{e}");
+        let e = parse_err(
+            "[[classes]]\nname = \"a\"\nprefix = \"/a\"\nsize = 1\ncost = { dist = \"const\", ms = 1, mean = 2 }\n",
+        );
+        assert!(e.contains("mean") && e.contains("line 5"), "{e}");
+    }
+
+    #[test]
+    fn mistyped_values_are_errors_naming_the_line() {
+        let e = parse_err("[cache]\n\ncapacity = \"lots\"\n");
+        assert!(e.contains("line 3") && e.contains("lots"), "{e}");
+        let e = parse_err("[cache]\nreplacement = \"fifo\"\n");
+        assert!(e.contains("line 2") && e.contains("fifo"), "{e}");
+        let e = parse_err("[storage]\npreset = \"floppy\"\n");
+        assert!(e.contains("floppy"), "{e}");
+        let e = parse_err("[storage]\nseek = 3\n");
+        assert!(e.contains("seek") && e.contains("line 2"), "{e}");
+        let e = parse_err("listen = \"nowhere\"\n");
+        assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn invalid_values_are_refused() {
+        assert!(parse_err("name = \"a b\"").contains("name"));
+        assert!(parse_err("origin = \"ftp://x\"").contains("origin"));
+        assert!(parse_err("[limits]\nmax_headers = 500").contains("max_headers"));
+        assert!(parse_err("[storage]\ndisks = 0").contains("disks"));
+    }
+
+    #[test]
+    fn file_errors_are_prefixed_with_the_path_and_relative_paths_follow_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(&path, "root = \"www\"\nclass_file = \"classes.toml\"\n").unwrap();
+        let c = NodeConfig::from_file(&path).unwrap();
+        assert_eq!(c.root, dir.path().join("www"));
+        assert_eq!(c.class_file, Some(dir.path().join("classes.toml")));
+
+        std::fs::write(&path, "root = \"www\"\nbogus = 1\n").unwrap();
+        let e = NodeConfig::from_file(&path).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&path.display().to_string()) && e.contains("bogus") && e.contains("line 2"),
+            "{e}"
+        );
+        let e = NodeConfig::from_file(dir.path().join("missing.toml")).unwrap_err().to_string();
+        assert!(e.contains("missing.toml"), "{e}");
+    }
+
+    #[test]
+    fn class_file_is_loaded_and_its_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let classes = dir.path().join("classes.toml");
+        std::fs::write(
+            &classes,
+            "[[classes]]\nname = \"k1\"\nprefix = \"/k1\"\ncost = { dist = \"const\", ms = 10 }\nsize = 100\n",
+        )
+        .unwrap();
+        let mut c = NodeConfig { class_file: Some(classes.clone()), ..NodeConfig::default() };
+        c.load_class_file().unwrap();
+        assert_eq!(c.classes.len(), 1);
+        assert_eq!(c.class_file, None);
+        std::fs::write(&classes, "[[classes]]\nname = \"k1\"\nprefx = \"/k1\"\n").unwrap();
+        let mut c = NodeConfig { class_file: Some(classes.clone()), ..NodeConfig::default() };
+        let e = c.load_class_file().unwrap_err().to_string();
+        assert!(e.contains("classes.toml") && e.contains("prefx") && e.contains("line 3"), "{e}");
+    }
+
+    #[test]
+    fn storage_strings_parse_presets_and_overrides() {
+        assert_eq!("lard98".parse(), Ok(StorageConfig::lard98()));
+        assert_eq!(
+            "seek_ms=28,mb_s=10,disks=2".parse(),
+            Ok(StorageConfig { seek_ms: 28.0, transfer_mb_s: 10.0, disks: 2 })
+        );
+        assert_eq!("lard98,disks=4".parse::<StorageConfig>().unwrap().disks, 4);
+        assert!("seek_ms=-1".parse::<StorageConfig>().is_err());
+        assert!("speed=3".parse::<StorageConfig>().is_err());
+        assert!("disks=0".parse::<StorageConfig>().is_err());
+    }
+}

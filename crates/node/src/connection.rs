@@ -1,0 +1,634 @@
+//! One client connection: reads requests into a pooled buffer (held only while a request is
+//! being read or answered, so idle keep-alive connections cost no buffer), parses them in
+//! place, answers pipelined requests in order with their responses coalesced into one write,
+//! streams large bodies, discards request bodies to keep framing, and enforces the header,
+//! keep-alive and send timeouts with one lazily reset timer.
+
+use std::cell::RefCell;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use locus_core::Method;
+use locus_http::{BodyKind, BodyTracker, RequestHead, TargetForm, Version, parse_request};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::{Instant, Sleep};
+
+use crate::context::WorkerContext;
+use crate::doc_store::LargeFile;
+use crate::document_root::decode_request_path;
+use crate::dynamic::serve_dynamic;
+use crate::origin::OriginBody;
+use crate::out_queue::OutQueue;
+use crate::request_view::{BodySource, RequestView, Served};
+use crate::response::{Persistence, simple};
+use crate::shared_pages::SharedPages;
+use crate::static_files::{serve_cached, serve_miss};
+
+/// After a close decided by the server, read and drop what the client still sends for at
+/// most this long (so a response is not destroyed by a reset), up to `LINGER_BYTES`.
+const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: usize = 1 << 20;
+/// First size of a connection's read buffer; it grows up to the head limit when needed.
+const READ_BUFFER: usize = 4096;
+/// Buffers kept per worker thread for reuse.
+const POOL_MAX: usize = 256;
+/// Bytes read from disk per step when streaming a large file.
+const FILE_CHUNK: u64 = 256 * 1024;
+const ORIGIN_CHUNK: usize = 64 * 1024;
+const ORIGIN_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The buffers of a connection that is reading or answering a request.
+#[derive(Default)]
+struct ConnBuffers {
+    read: Vec<u8>,
+    /// Unconsumed input is `read[start..end]`.
+    start: usize,
+    end: usize,
+    head: RequestHead,
+    out: OutQueue,
+    /// Decoded request path.
+    path: String,
+    /// Cache key when it differs from `path` (origin mode with a query).
+    cache_key: String,
+}
+
+thread_local! {
+    // Boxed so that a connection holds one pointer (none while idle), not the whole set.
+    #[allow(clippy::vec_box)]
+    static BUFFER_POOL: RefCell<Vec<Box<ConnBuffers>>> = const { RefCell::new(Vec::new()) };
+}
+
+fn take_buffers() -> Box<ConnBuffers> {
+    let mut b = BUFFER_POOL.with(|p| p.borrow_mut().pop()).unwrap_or_default();
+    if b.read.is_empty() {
+        b.read = vec![0; READ_BUFFER];
+    }
+    b
+}
+
+fn give_back(mut b: Box<ConnBuffers>) {
+    b.start = 0;
+    b.end = 0;
+    b.out.clear();
+    if b.read.len() > READ_BUFFER {
+        b.read = vec![0; READ_BUFFER];
+    }
+    // `try_with`: a connection dropped while its thread shuts down just frees its buffers.
+    let _ = BUFFER_POOL.try_with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < POOL_MAX {
+            p.push(b);
+        }
+    });
+}
+
+/// A connection's buffers, given back to the pool however the connection ends.
+struct BufferSlot(Option<Box<ConnBuffers>>);
+
+impl Drop for BufferSlot {
+    fn drop(&mut self) {
+        if let Some(b) = self.0.take() {
+            give_back(b);
+        }
+    }
+}
+
+/// How a connection ends.
+enum Close {
+    /// Just close (nothing was promised, or the peer is gone).
+    Now,
+    /// Shut down our side, then drain what the client still sends before closing.
+    Linger,
+}
+
+enum Wait {
+    Ready,
+    Timeout,
+    Shutdown,
+    Failed,
+}
+
+struct Connection<'w> {
+    stream: TcpStream,
+    w: &'w WorkerContext,
+    /// One timer for every deadline of the connection, moved only when a deadline comes
+    /// earlier than it or it fires early; so a request costs no timer work.
+    sleep: Pin<Box<Sleep>>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// Serve one accepted connection until it closes.
+pub async fn serve(stream: TcpStream, w: &WorkerContext) {
+    let first_deadline = Instant::now() + w.node.header_timeout;
+    let mut conn = Connection {
+        stream,
+        w,
+        sleep: Box::pin(tokio::time::sleep_until(first_deadline)),
+        shutdown: w.shutdown.clone(),
+    };
+    if let Close::Linger = conn.run().await {
+        conn.linger().await;
+    }
+}
+
+fn invalid_data(e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e.to_string())
+}
+
+/// The host of an authority (`host`, `host:port`, `[v6]:port`).
+fn host_part(authority: &[u8]) -> &[u8] {
+    if authority.first() == Some(&b'[') {
+        return match authority.iter().position(|&b| b == b']') {
+            Some(i) => &authority[..=i],
+            None => authority,
+        };
+    }
+    match authority.iter().rposition(|&b| b == b':') {
+        Some(i) => &authority[..i],
+        None => authority,
+    }
+}
+
+/// An absolute-form target is accepted only for the request's own Host or a server name.
+fn authority_allowed(head: &RequestHead, buf: &[u8], server_names: &[String]) -> bool {
+    let Some(authority) = head.authority else { return false };
+    let host = host_part(authority.get(buf));
+    head.host.is_some_and(|h| host_part(h.get(buf)).eq_ignore_ascii_case(host))
+        || server_names.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(host))
+}
+
+impl Connection<'_> {
+    async fn run(&mut self) -> Close {
+        let node = &*self.w.node;
+        let mut slot = BufferSlot(None);
+        let bufs = &mut slot.0;
+        // The header timeout runs from the connection's start, then from each request's
+        // first byte; between requests the keep-alive timeout runs from the last one.
+        let mut head_started = Some(Instant::now());
+        let mut last_active = Instant::now();
+        let max_read = node.parse_limits.max_head_bytes + 1024;
+        loop {
+            if let Some(b) = bufs.as_deref_mut()
+                && b.end > b.start
+            {
+                match parse_request(&b.read[b.start..b.end], &node.parse_limits, &mut b.head) {
+                    Ok(true) => {
+                        match self.handle(b).await {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                return if self.flush(&mut b.out).await.is_ok() {
+                                    Close::Linger
+                                } else {
+                                    Close::Now
+                                };
+                            }
+                            Err(_) => return Close::Now,
+                        }
+                        last_active = Instant::now();
+                        head_started = (b.end > b.start).then_some(last_active);
+                        continue;
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::debug!(error = %e, "refusing request head");
+                        self.refuse(&mut b.out, e.status()).await;
+                        return Close::Linger;
+                    }
+                }
+            }
+            // More input is needed: send what is queued first.
+            if let Some(b) = bufs.as_deref_mut()
+                && !b.out.is_empty()
+                && self.flush(&mut b.out).await.is_err()
+            {
+                return Close::Now;
+            }
+            let idle = bufs.as_ref().is_none_or(|b| b.start == b.end);
+            if idle {
+                if let Some(b) = bufs.take() {
+                    give_back(b);
+                }
+                if node.is_shutting_down() {
+                    return Close::Now;
+                }
+            }
+            let deadline = match head_started {
+                Some(t) => t + node.header_timeout,
+                None => last_active + node.keepalive_timeout,
+            };
+            match self.wait_readable(deadline, idle).await {
+                Wait::Ready => {}
+                Wait::Timeout if !idle => {
+                    if let Some(b) = bufs.as_deref_mut() {
+                        self.refuse(&mut b.out, 408).await;
+                    }
+                    return Close::Linger;
+                }
+                Wait::Timeout | Wait::Shutdown | Wait::Failed => return Close::Now,
+            }
+            let b = bufs.get_or_insert_with(take_buffers);
+            if b.start == b.end {
+                b.start = 0;
+                b.end = 0;
+            }
+            if b.end == b.read.len() {
+                if b.start > 0 {
+                    b.read.copy_within(b.start..b.end, 0);
+                    b.end -= b.start;
+                    b.start = 0;
+                } else if b.read.len() < max_read {
+                    let len = (b.read.len() * 2).min(max_read);
+                    b.read.resize(len, 0);
+                } else {
+                    // Unreachable: the parser refuses heads over the limit before this.
+                    return Close::Now;
+                }
+            }
+            match self.stream.try_read(&mut b.read[b.end..]) {
+                Ok(0) => return Close::Now,
+                Ok(n) => {
+                    if b.start == b.end && head_started.is_none() {
+                        head_started = Some(Instant::now());
+                    }
+                    b.end += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return Close::Now,
+            }
+        }
+    }
+
+    /// Answer a request head that could not be parsed (or did not arrive in time), then close.
+    async fn refuse(&mut self, out: &mut OutQueue, status: u16) {
+        let counters = self.w.counters();
+        counters.request_started();
+        simple(out, &self.w.node.node_headers, status, Persistence::Close, false, b"");
+        counters.request_finished(status);
+        let _ = self.flush(out).await;
+    }
+
+    /// Answer the request whose head was just parsed; consume its body. Ok(false): close.
+    async fn handle(&mut self, b: &mut ConnBuffers) -> io::Result<bool> {
+        let w = self.w;
+        let node = &*w.node;
+        let counters = w.counters();
+        counters.request_started();
+        let ConnBuffers { read, start, end, head, out, path, cache_key } = b;
+        let head_len = head.head_len;
+        let body = head.body;
+        // A client waiting for 100-continue has not sent its body: answer and close.
+        let unread_body = head.expect_continue && body != BodyKind::Empty;
+        let persistence = if !head.keep_alive || unread_body || node.is_shutting_down() {
+            Persistence::Close
+        } else if head.version == Version::Http10 {
+            Persistence::KeepAlive10
+        } else {
+            Persistence::KeepAlive
+        };
+        let served = self.respond(&read[*start..*end], head, persistence, out, path, cache_key).await;
+        let result = match served {
+            Ok(Served { status, body }) => {
+                let sent = match body {
+                    BodySource::Queued => Ok(()),
+                    BodySource::Pages { pages, offset, len } => {
+                        self.send_pages(out, &pages, offset, len).await
+                    }
+                    BodySource::File { file, offset, len } => self.send_file(out, file, offset, len).await,
+                    BodySource::Origin(origin) => self.send_origin(out, origin).await,
+                };
+                counters.request_finished(status);
+                sent
+            }
+            Err(e) => {
+                counters.request_finished(500);
+                Err(e)
+            }
+        };
+        result?;
+        *start += head_len;
+        if body != BodyKind::Empty && !unread_body {
+            self.discard_body(read, start, end, out, body).await?;
+        }
+        if *start == *end {
+            *start = 0;
+            *end = 0;
+        }
+        Ok(persistence.keeps_open())
+    }
+
+    /// Choose and queue the response to one request.
+    async fn respond(
+        &mut self,
+        buf: &[u8],
+        head: &RequestHead,
+        persistence: Persistence,
+        out: &mut OutQueue,
+        path: &mut String,
+        cache_key: &mut String,
+    ) -> io::Result<Served> {
+        let w = self.w;
+        let node = &*w.node;
+        let nh = &node.node_headers[..];
+        if !matches!(head.method, Method::Get | Method::Head) {
+            simple(out, nh, 405, persistence, false, b"Allow: GET, HEAD\r\n");
+            return Ok(Served::queued(405));
+        }
+        let head_only = head.method == Method::Head;
+        let form_ok = match head.form {
+            TargetForm::Origin => true,
+            TargetForm::Absolute => authority_allowed(head, buf, &node.server_names),
+            TargetForm::Asterisk | TargetForm::Authority => false,
+        };
+        if !form_ok {
+            simple(out, nh, 400, persistence, head_only, b"");
+            return Ok(Served::queued(400));
+        }
+        let target = head.path_str(buf);
+        let (raw_path, query) = match target.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (target, None),
+        };
+        if let Err(e) = decode_request_path(raw_path, path) {
+            simple(out, nh, e.status(), persistence, head_only, b"");
+            return Ok(Served::queued(e.status()));
+        }
+        let key: &str = match query {
+            Some(q) if node.origin.is_some() => {
+                cache_key.clear();
+                cache_key.push_str(path);
+                cache_key.push('?');
+                cache_key.push_str(q);
+                cache_key
+            }
+            _ => path,
+        };
+        let mut req = RequestView {
+            method: head.method,
+            target,
+            raw_path,
+            query,
+            path,
+            cache_key: key,
+            persistence,
+            if_modified_since: None,
+            if_none_match: false,
+            range: None,
+            if_range: None,
+        };
+        for h in &head.headers {
+            let name = h.name.get(buf);
+            let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+            match name.len() {
+                5 if is("range") => req.range = Some(h.value.get(buf)),
+                8 if is("if-range") => req.if_range = Some(h.value.get(buf)),
+                13 if is("if-none-match") => req.if_none_match = true,
+                17 if is("if-modified-since") => req.if_modified_since = Some(h.value.get(buf)),
+                _ => {}
+            }
+        }
+        if let Some(class) = node.classes.classify(target) {
+            self.flush(out).await?;
+            return Ok(serve_dynamic(w, &req, class, out).await);
+        }
+        if let Some(served) = serve_cached(w, &req, out) {
+            return Ok(served);
+        }
+        // A miss may take a while: let earlier pipelined responses go first.
+        self.flush(out).await?;
+        Ok(serve_miss(w, &req, out).await)
+    }
+
+    /// Read and drop a request body so the next request starts where it should.
+    async fn discard_body(
+        &mut self,
+        read: &mut [u8],
+        start: &mut usize,
+        end: &mut usize,
+        out: &mut OutQueue,
+        kind: BodyKind,
+    ) -> io::Result<()> {
+        let mut tracker = BodyTracker::new(kind);
+        loop {
+            let progress = tracker.advance(&read[*start..*end]).map_err(invalid_data)?;
+            *start += progress.consumed;
+            if progress.done {
+                return Ok(());
+            }
+            *start = 0;
+            *end = 0;
+            self.flush(out).await?;
+            let deadline = Instant::now() + self.w.node.keepalive_timeout;
+            match self.wait_readable(deadline, false).await {
+                Wait::Ready => {}
+                _ => return Err(io::ErrorKind::TimedOut.into()),
+            }
+            match self.stream.try_read(read) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => *end = n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Send what is queued marked as "more to come", then `len` bytes of `pages` from
+    /// `offset` with sendfile, so head and body leave together and the body is not copied.
+    async fn send_pages(
+        &mut self,
+        out: &mut OutQueue,
+        pages: &SharedPages,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        self.flush_with(out, true).await?;
+        let counters = self.w.counters();
+        let socket = self.stream.as_raw_fd();
+        let end = (offset + len) as libc::off_t;
+        let mut pos = offset as libc::off_t;
+        let mut deadline = None;
+        while pos < end {
+            let count = (end - pos) as usize;
+            let sent = self.stream.try_io(Interest::WRITABLE, || {
+                // SAFETY: both descriptors are open for the duration of the call and `pos`
+                // is a valid offset variable that sendfile advances.
+                let n = unsafe { libc::sendfile(socket, pages.fd(), &mut pos, count) };
+                if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+            });
+            match sent {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => counters.sent(n as u64),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let d = *deadline.get_or_insert_with(|| Instant::now() + self.w.node.keepalive_timeout);
+                    if !self.wait_writable(d).await {
+                        return Err(io::ErrorKind::TimedOut.into());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Stream `len` bytes of a large file from `offset`, reading the next chunk from disk
+    /// while the current one is being sent.
+    async fn send_file(
+        &mut self,
+        out: &mut OutQueue,
+        file: Arc<LargeFile>,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        let read_chunk = |file: Arc<LargeFile>, at: u64, n: u64| {
+            tokio::task::spawn_blocking(move || -> io::Result<Bytes> {
+                let mut chunk = vec![0u8; n as usize];
+                file.file.read_exact_at(&mut chunk, at)?;
+                Ok(Bytes::from(chunk))
+            })
+        };
+        let end = offset + len;
+        let mut pos = offset;
+        let mut next = Some(read_chunk(file.clone(), pos, FILE_CHUNK.min(len)));
+        while let Some(task) = next.take() {
+            let chunk = task.await.map_err(io::Error::other)??;
+            pos += chunk.len() as u64;
+            if pos < end {
+                next = Some(read_chunk(file.clone(), pos, FILE_CHUNK.min(end - pos)));
+            }
+            out.push_body(chunk);
+            self.flush(out).await?;
+        }
+        Ok(())
+    }
+
+    /// Relay the rest of an origin response body.
+    async fn send_origin(&mut self, out: &mut OutQueue, mut body: OriginBody) -> io::Result<()> {
+        if !body.leftover.is_empty() {
+            out.push_body(Bytes::from(std::mem::take(&mut body.leftover)));
+        }
+        self.flush(out).await?;
+        let mut chunk = vec![0u8; ORIGIN_CHUNK];
+        while body.remaining > 0 {
+            let want = body.remaining.min(chunk.len() as u64) as usize;
+            let n =
+                match tokio::time::timeout(ORIGIN_READ_TIMEOUT, body.stream.read(&mut chunk[..want])).await {
+                    Ok(Ok(0)) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                    Ok(Ok(n)) => n,
+                    Ok(Err(e)) => return Err(e),
+                    Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+                };
+            body.remaining -= n as u64;
+            out.extend(&chunk[..n]);
+            self.flush(out).await?;
+        }
+        if body.reusable
+            && let Some(pool) = &self.w.origin_pool
+        {
+            pool.put(body.stream);
+        }
+        Ok(())
+    }
+
+    /// Write everything queued; a client that takes nothing for the keep-alive timeout is
+    /// given up on.
+    async fn flush(&mut self, out: &mut OutQueue) -> io::Result<()> {
+        self.flush_with(out, false).await
+    }
+
+    /// `flush`; with `more`, the data is marked as followed by more (MSG_MORE).
+    async fn flush_with(&mut self, out: &mut OutQueue, more: bool) -> io::Result<()> {
+        let counters = self.w.counters();
+        let mut deadline = None;
+        while !out.is_empty() {
+            match out.try_write(&self.stream, more) {
+                Ok(n) => counters.sent(n as u64),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let d = *deadline.get_or_insert_with(|| Instant::now() + self.w.node.keepalive_timeout);
+                    if !self.wait_writable(d).await {
+                        return Err(io::ErrorKind::TimedOut.into());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn arm(&mut self, deadline: Instant) {
+        if self.sleep.deadline() > deadline {
+            self.sleep.as_mut().reset(deadline);
+        }
+    }
+
+    /// Wait until the socket is readable, `deadline` passes, or (when `idle`) the node
+    /// shuts down.
+    async fn wait_readable(&mut self, deadline: Instant, idle: bool) -> Wait {
+        self.arm(deadline);
+        loop {
+            tokio::select! {
+                biased;
+                r = self.stream.readable() => return if r.is_ok() { Wait::Ready } else { Wait::Failed },
+                () = &mut self.sleep => {
+                    if Instant::now() >= deadline {
+                        return Wait::Timeout;
+                    }
+                    self.sleep.as_mut().reset(deadline);
+                }
+                _ = self.shutdown.changed(), if idle => return Wait::Shutdown,
+            }
+        }
+    }
+
+    /// Wait until the socket is writable; false when `deadline` passed first.
+    async fn wait_writable(&mut self, deadline: Instant) -> bool {
+        self.arm(deadline);
+        loop {
+            tokio::select! {
+                biased;
+                r = self.stream.writable() => return r.is_ok(),
+                () = &mut self.sleep => {
+                    if Instant::now() >= deadline {
+                        return false;
+                    }
+                    self.sleep.as_mut().reset(deadline);
+                }
+            }
+        }
+    }
+
+    /// Close our side and drain the client's for a moment, so that data it sent after the
+    /// last request does not turn our close into a reset that destroys the response.
+    async fn linger(&mut self) {
+        if self.stream.shutdown().await.is_err() {
+            return;
+        }
+        let deadline = Instant::now() + LINGER;
+        let mut scratch = vec![0u8; 4096];
+        let mut drained = 0;
+        while drained < LINGER_BYTES {
+            match tokio::time::timeout_at(deadline, self.stream.read(&mut scratch)).await {
+                Ok(Ok(n)) if n > 0 => drained += n,
+                _ => break,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_part_strips_ports_and_keeps_ipv6_brackets() {
+        assert_eq!(host_part(b"example.com:8080"), b"example.com");
+        assert_eq!(host_part(b"example.com"), b"example.com");
+        assert_eq!(host_part(b"[::1]:80"), b"[::1]");
+        assert_eq!(host_part(b"[::1]"), b"[::1]");
+    }
+}

@@ -1,0 +1,19 @@
+//! `NodeError`: why a node could not start.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use crate::config::ConfigError;
+
+/// Why `NodeServer::start` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("document root {}: {source}", path.display())]
+    Root { path: PathBuf, source: std::io::Error },
+    #[error("binding {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("starting the node's threads: {0}")]
+    Start(std::io::Error),
+}

@@ -1,0 +1,192 @@
+//! Counters of a running node: one cache-line-aligned block per worker thread (so the hot
+//! path never shares a counter between cores), summed on read into `NodeStats`, plus the
+//! node-wide connection gauge.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use serde::Serialize;
+
+/// Status codes counted separately; anything else is counted as "other".
+pub const COUNTED_STATUSES: [u16; 18] =
+    [200, 206, 301, 304, 400, 403, 404, 405, 408, 413, 416, 417, 431, 500, 502, 503, 504, 505];
+
+fn status_slot(status: u16) -> usize {
+    COUNTED_STATUSES.iter().position(|&s| s == status).unwrap_or(COUNTED_STATUSES.len())
+}
+
+/// Whether a static response was served from the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheStatus {
+    Hit,
+    Miss,
+    /// Not cacheable (too large, or the cache is disabled).
+    Bypass,
+}
+
+impl CacheStatus {
+    /// The `X-Locus-Cache` header line.
+    pub fn header_line(self) -> &'static [u8] {
+        match self {
+            CacheStatus::Hit => b"X-Locus-Cache: hit\r\n",
+            CacheStatus::Miss => b"X-Locus-Cache: miss\r\n",
+            CacheStatus::Bypass => b"X-Locus-Cache: bypass\r\n",
+        }
+    }
+}
+
+/// One worker's counters.
+#[repr(align(128))]
+#[derive(Default)]
+pub struct WorkerCounters {
+    requests: AtomicU64,
+    bytes_sent: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    bypass: AtomicU64,
+    dynamic: AtomicU64,
+    /// Requests started minus requests finished (wrapping; summed as signed).
+    in_flight: AtomicU64,
+    statuses: [AtomicU64; COUNTED_STATUSES.len() + 1],
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    // Only the owning worker writes: a load and a store avoid a locked instruction.
+    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+impl WorkerCounters {
+    pub fn request_started(&self) {
+        bump(&self.requests, 1);
+        bump(&self.in_flight, 1);
+    }
+
+    pub fn request_finished(&self, status: u16) {
+        bump(&self.in_flight, u64::MAX);
+        bump(&self.statuses[status_slot(status)], 1);
+    }
+
+    pub fn sent(&self, bytes: u64) {
+        bump(&self.bytes_sent, bytes);
+    }
+
+    pub fn cache(&self, status: CacheStatus) {
+        match status {
+            CacheStatus::Hit => bump(&self.hits, 1),
+            CacheStatus::Miss => bump(&self.misses, 1),
+            CacheStatus::Bypass => bump(&self.bypass, 1),
+        }
+    }
+
+    pub fn dynamic(&self) {
+        bump(&self.dynamic, 1);
+    }
+}
+
+/// All counters of a node.
+pub struct NodeMetrics {
+    workers: Box<[WorkerCounters]>,
+    /// Open client connections.
+    pub active_connections: AtomicUsize,
+    /// Connections accepted since start.
+    pub connections_total: AtomicU64,
+    /// Connections closed at once because `max_connections` were open.
+    pub connections_refused: AtomicU64,
+}
+
+impl NodeMetrics {
+    /// Counters for `workers` workers. Each worker's block is written only by that worker's
+    /// thread (a lost update from a stray writer would only skew a statistic).
+    pub fn new(workers: usize) -> NodeMetrics {
+        NodeMetrics {
+            workers: (0..workers.max(1)).map(|_| WorkerCounters::default()).collect(),
+            active_connections: AtomicUsize::new(0),
+            connections_total: AtomicU64::new(0),
+            connections_refused: AtomicU64::new(0),
+        }
+    }
+
+    /// The counters of worker `i`.
+    pub fn worker(&self, i: usize) -> &WorkerCounters {
+        &self.workers[i.min(self.workers.len() - 1)]
+    }
+
+    /// Sum over workers.
+    pub fn snapshot(&self) -> NodeStats {
+        let sum = |f: fn(&WorkerCounters) -> &AtomicU64| {
+            self.workers.iter().fold(0u64, |acc, w| acc.wrapping_add(f(w).load(Ordering::Relaxed)))
+        };
+        let mut statuses = [0u64; COUNTED_STATUSES.len() + 1];
+        for w in self.workers.iter() {
+            for (total, c) in statuses.iter_mut().zip(w.statuses.iter()) {
+                *total += c.load(Ordering::Relaxed);
+            }
+        }
+        NodeStats {
+            requests: sum(|w| &w.requests),
+            hits: sum(|w| &w.hits),
+            misses: sum(|w| &w.misses),
+            bypass: sum(|w| &w.bypass),
+            dynamic: sum(|w| &w.dynamic),
+            bytes_sent: sum(|w| &w.bytes_sent),
+            in_flight: (sum(|w| &w.in_flight) as i64).max(0) as u64,
+            active_connections: self.active_connections.load(Ordering::Relaxed) as u64,
+            connections_total: self.connections_total.load(Ordering::Relaxed),
+            connections_refused: self.connections_refused.load(Ordering::Relaxed),
+            statuses: COUNTED_STATUSES
+                .iter()
+                .map(|s| s.to_string())
+                .chain(std::iter::once("other".to_string()))
+                .zip(statuses)
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+        }
+    }
+}
+
+/// A snapshot of a node's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct NodeStats {
+    /// Requests whose head was parsed.
+    pub requests: u64,
+    /// Static responses served from the cache.
+    pub hits: u64,
+    /// Static responses read from disk or the origin and cached.
+    pub misses: u64,
+    /// Static responses not cacheable (too large, or the cache is off).
+    pub bypass: u64,
+    /// Dynamic (class table) responses.
+    pub dynamic: u64,
+    /// Bytes written to clients (heads and bodies).
+    pub bytes_sent: u64,
+    /// Requests being handled now.
+    pub in_flight: u64,
+    /// Open client connections.
+    pub active_connections: u64,
+    pub connections_total: u64,
+    pub connections_refused: u64,
+    /// Responses per status code (codes with a count only).
+    pub statuses: Vec<(String, u64)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_sum_over_workers_and_track_in_flight() {
+        let m = NodeMetrics::new(2);
+        m.worker(0).request_started();
+        m.worker(1).request_started();
+        m.worker(1).request_finished(200);
+        m.worker(0).cache(CacheStatus::Hit);
+        m.worker(1).cache(CacheStatus::Miss);
+        m.worker(1).sent(100);
+        m.worker(7).sent(1);
+        let s = m.snapshot();
+        assert_eq!((s.requests, s.in_flight, s.hits, s.misses, s.bytes_sent), (2, 1, 1, 1, 101));
+        m.worker(0).request_finished(999);
+        let s = m.snapshot();
+        assert_eq!(s.in_flight, 0);
+        assert_eq!(s.statuses, vec![("200".to_string(), 1), ("other".to_string(), 1)]);
+    }
+}
