@@ -309,13 +309,10 @@ impl Session {
                     shared.node_failed(node, &failure.describe());
                     if retryable && !moved {
                         moved = true;
-                        shared.counters.retries.fetch_add(1, Relaxed);
-                        drop(asg.take());
-                        asg = match self.dispatch(&shared, head).await {
-                            Ok(a) => Some(a),
-                            Err(e) => break self.dispatch_failed(head, e).await,
-                        };
                         fresh = false;
+                        if let Err(next) = self.redispatch(&shared, head, &mut asg).await {
+                            break next;
+                        }
                         continue;
                     }
                     break self.reject(head, 502, false).await;
@@ -350,13 +347,10 @@ impl Session {
                     }
                     if retryable && !moved {
                         moved = true;
-                        shared.counters.retries.fetch_add(1, Relaxed);
-                        drop(asg.take());
-                        asg = match self.dispatch(&shared, head).await {
-                            Ok(a) => Some(a),
-                            Err(e) => break self.dispatch_failed(head, e).await,
-                        };
                         fresh = false;
+                        if let Err(next) = self.redispatch(&shared, head, &mut asg).await {
+                            break next;
+                        }
                         continue;
                     }
                     break self.reject(head, 502, body_sent).await;
@@ -377,6 +371,26 @@ impl Session {
         drop(asg);
         self.worker.relay_buffers.borrow_mut().give(relay);
         next
+    }
+
+    /// Complete the current assignment and dispatch the request again (the failed node is
+    /// out of the view by now if passive checks are on). `Err` carries the answer already
+    /// sent when no node can take it.
+    async fn redispatch<'d>(
+        &mut self,
+        shared: &'d Shared,
+        head: &RequestHead,
+        asg: &mut Option<Assignment<'d>>,
+    ) -> Result<(), Next> {
+        shared.counters.retries.fetch_add(1, Relaxed);
+        drop(asg.take());
+        match self.dispatch(shared, head).await {
+            Ok(a) => {
+                *asg = Some(a);
+                Ok(())
+            }
+            Err(e) => Err(self.dispatch_failed(head, e).await),
+        }
     }
 
     async fn dispatch_failed(&mut self, head: &RequestHead, e: DispatchError) -> Next {

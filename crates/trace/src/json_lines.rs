@@ -75,17 +75,8 @@ impl<R: BufRead> Iterator for JsonLinesReader<R> {
         if self.done {
             return None;
         }
-        match self.next_record() {
-            Ok(Some(r)) => Some(Ok(r)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        let step = self.next_record();
+        crate::record::fuse_step(&mut self.done, step)
     }
 }
 

@@ -111,6 +111,25 @@ mod method_token {
     }
 }
 
+/// One step of a record reader that stops for good at the end or at its first error: passes
+/// the step through and sets `done` when it was the last.
+pub(crate) fn fuse_step(
+    done: &mut bool,
+    step: Result<Option<TraceRecord>, crate::TraceError>,
+) -> Option<Result<TraceRecord, crate::TraceError>> {
+    match step {
+        Ok(Some(r)) => Some(Ok(r)),
+        Ok(None) => {
+            *done = true;
+            None
+        }
+        Err(e) => {
+            *done = true;
+            Some(Err(e))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
