@@ -18,6 +18,9 @@ enum Command {
     Node(locus_node::cli::NodeArgs),
     /// A two-node cluster on loopback, compared across policies on a generated site.
     Demo(locus_bench::cli::DemoArgs),
+    /// Make, convert and characterise request traces.
+    #[command(subcommand)]
+    Trace(locus_trace::cli::TraceCommand),
     /// System benchmarks (Locus beside HAProxy and NGINX).
     #[command(subcommand)]
     Bench(locus_bench::cli::BenchCommand),
@@ -43,6 +46,7 @@ fn main() -> std::process::ExitCode {
         Command::Node(args) => locus_node::cli::run(args),
         Command::Demo(args) => locus_bench::cli::run_demo_command(args),
         Command::Bench(cmd) => locus_bench::cli::run(cmd),
+        Command::Trace(cmd) => locus_trace::cli::run(cmd),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
