@@ -9,6 +9,28 @@ use std::path::PathBuf;
 pub enum BenchCommand {
     /// Throughput through the switch beside HAProxy and NGINX, and idle-connection memory.
     Proxy(ProxyArgs),
+    /// The load generator against wrk on one cached URL, with verification on.
+    Load(LoadBenchArgs),
+}
+
+/// Flags of `locus bench load`.
+#[derive(clap::Args, Debug)]
+pub struct LoadBenchArgs {
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Size of the file both tools fetch, in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub size: u64,
+    /// Connections of each tool.
+    #[arg(long, default_value_t = 32)]
+    pub connections: u32,
+    /// Seconds per round (two rounds each, alternating).
+    #[arg(long, default_value_t = 5)]
+    pub seconds: u32,
+    /// Threads of each tool.
+    #[arg(long, default_value_t = 1)]
+    pub threads: u32,
 }
 
 /// Flags of `locus bench proxy`.
@@ -55,6 +77,15 @@ pub struct ProxyArgs {
 /// Run a `locus bench` subcommand.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
+        BenchCommand::Load(a) => {
+            let c = crate::load_vs_wrk::run_load_bench(a.size, a.connections, a.seconds, a.threads)?;
+            if a.json {
+                println!("{}", serde_json::to_string(&c)?);
+            } else {
+                print!("{}", c.render_text());
+            }
+            Ok(())
+        }
         BenchCommand::Proxy(a) => {
             for p in &a.paths {
                 if !["direct", "direct-nginx", "locus", "haproxy"].contains(&p.as_str()) {

@@ -7,6 +7,7 @@
 pub mod cli;
 mod demo;
 mod idle;
+mod load_vs_wrk;
 mod netns;
 mod procs;
 mod proxy;

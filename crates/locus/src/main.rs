@@ -18,6 +18,8 @@ enum Command {
     Node(locus_node::cli::NodeArgs),
     /// A two-node cluster on loopback, compared across policies on a generated site.
     Demo(locus_bench::cli::DemoArgs),
+    /// Generate load: replay a trace or a synthetic workload, verify every response.
+    Load(locus_load::LoadArgs),
     /// Make, convert and characterise request traces.
     #[command(subcommand)]
     Trace(locus_trace::cli::TraceCommand),
@@ -47,6 +49,7 @@ fn main() -> std::process::ExitCode {
         Command::Demo(args) => locus_bench::cli::run_demo_command(args),
         Command::Bench(cmd) => locus_bench::cli::run(cmd),
         Command::Trace(cmd) => locus_trace::cli::run(cmd),
+        Command::Load(args) => locus_load::cli::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

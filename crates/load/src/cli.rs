@@ -1,0 +1,369 @@
+//! `locus load`: the command-line arguments (`LoadArgs`), their translation into a
+//! `LoadConfig`, the run with its text or JSON report and exit status, and
+//! `compare_with_wrk`, the wrk-versus-locus-load benchmark behind `locus bench load`.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use locus_trace::TraceFormat;
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::admin_status::fetch_document;
+use crate::config::{DocumentSet, LoadConfig, Popularity, TraceSource, Verification, Workload};
+use crate::run::run_load;
+use crate::target_url::TargetUrl;
+use crate::think_time::ThinkTime;
+use crate::verifier::Expectation;
+use crate::wrk_comparison::{ComparisonRound, WRK_PROGRAM, WrkComparison, run_wrk};
+
+/// A synthetic popularity distribution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SyntheticKind {
+    /// Zipf popularity (`--alpha`).
+    Zipf,
+    /// Every document equally often.
+    Uniform,
+}
+
+/// Parse `10s`, `500ms`, `2m`, `1h` or a plain number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, scale) = if let Some(v) = s.strip_suffix("ms") {
+        (v, 0.001)
+    } else if let Some(v) = s.strip_suffix('s') {
+        (v, 1.0)
+    } else if let Some(v) = s.strip_suffix('m') {
+        (v, 60.0)
+    } else if let Some(v) = s.strip_suffix('h') {
+        (v, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let n: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a duration (like 10s, 500ms, 2m)"))?;
+    if !(n.is_finite() && n >= 0.0) {
+        return Err(format!("`{s}` must be a non-negative duration"));
+    }
+    Duration::try_from_secs_f64(n * scale).map_err(|_| format!("`{s}` is too long"))
+}
+
+/// Send HTTP load to one or more servers and report throughput, latency, errors and
+/// byte-exact verification.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LoadArgs {
+    /// Target URLs (`http://host:port[/path]`); several are used round-robin by connection.
+    /// Without --trace or --synthetic the first URL's path is requested over and over.
+    #[arg(required = true, value_name = "URL")]
+    pub urls: Vec<String>,
+    /// Replay this trace (CLF/Combined, WC98 binary, Locus or JSON lines; `-`: stdin).
+    #[arg(long, value_name = "FILE", conflicts_with = "synthetic")]
+    pub trace: Option<PathBuf>,
+    /// Format of --trace (detected from its first bytes when not given).
+    #[arg(long, value_enum, requires = "trace")]
+    pub trace_format: Option<TraceFormat>,
+    /// Start the trace again when it ends (with --duration).
+    #[arg(long, requires = "trace")]
+    pub loop_trace: bool,
+    /// Draw documents at random: from --docroot or --manifest, or `/doc/N` model documents.
+    #[arg(long, value_enum)]
+    pub synthetic: Option<SyntheticKind>,
+    /// Directory whose files a synthetic workload requests.
+    #[arg(long, value_name = "DIR", conflicts_with = "manifest")]
+    pub docroot: Option<PathBuf>,
+    /// Site manifest (`site.json` or its directory): documents, pages and embeds for a
+    /// synthetic workload, and expected sizes and checksums for verification.
+    #[arg(long, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
+    /// Zipf exponent of --synthetic zipf.
+    #[arg(long, default_value_t = 0.8)]
+    pub alpha: f64,
+    /// Model documents of --synthetic without --docroot or --manifest.
+    #[arg(long, default_value_t = 10_000)]
+    pub documents: u64,
+    /// Concurrent connections (closed loop: clients; open loop: most connections in use).
+    #[arg(long, short = 'c', default_value_t = 32)]
+    pub clients: usize,
+    /// Open loop: Poisson arrivals at this many requests (sessions) per second.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Keep connections open between requests (the default).
+    #[arg(long, overrides_with = "no_keepalive")]
+    pub keepalive: bool,
+    /// Open a new connection for every request.
+    #[arg(long, overrides_with = "keepalive")]
+    pub no_keepalive: bool,
+    /// Send up to D requests on a connection before reading the responses.
+    #[arg(long, value_name = "D", default_value_t = 1)]
+    pub pipeline: usize,
+    /// Closed-loop think time between jobs in ms: `50` fixed, `exp:50` exponential.
+    #[arg(long, value_name = "MS")]
+    pub think_ms: Option<ThinkTime>,
+    /// Sessions: a page then its embedded objects (synthetic), or one trace client's
+    /// requests in order (trace), on one connection.
+    #[arg(long)]
+    pub sessions: bool,
+    /// Measured time (after --warmup), e.g. 30s. Default 10s unless --requests is given.
+    #[arg(long, short = 'd', value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Measured requests (after --warmup).
+    #[arg(long, short = 'n')]
+    pub requests: Option<u64>,
+    /// Warm-up whose requests are not counted, e.g. 2s.
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    pub warmup: Duration,
+    /// Worker threads, each with its own event loop (0: one per CPU).
+    #[arg(long, short = 't', default_value_t = 0)]
+    pub threads: usize,
+    /// Longest wait for a connection or a complete response.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub timeout: Duration,
+    /// Check every response against the files of this directory (status, length, XXH3).
+    #[arg(long, value_name = "DIR")]
+    pub verify_root: Option<PathBuf>,
+    /// Do not check responses, even with --manifest.
+    #[arg(long, conflicts_with = "verify_root")]
+    pub no_verify: bool,
+    /// Seed of every random draw (arrivals, think times, document choices).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// The switch's admin URL: policy, mode and requests per node during the run.
+    #[arg(long, value_name = "URL")]
+    pub switch_admin: Option<String>,
+    /// A node's admin URL (repeatable): cache hit ratio during the run.
+    #[arg(long, value_name = "URL")]
+    pub node_admin: Vec<String>,
+}
+
+impl LoadArgs {
+    /// The run these arguments describe.
+    pub fn to_config(&self) -> anyhow::Result<LoadConfig> {
+        let targets = self.urls.iter().map(|u| u.parse::<TargetUrl>()).collect::<Result<Vec<_>, _>>()?;
+        let workload = if let Some(path) = &self.trace {
+            Workload::Trace {
+                source: TraceSource::File { path: path.clone(), format: self.trace_format },
+                repeat: self.loop_trace,
+            }
+        } else if let Some(kind) = self.synthetic {
+            let popularity = match kind {
+                SyntheticKind::Zipf => Popularity::Zipf { alpha: self.alpha },
+                SyntheticKind::Uniform => Popularity::Uniform,
+            };
+            let documents = match (&self.docroot, &self.manifest) {
+                (Some(root), _) => DocumentSet::Docroot(root.clone()),
+                (None, Some(m)) => DocumentSet::Manifest(m.clone()),
+                (None, None) => DocumentSet::Model { documents: self.documents },
+            };
+            Workload::Synthetic { popularity, documents }
+        } else {
+            if self.docroot.is_some() {
+                bail!("--docroot chooses the documents of --synthetic; give --synthetic zipf|uniform too");
+            }
+            Workload::SingleUrl
+        };
+        let verification = match (&self.verify_root, &self.manifest, self.no_verify) {
+            (_, _, true) => Verification::Off,
+            (Some(root), _, _) => Verification::Root(root.clone()),
+            (None, Some(m), _) => Verification::Manifest(m.clone()),
+            (None, None, _) => Verification::Off,
+        };
+        let admin = |u: &String| u.parse::<TargetUrl>().with_context(|| format!("admin URL {u}"));
+        Ok(LoadConfig {
+            targets,
+            workload,
+            clients: self.clients,
+            rate: self.rate,
+            keepalive: !self.no_keepalive,
+            pipeline: self.pipeline,
+            think: self.think_ms.unwrap_or_default(),
+            sessions: self.sessions,
+            duration: self.duration,
+            requests: self.requests,
+            warmup: self.warmup,
+            threads: self.threads,
+            timeout: self.timeout,
+            verification,
+            seed: self.seed,
+            switch_admin: self.switch_admin.as_ref().map(admin).transpose()?,
+            node_admins: self.node_admin.iter().map(admin).collect::<Result<_, _>>()?,
+            progress: std::io::stderr().is_terminal(),
+            mismatch_samples: 10,
+        })
+    }
+}
+
+/// `locus load`: run, print the report (text, or JSON with `--json`), and fail when any
+/// response did not match what was expected, or when no request got a response at all.
+pub fn run(args: LoadArgs) -> anyhow::Result<()> {
+    let config = args.to_config()?;
+    let report = run_load(&config)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        print!("{}", report.render_text());
+    }
+    if report.mismatches > 0 {
+        bail!("{} of {} checked responses did not match", report.mismatches, report.verified);
+    }
+    if report.requests == 0 && report.errors > 0 {
+        bail!("no request got a response ({} errors)", report.errors);
+    }
+    Ok(())
+}
+
+/// Run wrk (`/usr/bin/wrk`) and locus-load against `url` one after the other, twice
+/// alternating, with the same connections, threads and seconds, locus-load checking every
+/// response against the first one fetched (status, length and checksum); report both rates
+/// and their ratio.
+pub fn compare_with_wrk(
+    url: &str,
+    connections: u32,
+    seconds: u32,
+    threads: u32,
+) -> anyhow::Result<WrkComparison> {
+    compare_with_wrk_using(Path::new(WRK_PROGRAM), url, connections, seconds, threads, None)
+}
+
+/// `compare_with_wrk` with another wrk binary, and optionally verification against a
+/// document root instead of the first response.
+pub fn compare_with_wrk_using(
+    wrk: &Path,
+    url: &str,
+    connections: u32,
+    seconds: u32,
+    threads: u32,
+    verify_root: Option<&Path>,
+) -> anyhow::Result<WrkComparison> {
+    let target: TargetUrl = url.parse()?;
+    let verification = match verify_root {
+        Some(root) => Verification::Root(root.to_path_buf()),
+        None => {
+            let (status, body) = fetch_document(&target, &target.path, Duration::from_secs(10))
+                .map_err(anyhow::Error::msg)
+                .context("probing the URL before the comparison")?;
+            Verification::Pinned(if status == 200 {
+                Expectation::Document { length: body.len() as u64, xxh3: xxh3_64(&body) }
+            } else {
+                Expectation::Status(status)
+            })
+        }
+    };
+    let config = LoadConfig {
+        clients: connections as usize,
+        threads: threads as usize,
+        duration: Some(Duration::from_secs(u64::from(seconds.max(1)))),
+        verification,
+        ..LoadConfig::new(vec![target])
+    };
+    let mut rounds = Vec::new();
+    for round in 1..=2 {
+        let w = run_wrk(wrk, url, connections, seconds.max(1), threads)?;
+        rounds.push(ComparisonRound {
+            tool: "wrk",
+            round,
+            rps: w.rps,
+            p50_ms: w.p50_ms,
+            p99_ms: w.p99_ms,
+            errors: w.errors,
+            mismatches: None,
+        });
+        let r = run_load(&config)?;
+        rounds.push(ComparisonRound {
+            tool: "locus-load",
+            round,
+            rps: r.rps,
+            p50_ms: Some(r.p50_ms),
+            p99_ms: Some(r.p99_ms),
+            errors: r.errors,
+            mismatches: Some(r.mismatches),
+        });
+    }
+    Ok(WrkComparison::from_rounds(url, connections, seconds.max(1), threads, true, rounds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        load: LoadArgs,
+    }
+
+    fn parse(args: &[&str]) -> LoadArgs {
+        Cli::try_parse_from(std::iter::once("load").chain(args.iter().copied())).unwrap().load
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("x").is_err() && parse_duration("-1s").is_err());
+        assert!(parse_duration("1e300h").is_err() && parse_duration("inf").is_err());
+    }
+
+    #[test]
+    fn arguments_become_the_config_they_describe() {
+        let a = parse(&[
+            "http://127.0.0.1:1",
+            "http://127.0.0.1:2/x",
+            "--synthetic",
+            "zipf",
+            "--alpha",
+            "1.1",
+            "--manifest",
+            "/site",
+            "-c",
+            "4",
+            "--rate",
+            "100",
+            "--no-keepalive",
+            "--sessions",
+            "-n",
+            "50",
+            "--warmup",
+            "1s",
+            "--node-admin",
+            "http://127.0.0.1:3",
+            "--node-admin",
+            "http://127.0.0.1:4",
+        ]);
+        let c = a.to_config().unwrap();
+        assert_eq!(c.targets.len(), 2);
+        assert!(matches!(
+            c.workload,
+            Workload::Synthetic { popularity: Popularity::Zipf { alpha }, documents: DocumentSet::Manifest(_) } if alpha == 1.1
+        ));
+        assert!(matches!(c.verification, Verification::Manifest(_)), "a manifest turns verification on");
+        assert_eq!(
+            (c.clients, c.rate, c.keepalive, c.sessions, c.requests),
+            (4, Some(100.0), false, true, Some(50))
+        );
+        assert_eq!(c.warmup, Duration::from_secs(1));
+        assert_eq!(c.node_admins.len(), 2);
+        let c = parse(&[
+            "http://h:1/a",
+            "--manifest",
+            "/s",
+            "--synthetic",
+            "uniform",
+            "--no-verify",
+            "--think-ms",
+            "exp:5",
+        ])
+        .to_config()
+        .unwrap();
+        assert!(matches!(c.verification, Verification::Off));
+        assert_eq!(c.think, ThinkTime::Exponential(Duration::from_millis(5)));
+        let c = parse(&["http://h:1/a"]).to_config().unwrap();
+        assert!(c.keepalive && matches!(c.workload, Workload::SingleUrl));
+        assert!(parse(&["ftp://h/"]).to_config().is_err());
+    }
+}

@@ -1,0 +1,279 @@
+//! `LoadConfig`: everything a load run needs — where to send (`TargetUrl`s), what to send
+//! (`Workload`), how (closed or open loop, keep-alive, pipelining, think time, sessions), for
+//! how long, and what to check responses against (`Verification`) — with its validation.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use locus_trace::{TraceFormat, TraceRecord};
+
+use crate::error::LoadError;
+use crate::target_url::TargetUrl;
+use crate::think_time::ThinkTime;
+use crate::verifier::Expectation;
+
+/// How often each document is chosen by a synthetic workload.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Popularity {
+    /// Zipf with this exponent over a seeded popularity order (locus-trace's generator).
+    Zipf { alpha: f64 },
+    /// Every document equally often.
+    Uniform,
+}
+
+/// The documents a synthetic workload chooses from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DocumentSet {
+    /// `/doc/0` … `/doc/N-1`, as locus-trace's Zipf generator names model documents.
+    Model { documents: u64 },
+    /// The files under a directory (pages and embeds read from its HTML for sessions).
+    Docroot(PathBuf),
+    /// The files of a site manifest (`site.json`, or a site directory holding one).
+    Manifest(PathBuf),
+}
+
+/// Where a trace comes from.
+#[derive(Clone, Debug)]
+pub enum TraceSource {
+    /// A file in any format locus-trace reads (`-` for standard input).
+    File { path: PathBuf, format: Option<TraceFormat> },
+    /// Records already in memory.
+    Records(Arc<Vec<TraceRecord>>),
+}
+
+/// What requests to send.
+#[derive(Clone, Debug)]
+pub enum Workload {
+    /// The path of the first URL, over and over (like wrk).
+    SingleUrl,
+    /// Replay a trace's requests in order (`repeat`: start again at the end).
+    Trace { source: TraceSource, repeat: bool },
+    /// Documents drawn at random.
+    Synthetic { popularity: Popularity, documents: DocumentSet },
+}
+
+/// What responses are checked against.
+#[derive(Clone, Debug, Default)]
+pub enum Verification {
+    /// Nothing checked.
+    #[default]
+    Off,
+    /// The files under a directory: 200 with their exact bytes, 404 for missing files.
+    Root(PathBuf),
+    /// A site manifest's sizes and checksums.
+    Manifest(PathBuf),
+    /// One expectation for every request.
+    Pinned(Expectation),
+}
+
+/// A load run.
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    /// Servers, used round-robin by connection.
+    pub targets: Vec<TargetUrl>,
+    pub workload: Workload,
+    /// Connections (closed loop: concurrent clients; open loop: most connections in use).
+    pub clients: usize,
+    /// Open loop at this many arrivals per second (Poisson); `None`: closed loop.
+    pub rate: Option<f64>,
+    pub keepalive: bool,
+    /// Requests sent on a connection before reading responses (1: no pipelining).
+    pub pipeline: usize,
+    /// Closed loop: pause between jobs.
+    pub think: ThinkTime,
+    /// Send sessions (a page then its embedded objects, or one trace client's requests) on
+    /// one connection.
+    pub sessions: bool,
+    /// Measured time (after the warm-up). Neither this nor `requests`: 10 s.
+    pub duration: Option<Duration>,
+    /// Measured requests (after the warm-up).
+    pub requests: Option<u64>,
+    /// Time at the start whose requests are not counted.
+    pub warmup: Duration,
+    /// Worker threads (0: one per CPU), each with its own event loop.
+    pub threads: usize,
+    /// Longest wait for a connection or a complete response.
+    pub timeout: Duration,
+    pub verification: Verification,
+    /// Seed of every random draw.
+    pub seed: u64,
+    /// A switch's admin listener, read before and after.
+    pub switch_admin: Option<TargetUrl>,
+    /// Nodes' admin listeners, read before and after.
+    pub node_admins: Vec<TargetUrl>,
+    /// Print a progress line on standard error.
+    pub progress: bool,
+    /// Mismatches kept for the report.
+    pub mismatch_samples: usize,
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        LoadConfig {
+            targets: Vec::new(),
+            workload: Workload::SingleUrl,
+            clients: 32,
+            rate: None,
+            keepalive: true,
+            pipeline: 1,
+            think: ThinkTime::None,
+            sessions: false,
+            duration: None,
+            requests: None,
+            warmup: Duration::ZERO,
+            threads: 0,
+            timeout: Duration::from_secs(10),
+            verification: Verification::Off,
+            seed: 1,
+            switch_admin: None,
+            node_admins: Vec::new(),
+            progress: false,
+            mismatch_samples: 10,
+        }
+    }
+}
+
+/// Default measured time when neither a duration nor a request count is given.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+const MAX_RUN_TIME: Duration = Duration::from_secs(365 * 86_400);
+const MAX_THINK: Duration = Duration::from_secs(3600);
+/// Most `/doc/N` model documents (each is rendered once before the run).
+const MAX_MODEL_DOCUMENTS: u64 = 10_000_000;
+
+impl LoadConfig {
+    /// A closed-loop run of the first URL's path against `targets`, other settings default.
+    pub fn new(targets: Vec<TargetUrl>) -> LoadConfig {
+        LoadConfig { targets, ..LoadConfig::default() }
+    }
+
+    /// Worker threads actually used: `threads` (or the CPU count), at most one per client.
+    pub fn worker_threads(&self) -> usize {
+        let wanted = if self.threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            self.threads
+        };
+        wanted.clamp(1, self.clients.max(1))
+    }
+
+    /// The measured time: `duration`, or the default when no request count bounds the run.
+    pub fn measured_duration(&self) -> Option<Duration> {
+        match (self.duration, self.requests) {
+            (Some(d), _) => Some(d),
+            (None, Some(_)) => None,
+            (None, None) => Some(DEFAULT_DURATION),
+        }
+    }
+
+    /// Check that the settings make sense together.
+    pub fn validate(&self) -> Result<(), LoadError> {
+        let fail = |m: &str| Err(LoadError::config(m));
+        if self.targets.is_empty() {
+            return fail("at least one target URL is needed");
+        }
+        if self.clients == 0 {
+            return fail("clients must be at least 1");
+        }
+        if self.pipeline == 0 || self.pipeline > 1024 {
+            return fail("pipeline depth must be within 1..=1024");
+        }
+        if self.pipeline > 1 && !self.keepalive {
+            return fail("pipelining needs keep-alive connections");
+        }
+        if let Some(rate) = self.rate
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            return fail("rate must be a positive number of requests per second");
+        }
+        if self.rate.is_some() && self.think != ThinkTime::None {
+            return fail("think time applies to the closed loop only (drop --rate or --think-ms)");
+        }
+        if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
+            return fail("timeout must be positive and at most a day");
+        }
+        if [self.duration.unwrap_or_default(), self.warmup].iter().any(|d| *d > MAX_RUN_TIME) {
+            return fail("duration and warm-up must each be at most a year");
+        }
+        let think = match self.think {
+            ThinkTime::None => Duration::ZERO,
+            ThinkTime::Fixed(d) | ThinkTime::Exponential(d) => d,
+        };
+        if think > MAX_THINK {
+            return fail("think time must be at most an hour");
+        }
+        if self.duration.is_some_and(|d| d.is_zero()) {
+            return fail("duration must be positive");
+        }
+        if self.requests == Some(0) {
+            return fail("requests must be at least 1");
+        }
+        if self.sessions {
+            match &self.workload {
+                Workload::SingleUrl => return fail("sessions need a trace, a manifest or a document root"),
+                Workload::Synthetic { documents: DocumentSet::Model { .. }, .. } => {
+                    return fail(
+                        "sessions of a synthetic workload need --manifest or --docroot (pages and their embeds)",
+                    );
+                }
+                _ => {}
+            }
+        }
+        if let Workload::Synthetic { popularity: Popularity::Zipf { alpha }, .. } = self.workload
+            && !(alpha.is_finite() && alpha >= 0.0)
+        {
+            return fail("alpha must be a finite number >= 0");
+        }
+        if let Workload::Synthetic { documents: DocumentSet::Model { documents }, .. } = self.workload
+            && !(1..=MAX_MODEL_DOCUMENTS).contains(&documents)
+        {
+            return fail("model documents must be within 1..=10000000");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> LoadConfig {
+        LoadConfig::new(vec!["http://127.0.0.1:1/".parse().unwrap()])
+    }
+
+    #[test]
+    fn contradictory_settings_are_refused() {
+        assert!(config().validate().is_ok());
+        assert!(LoadConfig::default().validate().is_err(), "no target");
+        assert!(LoadConfig { pipeline: 4, keepalive: false, ..config() }.validate().is_err());
+        assert!(LoadConfig { pipeline: 0, ..config() }.validate().is_err());
+        assert!(LoadConfig { clients: 0, ..config() }.validate().is_err());
+        assert!(LoadConfig { rate: Some(-1.0), ..config() }.validate().is_err());
+        let think = ThinkTime::Fixed(Duration::from_millis(1));
+        assert!(LoadConfig { rate: Some(10.0), think, ..config() }.validate().is_err());
+        assert!(LoadConfig { sessions: true, ..config() }.validate().is_err());
+        assert!(LoadConfig { requests: Some(0), ..config() }.validate().is_err());
+        assert!(LoadConfig { timeout: Duration::from_secs(1 << 40), ..config() }.validate().is_err());
+        assert!(LoadConfig { duration: Some(Duration::from_secs(1 << 40)), ..config() }.validate().is_err());
+        assert!(LoadConfig { warmup: Duration::MAX, ..config() }.validate().is_err());
+        let model = Workload::Synthetic {
+            popularity: Popularity::Zipf { alpha: 0.8 },
+            documents: DocumentSet::Model { documents: 10 },
+        };
+        assert!(LoadConfig { workload: model.clone(), ..config() }.validate().is_ok());
+        assert!(LoadConfig { workload: model, sessions: true, ..config() }.validate().is_err());
+    }
+
+    #[test]
+    fn duration_defaults_only_without_a_request_count() {
+        assert_eq!(config().measured_duration(), Some(DEFAULT_DURATION));
+        assert_eq!(LoadConfig { requests: Some(5), ..config() }.measured_duration(), None);
+        let d = Duration::from_secs(2);
+        assert_eq!(
+            LoadConfig { requests: Some(5), duration: Some(d), ..config() }.measured_duration(),
+            Some(d)
+        );
+        assert_eq!(LoadConfig { threads: 8, clients: 3, ..config() }.worker_threads(), 3);
+    }
+}

@@ -1,0 +1,41 @@
+//! The Locus load generator (`locus load`): replays traces (CLF/Combined, WC98, Locus) or
+//! synthetic Zipf/uniform workloads against one or more servers, closed or open loop (seeded
+//! Poisson, no coordinated omission), with keep-alive, pipelining, think time and sessions;
+//! checks every response byte for byte (streamed XXH3-64); reports HDR latency percentiles,
+//! throughput and errors by kind as text or JSON. In-process entry: `run_load(&LoadConfig)`.
+
+mod admin_status;
+pub mod cli;
+mod config;
+mod connection;
+mod error;
+mod open_loop;
+mod progress;
+mod report;
+mod response_reader;
+mod run;
+mod stats;
+mod target_url;
+mod think_time;
+mod verifier;
+mod worker;
+mod workload;
+mod wrk_comparison;
+
+pub use admin_status::{CacheSnapshot, NodeRequests, SwitchSnapshot, fetch_status, hit_ratio, imbalance};
+pub use cli::{LoadArgs, compare_with_wrk, compare_with_wrk_using};
+pub use config::{
+    DEFAULT_DURATION, DocumentSet, LoadConfig, Popularity, TraceSource, Verification, Workload,
+};
+pub use error::LoadError;
+pub use open_loop::{Arrival, ArrivalQueue, OpenLoopSchedule};
+pub use report::{LoadReport, RunShape};
+pub use response_reader::{FramingError, ResponseReader, ResponseSummary};
+pub use run::run_load;
+pub use stats::{ErrorCounts, ErrorKind, LatencyReport, MismatchCounts, ThreadStats};
+pub use target_url::TargetUrl;
+pub use think_time::{ThinkSampler, ThinkTime};
+pub use verifier::{Expectation, Mismatch, MismatchKind, ResponseVerifier};
+pub use wrk_comparison::{
+    ComparisonRound, WRK_PROGRAM, WrkComparison, WrkError, WrkReport, parse_wrk_report,
+};

@@ -1,0 +1,275 @@
+//! `LoadReport`: the result of a run — throughput, latency percentiles, errors by kind,
+//! verification mismatches, and what the switch and nodes counted — as the JSON object
+//! scripts read (`--json`) and as a short text for people.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::admin_status::NodeRequests;
+use crate::stats::{ErrorCounts, ErrorKind, LatencyReport, MismatchCounts, ThreadStats};
+use crate::verifier::Mismatch;
+
+/// How the run was driven.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RunShape {
+    /// `closed` or `open`.
+    #[serde(rename = "loop")]
+    pub loop_kind: &'static str,
+    pub clients: usize,
+    pub threads: usize,
+    pub keepalive: bool,
+    pub pipeline: usize,
+    pub sessions: bool,
+    /// Open loop arrivals per second.
+    pub rate: Option<f64>,
+    pub warmup_s: f64,
+    pub targets: Vec<String>,
+}
+
+/// The result of a load run.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadReport {
+    /// Responses per second over the measured time.
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    pub mean_ms: f64,
+    /// Responses received in the measured time (any status).
+    pub requests: u64,
+    /// Bytes of those responses on the wire.
+    pub bytes: u64,
+    pub bytes_per_s: f64,
+    /// Sum of `errors_by_kind`.
+    pub errors: u64,
+    pub errors_by_kind: ErrorCounts,
+    /// Responses that differed from the expected one (warm-up included).
+    pub mismatches: u64,
+    pub mismatches_by_kind: MismatchCounts,
+    /// The first few mismatches.
+    pub mismatch_samples: Vec<Mismatch>,
+    /// Responses checked against an expectation (warm-up included).
+    pub verified: u64,
+    /// Measured time in seconds.
+    pub duration_s: f64,
+    /// Responses by status class.
+    pub statuses: BTreeMap<String, u64>,
+    /// Connections opened (warm-up included).
+    pub connections: u64,
+    pub run: RunShape,
+    /// Trace records that could not be replayed.
+    pub trace_records_skipped: u64,
+    /// The switch admin URL read (`--switch-admin`).
+    pub switch: Option<String>,
+    pub policy: Option<String>,
+    pub mode: Option<String>,
+    /// Requests each node got during the run, from the switch's counters.
+    pub nodes: Option<Vec<NodeRequests>>,
+    /// Max over mean of `nodes[].requests`.
+    pub imbalance: Option<f64>,
+    /// Cache hits over hits and misses on the nodes during the run (`--node-admin`).
+    pub hit_ratio: Option<f64>,
+    /// Things that went wrong around the run (an admin listener that did not answer).
+    pub warnings: Vec<String>,
+    /// The merged latency histogram.
+    #[serde(skip)]
+    pub latency: LatencyReport,
+}
+
+impl LoadReport {
+    /// The report of merged `stats` over `duration_s` measured seconds; cluster fields empty.
+    pub fn from_stats(stats: ThreadStats, duration_s: f64, run: RunShape) -> LoadReport {
+        let per_s = |n: u64| if duration_s > 0.0 { n as f64 / duration_s } else { 0.0 };
+        let l = &stats.latency;
+        LoadReport {
+            rps: per_s(stats.requests),
+            p50_ms: l.quantile_ms(0.5),
+            p90_ms: l.quantile_ms(0.9),
+            p99_ms: l.quantile_ms(0.99),
+            p999_ms: l.quantile_ms(0.999),
+            max_ms: l.max_ms(),
+            mean_ms: l.mean_ms(),
+            requests: stats.requests,
+            bytes: stats.bytes,
+            bytes_per_s: per_s(stats.bytes),
+            errors: stats.errors.total(),
+            errors_by_kind: stats.errors,
+            mismatches: stats.mismatches.total(),
+            mismatches_by_kind: stats.mismatches,
+            mismatch_samples: stats.mismatch_samples.clone(),
+            verified: stats.verified,
+            duration_s,
+            statuses: stats.status_map(),
+            connections: stats.connections,
+            run,
+            trace_records_skipped: 0,
+            switch: None,
+            policy: None,
+            mode: None,
+            nodes: None,
+            imbalance: None,
+            hit_ratio: None,
+            warnings: Vec::new(),
+            latency: stats.latency,
+        }
+    }
+
+    /// Whether every checked response matched.
+    pub fn verified_ok(&self) -> bool {
+        self.mismatches == 0
+    }
+
+    /// The report as one JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// A few lines for a terminal.
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        let r = &self.run;
+        let rate = r.rate.map_or(String::new(), |rate| format!(" at {rate} req/s"));
+        let _ = writeln!(
+            out,
+            "{} loop{rate}, {} connections on {} threads, {}{}{}, {:.1} s measured{}",
+            r.loop_kind,
+            r.clients,
+            r.threads,
+            if r.keepalive { "keep-alive" } else { "connection per request" },
+            if r.pipeline > 1 { format!(", pipeline {}", r.pipeline) } else { String::new() },
+            if r.sessions { ", sessions" } else { "" },
+            self.duration_s,
+            if r.warmup_s > 0.0 { format!(" after {:.1} s warm-up", r.warmup_s) } else { String::new() },
+        );
+        let _ = writeln!(out, "  requests  {:>12}   {:>10.1} req/s", self.requests, self.rps);
+        let _ = writeln!(
+            out,
+            "  bytes     {:>12}   {:>10.2} MiB/s",
+            self.bytes,
+            self.bytes_per_s / (1 << 20) as f64
+        );
+        let _ = writeln!(
+            out,
+            "  latency   p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}  mean {:.3} ms",
+            self.p50_ms, self.p90_ms, self.p99_ms, self.p999_ms, self.max_ms, self.mean_ms
+        );
+        let kinds: Vec<String> = ErrorKind::ALL
+            .iter()
+            .filter(|k| self.errors_by_kind.get(**k) > 0)
+            .map(|k| format!("{} {}", k.name(), self.errors_by_kind.get(*k)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  errors    {:>12}{}",
+            self.errors,
+            if kinds.is_empty() { String::new() } else { format!("   ({})", kinds.join(", ")) }
+        );
+        if self.verified > 0 || self.mismatches > 0 {
+            let _ = writeln!(out, "  verified  {:>12}   mismatches {}", self.verified, self.mismatches);
+            for m in &self.mismatch_samples {
+                let _ = writeln!(
+                    out,
+                    "    {} [{}]: expected {}, got {}",
+                    m.request,
+                    m.kind.name(),
+                    m.expected,
+                    m.actual
+                );
+            }
+        }
+        if let Some(nodes) = &self.nodes {
+            let shares: Vec<String> = nodes.iter().map(|n| format!("{} {}", n.name, n.requests)).collect();
+            let _ = writeln!(
+                out,
+                "  switch    policy {}, requests per node: {}, imbalance {}",
+                self.policy.as_deref().unwrap_or("?"),
+                shares.join(", "),
+                self.imbalance.map_or("n/a".into(), |i| format!("{i:.3}"))
+            );
+        }
+        if let Some(h) = self.hit_ratio {
+            let _ = writeln!(out, "  nodes     cache hit ratio {h:.3}");
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "  warning: {w}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verifier::MismatchKind;
+
+    fn sample_report() -> LoadReport {
+        let mut stats = ThreadStats::default();
+        for us in [100, 200, 300, 400, 5000] {
+            stats.latency.record_us(us);
+            stats.requests += 1;
+            stats.bytes += 1000;
+            stats.count_status(200);
+        }
+        stats.errors.add(ErrorKind::Timeout, 2);
+        stats.mismatches.add(MismatchKind::Length);
+        stats.mismatch_samples.push(Mismatch {
+            request: "GET http://127.0.0.1:1/x".into(),
+            kind: MismatchKind::Length,
+            expected: "5 bytes".into(),
+            actual: "4 bytes".into(),
+        });
+        LoadReport::from_stats(stats, 2.0, RunShape { loop_kind: "closed", ..RunShape::default() })
+    }
+
+    #[test]
+    fn json_has_the_documented_fields_with_their_types() {
+        let json = sample_report().to_json();
+        for key in
+            ["rps", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "duration_s", "mean_ms", "bytes_per_s"]
+        {
+            assert!(json[key].is_f64(), "{key} is not a float: {}", json[key]);
+        }
+        for key in ["requests", "bytes", "errors", "mismatches"] {
+            assert!(json[key].is_u64(), "{key} is not an integer: {}", json[key]);
+        }
+        assert!(json["errors_by_kind"].is_object());
+        assert_eq!(json["errors_by_kind"]["timeout"], 2);
+        assert_eq!(json["errors"], 2);
+        assert_eq!(json["requests"], 5);
+        assert_eq!(json["rps"], 2.5);
+        assert_eq!(json["bytes"], 5000);
+        assert_eq!(json["mismatches"], 1);
+        assert_eq!(json["mismatch_samples"][0]["kind"], "length");
+        assert_eq!(json["run"]["loop"], "closed");
+        // Cluster sources not given: present and null.
+        for key in ["switch", "policy", "mode", "nodes", "imbalance", "hit_ratio"] {
+            assert!(json.get(key).is_some_and(|v| v.is_null()), "{key}: {:?}", json.get(key));
+        }
+        assert!(json.get("latency").is_none(), "the histogram itself is not serialised");
+    }
+
+    #[test]
+    fn percentiles_in_the_report_come_from_the_merged_histogram() {
+        let r = sample_report();
+        assert!((r.p50_ms - 0.3).abs() < 0.001, "{}", r.p50_ms);
+        assert!((r.max_ms - 5.0).abs() < 0.01);
+        assert!((r.mean_ms - 1.2).abs() < 0.01);
+        assert!(r.p999_ms >= r.p99_ms && r.p99_ms >= r.p90_ms && r.p90_ms >= r.p50_ms);
+        let text = r.render_text();
+        assert!(text.contains("mismatches 1") && text.contains("GET http://127.0.0.1:1/x"), "{text}");
+        assert!(!r.verified_ok());
+    }
+
+    #[test]
+    fn an_empty_run_reports_zeros_not_nan() {
+        let r = LoadReport::from_stats(ThreadStats::default(), 0.0, RunShape::default());
+        let json = r.to_json();
+        assert_eq!(json["rps"], 0.0);
+        assert_eq!(json["p99_ms"], 0.0);
+        assert!(r.verified_ok());
+    }
+}

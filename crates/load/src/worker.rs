@@ -1,0 +1,119 @@
+//! `LoadWorker`: one OS thread with its own current-thread tokio runtime running a share of
+//! the run's connections; it waits for the run's start time, runs its connections to the
+//! end, and hands back its `ThreadStats` to be merged.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
+
+use crate::connection::{ClientConnection, RequestBudget, RunSettings, RunTiming, WorkerShared};
+use crate::error::LoadError;
+use crate::open_loop::{ArrivalQueue, OpenLoopSchedule};
+use crate::stats::{LiveCounters, ThreadStats};
+use crate::workload::WorkloadPlan;
+
+/// One worker thread of a run.
+pub struct LoadWorker {
+    handle: JoinHandle<Result<ThreadStats, String>>,
+    start: Sender<RunTiming>,
+    /// What it has counted so far (for the progress line).
+    pub live: Arc<LiveCounters>,
+}
+
+/// What a worker runs.
+pub struct WorkerPlan {
+    pub index: usize,
+    /// Client numbers of its connections.
+    pub slots: Vec<usize>,
+    pub plan: Arc<WorkloadPlan>,
+    pub settings: Arc<RunSettings>,
+    pub budget: Arc<RequestBudget>,
+    /// Open loop: this thread's share of the arrival rate.
+    pub rate: Option<f64>,
+}
+
+impl LoadWorker {
+    /// Start the thread; it builds its runtime and waits for `begin`.
+    pub fn spawn(spec: WorkerPlan) -> Result<LoadWorker, LoadError> {
+        let live = Arc::new(LiveCounters::default());
+        let (start, started) = channel();
+        let thread_live = live.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("load-w{}", spec.index))
+            .spawn(move || worker_main(spec, thread_live, started))
+            .map_err(|e| LoadError::Worker(format!("cannot start a worker thread: {e}")))?;
+        Ok(LoadWorker { handle, start, live })
+    }
+
+    /// Let the worker start its connections with this timing.
+    pub fn begin(&self, timing: RunTiming) {
+        let _ = self.start.send(timing);
+    }
+
+    /// Whether the thread has ended.
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+
+    /// Wait for the thread and take its counts.
+    pub fn join(self) -> Result<ThreadStats, LoadError> {
+        drop(self.start);
+        match self.handle.join() {
+            Ok(Ok(stats)) => Ok(stats),
+            Ok(Err(e)) => Err(LoadError::Worker(e)),
+            Err(_) => Err(LoadError::Worker("a worker thread panicked".into())),
+        }
+    }
+}
+
+fn worker_main(
+    spec: WorkerPlan,
+    live: Arc<LiveCounters>,
+    started: Receiver<RunTiming>,
+) -> Result<ThreadStats, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot build a worker runtime: {e}"))?;
+    // The run is called off (a sibling failed to start) when the sender goes away.
+    let Ok(timing) = started.recv() else { return Ok(ThreadStats::default()) };
+    let arrivals = match spec.rate {
+        Some(rate) => {
+            let seed = spec.settings.seed ^ (spec.index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+            let schedule = OpenLoopSchedule::new(rate, seed).map_err(|e| e.to_string())?;
+            Some(RefCell::new(ArrivalQueue::new(schedule, timing.start)))
+        }
+        None => None,
+    };
+    let shared = Rc::new(WorkerShared {
+        plan: spec.plan,
+        settings: spec.settings,
+        budget: spec.budget,
+        timing,
+        stats: RefCell::new(ThreadStats::default()),
+        live,
+        arrivals,
+    });
+    let local = tokio::task::LocalSet::new();
+    let panicked = local.block_on(&runtime, async {
+        let tasks: Vec<_> = spec
+            .slots
+            .iter()
+            .map(|&slot| tokio::task::spawn_local(ClientConnection::new(slot, shared.clone()).run()))
+            .collect();
+        let mut panicked = false;
+        for t in tasks {
+            panicked |= t.await.is_err();
+        }
+        panicked
+    });
+    drop(local);
+    drop(runtime);
+    if panicked {
+        return Err("a connection task panicked".into());
+    }
+    let stats = shared.stats.replace(ThreadStats::default());
+    Ok(stats)
+}
