@@ -1,24 +1,28 @@
-//! `ProgressLine`: a one-line `\r` status on standard error while a run goes on (elapsed
-//! time, responses, current rate, errors), for terminals only.
+//! `ProgressLine`: a one-line status (indicatif spinner) on standard error while a run goes
+//! on — elapsed time, responses, current rate, errors; indicatif draws nothing when standard
+//! error is not a terminal.
 
-use std::io::Write;
+use indicatif::{ProgressBar, ProgressStyle};
 use std::time::{Duration, Instant};
 
-/// A progress line redrawn at most once a second.
+/// A status line updated at most once a second.
 pub struct ProgressLine {
-    started: Instant,
+    bar: ProgressBar,
     last: Instant,
     last_requests: u64,
-    drawn: bool,
 }
 
 impl ProgressLine {
     /// A line for a run started at `started`.
     pub fn new(started: Instant) -> ProgressLine {
-        ProgressLine { started, last: started, last_requests: 0, drawn: false }
+        let bar = ProgressBar::new_spinner();
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {elapsed} {msg}") {
+            bar.set_style(style);
+        }
+        ProgressLine { bar, last: started, last_requests: 0 }
     }
 
-    /// Redraw if a second has passed; `warming` marks the warm-up.
+    /// Update if a second has passed; `warming` marks the warm-up.
     pub fn update(&mut self, now: Instant, requests: u64, errors: u64, warming: bool) {
         let since = now.saturating_duration_since(self.last);
         if since < Duration::from_secs(1) {
@@ -27,23 +31,15 @@ impl ProgressLine {
         let rate = requests.saturating_sub(self.last_requests) as f64 / since.as_secs_f64();
         self.last = now;
         self.last_requests = requests;
-        self.drawn = true;
-        let mut err = std::io::stderr().lock();
-        let _ = write!(
-            err,
-            "\r\x1b[K{:>6.1} s  {}{requests} responses  {rate:.0} req/s  {errors} errors",
-            now.saturating_duration_since(self.started).as_secs_f64(),
-            if warming { "(warm-up) " } else { "" },
-        );
-        let _ = err.flush();
+        self.bar.set_message(format!(
+            "{}{requests} responses  {rate:.0} req/s  {errors} errors",
+            if warming { "(warm-up) " } else { "" }
+        ));
+        self.bar.tick();
     }
 
-    /// Clear the line.
+    /// Remove the line.
     pub fn finish(&mut self) {
-        if self.drawn {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[K");
-            let _ = err.flush();
-        }
+        self.bar.finish_and_clear();
     }
 }
