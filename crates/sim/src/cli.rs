@@ -1,0 +1,428 @@
+//! `locus sim`: the `SimCommand` subcommands — `run` one point, `sweep` policies × node
+//! counts, `reproduce lard` — their flags (a trace file or a synthetic spec; a TOML config
+//! and/or flags on top of a preset), and `run`, which prints summaries and writes results.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use locus_cache::Replacement;
+use locus_trace::{DocumentSizes, ReadOptions, SizeModel, TraceFormat, ZipfTraceSpec};
+
+use crate::config::{Arrivals, Preset, SimConfig};
+use crate::engine::simulate;
+use crate::frontend::FrontEndLimit;
+use crate::plot::write_plots;
+use crate::reproduce::{ReproduceOptions, describe_outputs, reproduce_lard};
+use crate::sim_policy::SimPolicy;
+use crate::sweep::{SweepSpec, run_sweep, write_results};
+use crate::workload::Workload;
+
+/// `locus sim` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum SimCommand {
+    /// Simulate one point: a policy on a number of nodes over a trace.
+    Run(RunArgs),
+    /// Simulate policies × node counts (in parallel threads) and plot them.
+    Sweep(SweepArgs),
+    /// Reproduce a paper's simulation study (`lard`).
+    Reproduce(ReproduceArgs),
+}
+
+/// The trace to simulate: a file, or a synthetic Zipf trace (default: the Rice-like spec).
+#[derive(clap::Args, Debug, Clone)]
+pub struct WorkloadArgs {
+    /// Trace file in any format `locus trace` reads (default: a synthetic trace).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Format of --trace (default: detected).
+    #[arg(long, value_enum)]
+    pub from: Option<TraceFormat>,
+    /// Synthetic trace: requests.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub requests: u64,
+    /// Synthetic trace: documents in the Zipf set.
+    #[arg(long, default_value_t = 10_000)]
+    pub documents: u64,
+    /// Synthetic trace: Zipf exponent.
+    #[arg(long, default_value_t = 1.0)]
+    pub alpha: f64,
+    /// Synthetic trace: share of requests to one-timers.
+    #[arg(long, default_value_t = 0.01)]
+    pub one_timers: f64,
+    /// Synthetic trace: largest document in KiB (SURGE sizes are capped here).
+    #[arg(long, default_value_t = 4096)]
+    pub max_size_kb: u64,
+    /// Synthetic trace: seed.
+    #[arg(long, default_value_t = 1)]
+    pub trace_seed: u64,
+}
+
+impl WorkloadArgs {
+    fn spec(&self) -> ZipfTraceSpec {
+        ZipfTraceSpec {
+            seed: self.trace_seed,
+            requests: self.requests,
+            documents: self.documents,
+            alpha: self.alpha,
+            sizes: DocumentSizes::Model(SizeModel { max_size: self.max_size_kb << 10, ..SizeModel::surge() }),
+            one_timer_share: self.one_timers,
+            ..ZipfTraceSpec::default()
+        }
+    }
+
+    fn load(&self) -> anyhow::Result<Workload> {
+        match &self.trace {
+            Some(path) => {
+                let options = ReadOptions { format: self.from, ..ReadOptions::default() };
+                Workload::from_trace_file(path, &options)
+                    .with_context(|| format!("reading {}", path.display()))
+            }
+            None => Workload::synthetic(self.spec()).context("making the synthetic trace"),
+        }
+    }
+}
+
+/// Configuration of a point: a TOML file and/or flags over a preset.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PointArgs {
+    /// TOML configuration (keys of `SimConfig`; `preset` picks the base).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Preset to start from (when no --config).
+    #[arg(long, value_enum)]
+    pub preset: Option<Preset>,
+    /// Cache per node in MiB.
+    #[arg(long)]
+    pub cache_mb: Option<f64>,
+    /// Cache replacement: lru, lfu, gds, gdsf.
+    #[arg(long)]
+    pub replacement: Option<Replacement>,
+    /// Closed loop with this many clients (default: enough to saturate).
+    #[arg(long, conflicts_with = "rate")]
+    pub clients: Option<u32>,
+    /// Open loop: Poisson arrivals at this many requests per second.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Seed of the run's random draws.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// CPU speed multiplier.
+    #[arg(long)]
+    pub cpu_speed: Option<f64>,
+    /// Memory (cache size) multiplier.
+    #[arg(long)]
+    pub memory_scale: Option<f64>,
+    /// Disks per node.
+    #[arg(long)]
+    pub disks: Option<u32>,
+    /// Front-end admission limit: auto (policy's or the paper's S), policy, none, or a number.
+    #[arg(long)]
+    pub frontend_limit: Option<FrontEndLimit>,
+    /// Completed requests to leave out of the measurement.
+    #[arg(long)]
+    pub warmup: Option<u64>,
+    /// LARD T_low.
+    #[arg(long)]
+    pub t_low: Option<u32>,
+    /// LARD T_high.
+    #[arg(long)]
+    pub t_high: Option<u32>,
+}
+
+impl PointArgs {
+    fn config(&self) -> anyhow::Result<SimConfig> {
+        let mut c = match (&self.config, self.preset) {
+            (Some(path), _) => SimConfig::from_file(path)?,
+            (None, Some(p)) => SimConfig::preset(p),
+            (None, None) => SimConfig::lard98(),
+        };
+        if let Some(mb) = self.cache_mb {
+            c.cache.capacity_bytes = (mb * 1024.0 * 1024.0).round() as u64;
+        }
+        if let Some(r) = self.replacement {
+            c.cache.replacement = r;
+        }
+        if let Some(n) = self.clients {
+            c.arrivals = Arrivals::Closed { clients: Some(n) };
+        }
+        if let Some(rate) = self.rate {
+            c.arrivals = Arrivals::Poisson { rate };
+        }
+        c.seed = self.seed.unwrap_or(c.seed);
+        c.cpu_speed = self.cpu_speed.unwrap_or(c.cpu_speed);
+        c.memory_scale = self.memory_scale.unwrap_or(c.memory_scale);
+        c.disks = self.disks.unwrap_or(c.disks);
+        c.frontend_limit = self.frontend_limit.unwrap_or(c.frontend_limit);
+        c.warmup_requests = self.warmup.unwrap_or(c.warmup_requests);
+        c.t_low = self.t_low.unwrap_or(c.t_low);
+        c.t_high = self.t_high.unwrap_or(c.t_high);
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// Flags of `locus sim run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub point: PointArgs,
+    /// Policy: any switch policy, or lb-gc, wrr-gms.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Back-end nodes.
+    #[arg(long)]
+    pub nodes: Option<u32>,
+    /// Write results.json and results.csv into this directory.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// Print the full report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `locus sim sweep`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub point: PointArgs,
+    /// Policies, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "wrr,hash,lb-gc,lard,lard-r,wrr-gms")]
+    pub policies: Vec<String>,
+    /// Node counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,6,8,10,12,14,16")]
+    pub node_counts: Vec<u32>,
+    /// Threads running points in parallel.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Directory for results.json, results.csv and the SVG plots.
+    #[arg(long, short)]
+    pub out: PathBuf,
+    /// Title of the plots.
+    #[arg(long, default_value = "")]
+    pub title: String,
+}
+
+/// Paper studies `reproduce` knows.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Study {
+    /// The LARD paper: WRR, LB, LB/GC, LARD, LARD/R, WRR/GMS on a Rice-like trace, 1–16 nodes.
+    Lard,
+}
+
+/// Flags of `locus sim reproduce`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReproduceArgs {
+    /// The study.
+    #[arg(value_enum)]
+    pub study: Study,
+    /// Directory for report.md, results.json, CSV and SVG plots.
+    #[arg(long, short)]
+    pub out: PathBuf,
+    /// Requests in the Rice-like trace.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub requests: u64,
+    /// Seed of the trace and the runs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Node counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16")]
+    pub node_counts: Vec<u32>,
+    /// Threads running points in parallel.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+}
+
+/// Run a `locus sim` subcommand.
+pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
+    match cmd {
+        SimCommand::Run(a) => run_point(a),
+        SimCommand::Sweep(a) => run_sweep_command(a),
+        SimCommand::Reproduce(a) => run_reproduce(a),
+    }
+}
+
+fn run_point(a: RunArgs) -> anyhow::Result<()> {
+    let mut config = a.point.config()?;
+    if let Some(p) = &a.policy {
+        config.policy = SimPolicy::from_name(p)?;
+    }
+    config.nodes = a.nodes.unwrap_or(config.nodes);
+    config.validate()?;
+    let workload = a.workload.load()?;
+    let started = Instant::now();
+    let report = simulate(&workload, &config)?;
+    let wall = started.elapsed();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{}", report.summary());
+    }
+    eprintln!(
+        "{} requests simulated in {:.2?} ({:.2} M simulated requests/s)",
+        report.requests,
+        wall,
+        report.requests as f64 / wall.as_secs_f64().max(1e-9) / 1e6
+    );
+    if let Some(dir) = &a.out {
+        write_results(dir, std::slice::from_ref(&report))?;
+        eprintln!("wrote {}", dir.join("results.json").display());
+    }
+    Ok(())
+}
+
+fn run_sweep_command(a: SweepArgs) -> anyhow::Result<()> {
+    if a.policies.is_empty() || a.node_counts.is_empty() {
+        bail!("a sweep needs at least one policy and one node count");
+    }
+    let base = a.point.config()?;
+    let policies = a.policies.iter().map(|p| SimPolicy::from_name(p)).collect::<Result<Vec<_>, _>>()?;
+    let workload = a.workload.load()?;
+    let spec = SweepSpec { base, policies, node_counts: a.node_counts.clone(), threads: a.threads };
+    let started = Instant::now();
+    let reports = run_sweep(&workload, &spec, true)?;
+    for r in &reports {
+        println!("{}", r.summary());
+    }
+    write_results(&a.out, &reports)?;
+    write_plots(&a.out, &reports, &a.title)?;
+    let simulated: u64 = reports.iter().map(|r| r.requests).sum();
+    eprintln!(
+        "{} points in {:.2?} on {} threads ({:.2} M simulated requests/s); wrote results.json, results.csv and plots into {}",
+        reports.len(),
+        started.elapsed(),
+        a.threads,
+        simulated as f64 / started.elapsed().as_secs_f64().max(1e-9) / 1e6,
+        a.out.display()
+    );
+    Ok(())
+}
+
+fn run_reproduce(a: ReproduceArgs) -> anyhow::Result<()> {
+    match a.study {
+        Study::Lard => {
+            let opts = ReproduceOptions {
+                out: a.out.clone(),
+                requests: a.requests,
+                seed: a.seed,
+                node_counts: a.node_counts.clone(),
+                threads: a.threads,
+                progress: true,
+            };
+            let started = Instant::now();
+            let r = reproduce_lard(&opts)?;
+            let wall = started.elapsed();
+            for c in &r.claims {
+                println!("[{}] {} — {}", if c.met { "met" } else { "NOT MET" }, c.statement, c.evidence);
+            }
+            let simulated: u64 = r.reports.iter().map(|x| x.requests).sum();
+            eprintln!(
+                "{} points, {} simulated requests in {:.2?} on {} threads; wrote {}",
+                r.reports.len(),
+                simulated,
+                wall,
+                a.threads,
+                describe_outputs(&r.files, &a.out)
+            );
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: SimCommand,
+    }
+
+    #[test]
+    fn cli_parses_run_sweep_and_reproduce() {
+        let cli = Cli::try_parse_from([
+            "sim",
+            "run",
+            "--policy",
+            "lb-gc",
+            "--nodes",
+            "4",
+            "--rate",
+            "500",
+            "--cache-mb",
+            "8",
+            "--replacement",
+            "lru",
+            "--frontend-limit",
+            "none",
+        ])
+        .unwrap();
+        let SimCommand::Run(a) = cli.cmd else { panic!("not run") };
+        let c = a.point.config().unwrap();
+        assert_eq!(c.arrivals, Arrivals::Poisson { rate: 500.0 });
+        assert_eq!(c.cache.capacity_bytes, 8 << 20);
+        assert_eq!(c.cache.replacement, Replacement::Lru);
+        assert_eq!(c.frontend_limit, FrontEndLimit::None);
+        let cli = Cli::try_parse_from([
+            "sim",
+            "sweep",
+            "--policies",
+            "wrr,lard",
+            "--node-counts",
+            "1,2",
+            "--out",
+            "x",
+        ])
+        .unwrap();
+        let SimCommand::Sweep(a) = cli.cmd else { panic!("not sweep") };
+        assert_eq!(a.node_counts, [1, 2]);
+        let cli = Cli::try_parse_from(["sim", "reproduce", "lard", "--out", "d"]).unwrap();
+        assert!(matches!(cli.cmd, SimCommand::Reproduce(ReproduceArgs { study: Study::Lard, .. })));
+        assert!(Cli::try_parse_from(["sim", "run", "--clients", "3", "--rate", "5"]).is_err());
+    }
+
+    #[test]
+    fn sweep_command_writes_results_json_csv_and_plots() {
+        let dir = tempfile::tempdir().unwrap();
+        let cli = Cli::try_parse_from([
+            "sim",
+            "sweep",
+            "--requests",
+            "3000",
+            "--documents",
+            "300",
+            "--policies",
+            "wrr,lard-r,lb-gc",
+            "--node-counts",
+            "1,3",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ])
+        .unwrap();
+        run(cli.cmd).unwrap();
+        let rows: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(dir.path().join("results.json")).unwrap()).unwrap();
+        assert_eq!(rows.len(), 6);
+        for row in &rows {
+            assert!(row["policy"].is_string() && row["nodes"].is_u64());
+            for key in ["rps", "miss_ratio", "idle_ratio", "mean_delay_ms"] {
+                assert!(row[key].is_f64(), "{key} in {row}");
+            }
+        }
+        assert_eq!(rows[2]["policy"], "lard-r");
+        let csv = std::fs::read_to_string(dir.path().join("results.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 7);
+        let svg = std::fs::read_to_string(dir.path().join("throughput.svg")).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("LARD/R") && svg.contains("<polyline"),
+            "{}",
+            &svg[..200]
+        );
+    }
+}

@@ -1,0 +1,50 @@
+//! `locus-sim`: the trace-driven discrete-event simulator behind `locus sim` (the LARD
+//! paper's cluster model). It runs the switch's own policies (`locus_policy`) and the node's
+//! own cache (`locus_cache`), adds the paper's idealised baselines LB/GC and WRR/GMS, and
+//! sweeps policies × node counts into JSON, CSV, SVG plots and a Markdown report.
+//!
+//! ```
+//! use locus_sim::{SimConfig, SimPolicy, Workload, simulate};
+//! use locus_trace::ZipfTraceSpec;
+//!
+//! let trace = Workload::synthetic(ZipfTraceSpec { requests: 2000, documents: 200, ..Default::default() })?;
+//! let config = SimConfig { policy: SimPolicy::from_name("lard-r")?, nodes: 4, ..SimConfig::lard98() };
+//! let report = simulate(&trace, &config)?;
+//! assert_eq!(report.measured_requests, 2000);
+//! assert!(report.rps > 0.0 && report.miss_ratio <= 1.0);
+//! # Ok::<(), locus_sim::SimError>(())
+//! ```
+
+pub mod cli;
+mod config;
+mod cost_model;
+mod directory;
+mod engine;
+mod error;
+mod event_queue;
+mod frontend;
+mod lb_gc;
+mod node_model;
+mod plot;
+mod queues;
+mod report;
+pub mod reproduce;
+mod sim_policy;
+mod sweep;
+mod workload;
+
+pub use config::{Arrivals, CacheModel, NodeEvent, Preset, SimConfig};
+pub use cost_model::{ClassCost, CostModel, GmsCost, RttModel};
+pub use directory::{BuildIdHasher, CacheDirectory, IdHasher, MAX_DIRECTORY_NODES};
+pub use engine::{SimRun, Simulation, simulate};
+pub use error::SimError;
+pub use event_queue::EventQueue;
+pub use frontend::{FrontEnd, FrontEndEvent, FrontEndLimit, build_policy};
+pub use lb_gc::GlobalCachePolicy;
+pub use node_model::{LoadMeter, NodeCounters, NodeModel};
+pub use plot::{PlotMetric, write_plots};
+pub use queues::{CpuQueue, DiskQueue};
+pub use report::{NodeReport, SimReport, to_csv};
+pub use sim_policy::SimPolicy;
+pub use sweep::{SweepSpec, run_sweep, write_results};
+pub use workload::{TargetMeta, Workload, WorkloadBuilder};

@@ -1,0 +1,142 @@
+//! `SimPolicy`: the request distribution a simulation runs — any policy of the switch (built
+//! by `locus_policy::build`, the same code the switch runs), or one of the LARD paper's
+//! idealised baselines, LB/GC and WRR/GMS — with its name and the label the paper uses.
+
+use std::fmt;
+use std::str::FromStr;
+
+use locus_policy::PolicyConfig;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::SimError;
+
+/// A request distribution strategy.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SimPolicy {
+    /// A policy of the switch, with its parameters.
+    Switch(PolicyConfig),
+    /// LB/GC: the front-end knows every cache (see `GlobalCachePolicy`).
+    LbGc,
+    /// WRR/GMS: the switch's `wrr` in front of nodes with a global memory system.
+    WrrGms,
+}
+
+impl SimPolicy {
+    /// Names accepted besides the switch's.
+    pub const BASELINES: [&'static str; 2] = ["lb-gc", "wrr-gms"];
+
+    /// Parse a name: `lb-gc` (`lbgc`), `wrr-gms` (`wrrgms`), or any switch policy name
+    /// (with its default parameters).
+    pub fn from_name(name: &str) -> Result<SimPolicy, SimError> {
+        match name.to_ascii_lowercase().replace('/', "-").as_str() {
+            "lb-gc" | "lbgc" => Ok(SimPolicy::LbGc),
+            "wrr-gms" | "wrrgms" => Ok(SimPolicy::WrrGms),
+            other => PolicyConfig::from_name(other).map(SimPolicy::Switch).map_err(SimError::from),
+        }
+    }
+
+    /// The configuration name (`lard-r`, `lb-gc`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            SimPolicy::Switch(c) => c.name(),
+            SimPolicy::LbGc => "lb-gc",
+            SimPolicy::WrrGms => "wrr-gms",
+        }
+    }
+
+    /// The label in reports and plots: the paper's names where it has one.
+    pub fn label(&self) -> String {
+        match self.name() {
+            "wrr" => "WRR".into(),
+            "hash" => "LB".into(),
+            "lb-gc" => "LB/GC".into(),
+            "lard" => "LARD".into(),
+            "lard-r" => "LARD/R".into(),
+            "wrr-gms" => "WRR/GMS".into(),
+            other => other.to_string(),
+        }
+    }
+
+    /// Whether the strategy needs the global cache directory.
+    pub fn needs_directory(&self) -> bool {
+        matches!(self, SimPolicy::LbGc | SimPolicy::WrrGms)
+    }
+
+    /// The policy the front-end runs, with LARD's thresholds set to `t_low`/`t_high`.
+    pub fn front_end_config(&self, t_low: u32, t_high: u32) -> Option<PolicyConfig> {
+        match self {
+            SimPolicy::Switch(PolicyConfig::Lard { max_targets, .. }) => {
+                Some(PolicyConfig::Lard { t_low, t_high, max_targets: *max_targets })
+            }
+            SimPolicy::Switch(PolicyConfig::LardR { k_secs, admission_limit, max_targets, .. }) => {
+                Some(PolicyConfig::LardR {
+                    t_low,
+                    t_high,
+                    k_secs: *k_secs,
+                    admission_limit: *admission_limit,
+                    max_targets: *max_targets,
+                })
+            }
+            SimPolicy::Switch(c) => Some(c.clone()),
+            SimPolicy::WrrGms => Some(PolicyConfig::Wrr),
+            SimPolicy::LbGc => None,
+        }
+    }
+}
+
+impl fmt::Display for SimPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for SimPolicy {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<SimPolicy, SimError> {
+        SimPolicy::from_name(s)
+    }
+}
+
+/// In TOML: a name (`policy = "lard-r"`) or the switch's `[policy]` table.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum SimPolicyRepr {
+    Name(String),
+    Table(PolicyConfig),
+}
+
+impl Serialize for SimPolicy {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SimPolicy::Switch(c) if *c != PolicyConfig::from_name(c.name()).expect("own name") => {
+                SimPolicyRepr::Table(c.clone()).serialize(s)
+            }
+            other => SimPolicyRepr::Name(other.name().to_string()).serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SimPolicy {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<SimPolicy, D::Error> {
+        match SimPolicyRepr::deserialize(d)? {
+            SimPolicyRepr::Name(n) => SimPolicy::from_name(&n).map_err(serde::de::Error::custom),
+            SimPolicyRepr::Table(c) => Ok(SimPolicy::Switch(c)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sim_policy_parses_switch_names_and_baselines() {
+        assert_eq!(SimPolicy::from_name("lb-gc").unwrap(), SimPolicy::LbGc);
+        assert_eq!(SimPolicy::from_name("WRR/GMS").unwrap(), SimPolicy::WrrGms);
+        assert_eq!(SimPolicy::from_name("lb").unwrap().label(), "LB");
+        assert_eq!(SimPolicy::from_name("lard-r").unwrap().label(), "LARD/R");
+        assert!(SimPolicy::from_name("nope").is_err());
+        let c = SimPolicy::from_name("lard").unwrap().front_end_config(10, 30).unwrap();
+        assert_eq!(c, PolicyConfig::Lard { t_low: 10, t_high: 30, max_targets: 1_000_000 });
+    }
+}

@@ -1,0 +1,244 @@
+//! `Workload`: a trace interned for simulation. Every distinct target gets a dense `u32` id
+//! with its size, class, `target_hash` and disk (striped by request frequency) computed once;
+//! the request stream is a `Vec<u32>` of ids, so the event loop touches no strings.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use locus_core::{Method, RequestInfo, target_hash};
+use locus_trace::{
+    ReadOptions, StatsAccumulator, TraceReader, TraceRecord, TraceStats, ZipfTraceGenerator, ZipfTraceSpec,
+};
+
+use crate::error::SimError;
+
+/// What the simulator knows about one distinct target.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TargetMeta {
+    /// `locus_core::target_hash` of the target string (what policies map by).
+    pub hash: u64,
+    /// Size in bytes (the largest size the trace logged for it).
+    pub size: u64,
+    /// Dynamic cost class, if the target is dynamic.
+    pub class: Option<u16>,
+    /// Method of the first request for it.
+    pub method: Method,
+    /// Rank by request count (0 = most requested; ties by first appearance): files are
+    /// striped over a node's disks round-robin in this order, as in the LARD paper.
+    pub popularity_rank: u32,
+}
+
+/// A trace ready for the simulator.
+#[derive(Clone, Debug, Default)]
+pub struct Workload {
+    names: String,
+    /// End offset in `names` of each target's string.
+    name_ends: Vec<u32>,
+    targets: Vec<TargetMeta>,
+    requests: Vec<u32>,
+    /// Arrival time of each request in ns from the first, when the trace has times.
+    times: Option<Vec<u64>>,
+}
+
+/// Builds a `Workload` one record at a time.
+#[derive(Debug, Default)]
+pub struct WorkloadBuilder {
+    ids: HashMap<String, u32>,
+    workload: Workload,
+    counts: Vec<u64>,
+    raw_times: Vec<f64>,
+    all_timed: bool,
+}
+
+impl WorkloadBuilder {
+    pub fn new() -> WorkloadBuilder {
+        WorkloadBuilder { all_timed: true, ..WorkloadBuilder::default() }
+    }
+
+    /// Add one request.
+    pub fn add(&mut self, r: &TraceRecord) {
+        let w = &mut self.workload;
+        let id = match self.ids.get(r.target.as_str()) {
+            Some(&id) => id,
+            None => {
+                let id = w.targets.len() as u32;
+                w.names.push_str(&r.target);
+                w.name_ends.push(u32::try_from(w.names.len()).expect("target names fit in 4 GiB"));
+                w.targets.push(TargetMeta {
+                    hash: target_hash(&r.target),
+                    size: r.size,
+                    class: r.class,
+                    method: r.method,
+                    popularity_rank: 0,
+                });
+                self.counts.push(0);
+                self.ids.insert(r.target.clone(), id);
+                id
+            }
+        };
+        let t = &mut w.targets[id as usize];
+        t.size = t.size.max(r.size);
+        if t.class.is_none() {
+            t.class = r.class;
+        }
+        self.counts[id as usize] += 1;
+        w.requests.push(id);
+        match r.time {
+            Some(time) if self.all_timed => self.raw_times.push(time),
+            _ => self.all_timed = false,
+        }
+    }
+
+    /// Requests added so far.
+    pub fn len(&self) -> usize {
+        self.workload.requests.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.workload.requests.is_empty()
+    }
+
+    /// The workload (popularity ranks computed; times kept only if every record had one).
+    pub fn finish(mut self) -> Workload {
+        let mut order: Vec<u32> = (0..self.workload.targets.len() as u32).collect();
+        order.sort_by(|&a, &b| self.counts[b as usize].cmp(&self.counts[a as usize]).then(a.cmp(&b)));
+        for (rank, id) in order.into_iter().enumerate() {
+            self.workload.targets[id as usize].popularity_rank = rank as u32;
+        }
+        if self.all_timed && !self.raw_times.is_empty() {
+            let t0 = self.raw_times.iter().copied().fold(f64::INFINITY, f64::min);
+            self.workload.times =
+                Some(self.raw_times.iter().map(|t| ((t - t0) * 1e9).round().max(0.0) as u64).collect());
+        }
+        self.workload
+    }
+}
+
+impl Workload {
+    /// Intern `records`.
+    pub fn from_records<'a>(records: impl IntoIterator<Item = &'a TraceRecord>) -> Workload {
+        let mut b = WorkloadBuilder::new();
+        for r in records {
+            b.add(r);
+        }
+        b.finish()
+    }
+
+    /// Read and intern the trace at `path` (any format the trace crate reads).
+    pub fn from_trace_file(path: &Path, options: &ReadOptions) -> Result<Workload, SimError> {
+        let mut b = WorkloadBuilder::new();
+        for r in TraceReader::open(path, options)? {
+            b.add(&r?);
+        }
+        if b.is_empty() {
+            return Err(SimError::EmptyTrace);
+        }
+        Ok(b.finish())
+    }
+
+    /// Generate and intern a synthetic trace, with its statistics (coverage at `shares`).
+    pub fn synthetic_with_stats(
+        spec: ZipfTraceSpec,
+        shares: &[f64],
+    ) -> Result<(Workload, TraceStats), SimError> {
+        let mut b = WorkloadBuilder::new();
+        let mut stats = StatsAccumulator::new();
+        for r in ZipfTraceGenerator::new(spec)? {
+            b.add(&r);
+            stats.add(r);
+        }
+        if b.is_empty() {
+            return Err(SimError::EmptyTrace);
+        }
+        Ok((b.finish(), stats.finish(shares)))
+    }
+
+    /// Generate and intern a synthetic trace.
+    pub fn synthetic(spec: ZipfTraceSpec) -> Result<Workload, SimError> {
+        let mut b = WorkloadBuilder::new();
+        for r in ZipfTraceGenerator::new(spec)? {
+            b.add(&r);
+        }
+        if b.is_empty() {
+            return Err(SimError::EmptyTrace);
+        }
+        Ok(b.finish())
+    }
+
+    /// Number of requests.
+    pub fn len(&self) -> usize {
+        self.requests.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+    }
+
+    /// The distinct targets, by id.
+    pub fn targets(&self) -> &[TargetMeta] {
+        &self.targets
+    }
+
+    /// The request stream as target ids.
+    pub fn requests(&self) -> &[u32] {
+        &self.requests
+    }
+
+    /// Arrival times in ns from the first request, if the trace had times for every record.
+    pub fn times(&self) -> Option<&[u64]> {
+        self.times.as_deref()
+    }
+
+    /// The target string of `id`.
+    pub fn target_name(&self, id: u32) -> &str {
+        let end = self.name_ends[id as usize] as usize;
+        let start = if id == 0 { 0 } else { self.name_ends[id as usize - 1] as usize };
+        &self.names[start..end]
+    }
+
+    /// The request for target `id` as a policy sees it (the switch builds the same from the
+    /// request line: method, target, hash; the size hint and class come from the trace).
+    #[inline]
+    pub fn request_info(&self, id: u32) -> RequestInfo<'_> {
+        let t = &self.targets[id as usize];
+        RequestInfo {
+            method: t.method,
+            target: self.target_name(id),
+            target_hash: t.hash,
+            size_hint: (t.size > 0).then_some(t.size),
+            class: t.class,
+        }
+    }
+
+    /// Sum of the sizes of the distinct targets.
+    pub fn unique_bytes(&self) -> u64 {
+        self.targets.iter().map(|t| t.size).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workload_interns_targets_with_size_hash_and_popularity_rank() {
+        let recs = vec![
+            TraceRecord::get("/a", 10),
+            TraceRecord::get("/b", 20),
+            TraceRecord::get("/b", 25),
+            TraceRecord::get("/c", 5),
+            TraceRecord::get("/b", 20),
+            TraceRecord::get("/c", 5),
+        ];
+        let w = Workload::from_records(&recs);
+        assert_eq!(w.requests(), [0, 1, 1, 2, 1, 2]);
+        assert_eq!(w.target_name(1), "/b");
+        assert_eq!(w.targets()[1].size, 25);
+        assert_eq!(w.targets()[1].hash, target_hash("/b"));
+        let ranks: Vec<u32> = w.targets().iter().map(|t| t.popularity_rank).collect();
+        assert_eq!(ranks, [2, 0, 1]);
+        assert_eq!(w.request_info(2).target, "/c");
+        assert!(w.times().is_none());
+        assert_eq!(w.unique_bytes(), 40);
+    }
+}
