@@ -1,20 +1,16 @@
 //! System benchmarks: `locus bench proxy` puts the Locus switch in front of two Locus nodes
-//! on loopback and measures keep-alive throughput with wrk, in the same run, directly to one
-//! node, through Locus, through HAProxy and from NGINX directly; and the switch's resident
-//! memory while it holds thousands of idle keep-alive client connections. `locus demo` runs
-//! a whole cluster in-process and compares policies on a disk-bound workload.
+//! (in the lab's namespaces, or on loopback) and measures keep-alive throughput with wrk, in
+//! the same run, directly to one node, through Locus, through HAProxy and from NGINX directly;
+//! and the switch's resident memory while it holds thousands of idle keep-alive client
+//! connections. `locus demo` runs a whole cluster in-process and compares policies.
 
 pub mod cli;
 mod demo;
 mod idle;
 mod load_vs_wrk;
-mod netns;
-mod procs;
 mod proxy;
-mod servers;
 mod wrk;
 
 pub use demo::{DemoOptions, DemoRow, demo_table, run_demo};
-pub use netns::NetnsLab;
 pub use proxy::{ProxyBenchOptions, ProxyRow, run_proxy_bench};
 pub use wrk::{WrkResult, parse_wrk_output};

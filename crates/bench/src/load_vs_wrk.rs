@@ -2,9 +2,8 @@
 //! a Locus node on loopback serves one cached file, and wrk and `locus load` (verifying every
 //! response against the document root) take turns against it.
 
-use crate::procs::find_program;
-use crate::servers::{self, Net};
 use anyhow::Context;
+use locus_lab::{Net, NodeSpec, find_program, servers};
 use locus_load::WrkComparison;
 
 /// Run the comparison on a `size`-byte file.
@@ -22,7 +21,7 @@ pub fn run_load_bench(
     let body: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
     std::fs::write(root.join("file.bin"), body)?;
     let net = Net::Loopback;
-    let node = servers::locus_node(&net, &locus, scratch.path(), "node1", &root, 1)?;
+    let node = servers::locus_node(&net, &locus, scratch.path(), &NodeSpec::new("node1", &root))?;
     let url = format!("http://{}/file.bin", node.addr);
     locus_load::compare_with_wrk_using(&wrk, &url, connections, seconds, threads, Some(&root))
 }

@@ -1,14 +1,12 @@
-//! `locus bench proxy`: two Locus nodes on loopback behind the Locus switch and behind
-//! HAProxy, plus NGINX serving the same files; wrk measures every path for every file size
+//! `locus bench proxy`: two Locus nodes behind the Locus switch and behind HAProxy, plus
+//! NGINX serving the same files, in the lab's namespaces (or on loopback); wrk measures every path for every file size
 //! in the same run, rounds interleaved so that drift hits every path alike; then the switch's
 //! resident memory with thousands of idle keep-alive connections.
 
 use crate::idle::hold_idle_connections;
-use crate::netns::NetnsLab;
-use crate::procs::{find_program, rss_mb};
-use crate::servers::{self, Net};
 use crate::wrk::{WrkResult, run_wrk};
 use anyhow::Context;
+use locus_lab::{HaproxyBalance, LabNetwork, Net, NodeSpec, SwitchSpec, find_program, rss_mb, servers};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -64,11 +62,10 @@ impl std::str::FromStr for NetChoice {
 
 impl NetChoice {
     fn make(self) -> anyhow::Result<Net> {
-        let roles = ["client", "switch", "node1", "node2"];
         Ok(match self {
             NetChoice::Loopback => Net::Loopback,
-            NetChoice::Namespaces => Net::Lab(NetnsLab::create(&roles)?),
-            NetChoice::Auto if NetnsLab::available() => Net::Lab(NetnsLab::create(&roles)?),
+            NetChoice::Namespaces => Net::Namespaces(LabNetwork::create(2)?),
+            NetChoice::Auto if LabNetwork::available().is_ok() => Net::Namespaces(LabNetwork::create(2)?),
             NetChoice::Auto => Net::Loopback,
         })
     }
@@ -129,19 +126,35 @@ pub fn run_proxy_bench(
     }
     let net = opts.net.make()?;
     progress(&format!("network: {}", net.describe()));
-    let node1 = servers::locus_node(&net, &locus, &scratch, "node1", &root, opts.node_workers)?;
-    let node2 = servers::locus_node(&net, &locus, &scratch, "node2", &root, opts.node_workers)?;
-    let nodes = [node1.addr, node2.addr];
-    let max_conn = opts.idle_connections + 1000;
+    let node = |role: &str| NodeSpec { workers: opts.node_workers, ..NodeSpec::new(role, &root) };
+    let node1 = servers::locus_node(&net, &locus, &scratch, &node("node1"))?;
+    let node2 = servers::locus_node(&net, &locus, &scratch, &node("node2"))?;
+    let nodes = [("node1".to_string(), node1.addr), ("node2".to_string(), node2.addr)];
+    let switch_spec = SwitchSpec {
+        policy: opts.policy.clone(),
+        mode: "proxy".into(),
+        workers: opts.switch_workers,
+        max_connections: opts.idle_connections + 1000,
+        admin: false,
+        splice_min_bytes: None,
+    };
     let switch =
-        servers::locus_switch(&net, &locus, &scratch, &nodes, &opts.policy, opts.switch_workers, max_conn)?;
+        servers::locus_switch(&net, &locus, &scratch, net.listen_addr("switch", 80)?, &nodes, &switch_spec)?;
     let haproxy = if opts.paths.iter().any(|p| p == "haproxy") {
-        Some(servers::haproxy(&net, &scratch, &nodes, opts.switch_workers)?)
+        let listen = net.listen_addr("switch", 81)?;
+        Some(servers::haproxy(
+            &net,
+            &scratch,
+            listen,
+            &nodes,
+            HaproxyBalance::UriChashBounded,
+            opts.switch_workers,
+        )?)
     } else {
         None
     };
     let nginx = if opts.paths.iter().any(|p| p == "direct-nginx") {
-        Some(servers::nginx(&net, &scratch, "node1", &root)?)
+        Some(servers::nginx_static(&net, &scratch, "node1", &root)?)
     } else {
         None
     };
@@ -204,7 +217,7 @@ pub fn run_proxy_bench(
         let switch_addr = switch.addr;
         let pid = switch.process.pid();
         let n = opts.idle_connections;
-        let (held, rss) = net.on_host("client", || {
+        let (held, rss) = net.on_host("client", || -> anyhow::Result<_> {
             let held = hold_idle_connections(switch_addr, &path, n)?;
             std::thread::sleep(std::time::Duration::from_millis(500));
             let rss = rss_mb(pid)?;

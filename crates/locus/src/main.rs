@@ -20,12 +20,18 @@ enum Command {
     Demo(locus_bench::cli::DemoArgs),
     /// Generate load: replay a trace or a synthetic workload, verify every response.
     Load(locus_load::LoadArgs),
+    /// Trace-driven simulation of a cluster on the production policy and cache code.
+    #[command(subcommand)]
+    Sim(locus_sim::cli::SimCommand),
     /// Make, convert and characterise request traces.
     #[command(subcommand)]
     Trace(locus_trace::cli::TraceCommand),
     /// System benchmarks (Locus beside HAProxy and NGINX).
     #[command(subcommand)]
     Bench(locus_bench::cli::BenchCommand),
+    /// The namespace lab: a cluster in network namespaces, experiments, reports with plots.
+    #[command(subcommand)]
+    Lab(locus_lab::cli::LabCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -49,7 +55,9 @@ fn main() -> std::process::ExitCode {
         Command::Demo(args) => locus_bench::cli::run_demo_command(args),
         Command::Bench(cmd) => locus_bench::cli::run(cmd),
         Command::Trace(cmd) => locus_trace::cli::run(cmd),
+        Command::Sim(cmd) => locus_sim::cli::run(cmd),
         Command::Load(args) => locus_load::cli::run(args),
+        Command::Lab(cmd) => locus_lab::cli::run(cmd),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -103,8 +103,14 @@ pub async fn splice_exact(
     let mut in_pipe = 0usize;
     while left > 0 || in_pipe > 0 {
         let mut progressed = false;
-        if left > 0 && in_pipe < pipe.capacity {
-            let want = ((pipe.capacity - in_pipe) as u64).min(left) as usize;
+        // Fill the pipe only when it is empty. A pipe holds a fixed number of buffers (one
+        // per socket segment), so a part-full pipe can refuse more with EAGAIN while the
+        // socket still has data; `try_io` would take that EAGAIN for "socket drained" and
+        // clear the readiness, and no new readiness event would come for bytes already
+        // queued — the relay would stall. Into an empty pipe, EAGAIN can only mean the
+        // socket has nothing to read.
+        if left > 0 && in_pipe == 0 {
+            let want = (pipe.capacity as u64).min(left) as usize;
             match node.try_io(Interest::READABLE, || splice(node.as_raw_fd(), pipe.write.as_raw_fd(), want)) {
                 Ok(0) => {
                     return Err(SpliceError::Node(io::Error::new(
@@ -134,7 +140,7 @@ pub async fn splice_exact(
             }
         }
         if !progressed {
-            let can_read = left > 0 && in_pipe < pipe.capacity;
+            let can_read = left > 0 && in_pipe == 0;
             let can_write = in_pipe > 0;
             let wait = async {
                 tokio::select! {

@@ -1,0 +1,135 @@
+//! `locus lab`: `run EXPERIMENT.toml`, `demo` and `clean` on the command line — SIGINT and
+//! SIGTERM handled first (teardown, then a non-zero exit), progress on standard error, the
+//! report folder (`lab-out/<timestamp>` by default), and `--json` printing `results.json`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::demo::{checks_markdown, demo_checks, demo_experiment, tuning_note};
+use crate::experiment::Experiment;
+use crate::runner::{LabOptions, run_experiment};
+use crate::teardown::InterruptWatch;
+use crate::topology::clean_stale_labs;
+use crate::utc_time::UtcTime;
+
+/// `locus lab` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum LabCommand {
+    /// Run an experiment file: build the namespace cluster, measure every point, write the
+    /// report (report.md, results.json, SVG plots).
+    Run(RunArgs),
+    /// The built-in demo: 1 to 4 disk-bound nodes behind Locus (WRR, LB, chash-bounded, LARD,
+    /// LARD/R), HAProxy and NGINX, on a generated site (under 10 minutes).
+    Demo(DemoArgs),
+    /// Remove namespaces and bridges left behind by a lab run that was killed.
+    Clean,
+}
+
+/// Flags shared by `run` and `demo`.
+#[derive(clap::Args, Debug)]
+pub struct OutputArgs {
+    /// Report folder (default: lab-out/<UTC timestamp>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Also print results.json on standard output.
+    #[arg(long)]
+    pub json: bool,
+    /// The locus executable for nodes and switches (default: this one).
+    #[arg(long, value_name = "FILE")]
+    pub locus: Option<PathBuf>,
+    /// Generate the sites here (default: a temporary folder, removed afterwards).
+    #[arg(long, value_name = "DIR")]
+    pub site_dir: Option<PathBuf>,
+}
+
+/// Flags of `locus lab run`.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The experiment file (TOML).
+    #[arg(value_name = "EXPERIMENT.toml")]
+    pub experiment: PathBuf,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Flags of `locus lab demo`.
+#[derive(clap::Args, Debug)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Run a `locus lab` subcommand.
+pub fn run(cmd: LabCommand) -> anyhow::Result<()> {
+    match cmd {
+        LabCommand::Run(a) => {
+            let experiment = Experiment::from_file(&a.experiment)?;
+            run_and_report(experiment, a.output, false)
+        }
+        LabCommand::Demo(a) => run_and_report(demo_experiment()?, a.output, true),
+        LabCommand::Clean => {
+            let r = clean_stale_labs()?;
+            for n in &r.namespaces {
+                println!("removed namespace {n}");
+            }
+            for b in &r.bridges {
+                println!("removed bridge {b}");
+            }
+            for f in &r.folders {
+                println!("removed folder {}", f.display());
+            }
+            for n in &r.in_use {
+                println!("left {n}: its lab is still running");
+            }
+            if r.namespaces.is_empty() && r.bridges.is_empty() && r.folders.is_empty() {
+                println!("nothing to clean");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn run_and_report(experiment: Experiment, output: OutputArgs, demo: bool) -> anyhow::Result<()> {
+    // First, before any other thread starts: every thread then has the signals blocked.
+    let _watch = InterruptWatch::install()?;
+    let out = output.out.unwrap_or_else(|| PathBuf::from("lab-out").join(UtcTime::now().compact()));
+    let locus = match output.locus {
+        Some(p) => p,
+        None => std::env::current_exe().context("locating the locus executable")?,
+    };
+    eprintln!(
+        "locus lab: {} — {} points; report in {}",
+        experiment.name,
+        experiment.points().len(),
+        out.display()
+    );
+    let options = LabOptions { locus, out_dir: out.clone(), site_dir: output.site_dir };
+    let run = run_experiment(&experiment, &options, &mut |line| eprintln!("{line}"))?;
+    let mut report = run.report;
+    if demo {
+        report.notes.push(tuning_note(&report));
+        let checks = demo_checks(&report);
+        for c in &checks {
+            let verdict = match c.met {
+                Some(true) => "met",
+                Some(false) => "NOT MET",
+                None => "not measured",
+            };
+            eprintln!("check: {} — {verdict} ({})", c.name, c.detail);
+        }
+        report.notes.push(checks_markdown(&checks));
+    }
+    report.write(&out)?;
+    eprintln!("report: {} ({:.0} s)", out.join("report.md").display(), report.wall_s);
+    if output.json {
+        println!("{}", report.results_json());
+    }
+    if let Some(e) = run.error {
+        return Err(e).context(format!(
+            "the lab run stopped early; the report of what was measured is in {}",
+            out.display()
+        ));
+    }
+    Ok(())
+}

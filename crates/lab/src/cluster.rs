@@ -1,0 +1,333 @@
+//! `LabCluster`: one point's servers — fresh Locus nodes (cold caches) on the node hosts and a
+//! switch (Locus, HAProxy or NGINX) on the switch host listening on the virtual IP — with
+//! what the lab reads from them: admin snapshots (node requests and cache counters, the Locus
+//! switch's per-node counters, the switch's CPU time) and which node served a request.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+
+use locus_load::{CacheSnapshot, SwitchSnapshot, TargetUrl, fetch_status};
+
+use crate::cpu_time::process_tree_cpu;
+use crate::error::LabError;
+use crate::experiment::{NodeSettings, SwitchKind, haproxy_balance, nginx_balance};
+use crate::servers::{self, HTTP_PORT, Net, NodeSpec, Server, SwitchSpec};
+
+/// What a cluster is made of.
+#[derive(Clone, Debug)]
+pub struct ClusterSpec {
+    pub nodes: usize,
+    pub node: NodeSettings,
+    /// Document root every node serves.
+    pub root: std::path::PathBuf,
+    pub switch: SwitchKind,
+    pub policy: String,
+    pub mode: String,
+    /// Switch workers (threads or processes).
+    pub workers: u32,
+    /// Locus switch `splice_min_bytes` (`None`: its default).
+    pub splice_min_bytes: Option<u64>,
+}
+
+/// The started servers of one point.
+pub struct LabCluster<'n> {
+    net: &'n Net,
+    kind: SwitchKind,
+    nodes: Vec<Server>,
+    switch: Server,
+}
+
+/// One node's counters at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeCounters {
+    pub name: String,
+    /// Requests served so far.
+    pub requests: u64,
+    pub cache: CacheSnapshot,
+}
+
+/// Counters of the whole cluster at one moment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterSnapshot {
+    pub nodes: Vec<NodeCounters>,
+    /// The Locus switch's requests per node (none for HAProxy and NGINX).
+    pub switch: Option<SwitchSnapshot>,
+    /// CPU time of the switch process (and its children) so far.
+    pub switch_cpu: Duration,
+}
+
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn admin_url(addr: SocketAddr) -> Result<TargetUrl, LabError> {
+    Ok(format!("http://{addr}/").parse::<TargetUrl>()?)
+}
+
+impl<'n> LabCluster<'n> {
+    /// Start the nodes, then the switch in front of them.
+    pub fn start(
+        net: &'n Net,
+        locus: &Path,
+        scratch: &Path,
+        spec: &ClusterSpec,
+    ) -> Result<LabCluster<'n>, LabError> {
+        std::fs::create_dir_all(scratch).map_err(|e| LabError::io(scratch, e))?;
+        let mut nodes = Vec::with_capacity(spec.nodes);
+        for i in 1..=spec.nodes {
+            let node = NodeSpec {
+                workers: spec.node.workers,
+                cache_size: Some(spec.node.cache.clone()),
+                cache_policy: Some(spec.node.cache_policy.clone()),
+                max_object: Some(spec.node.max_object.clone()),
+                storage: spec.node.storage.clone(),
+                admin: true,
+                ..NodeSpec::new(&format!("node{i}"), &spec.root)
+            };
+            nodes.push(servers::locus_node(net, locus, scratch, &node)?);
+        }
+        let named: Vec<(String, SocketAddr)> = nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
+        let listen = net.switch_addr(HTTP_PORT)?;
+        let unknown = |what: &str| LabError::Point {
+            point: format!("{} {}", spec.switch.name(), spec.policy),
+            message: format!("unknown {what} policy"),
+        };
+        let switch = match spec.switch {
+            SwitchKind::Locus => {
+                let s = SwitchSpec {
+                    policy: spec.policy.clone(),
+                    mode: spec.mode.clone(),
+                    workers: spec.workers,
+                    max_connections: 9000,
+                    admin: true,
+                    splice_min_bytes: spec.splice_min_bytes,
+                };
+                servers::locus_switch(net, locus, scratch, listen, &named, &s)?
+            }
+            SwitchKind::Haproxy => {
+                let balance = haproxy_balance(&spec.policy).ok_or_else(|| unknown("HAProxy"))?;
+                servers::haproxy(net, scratch, listen, &named, balance, spec.workers)?
+            }
+            SwitchKind::Nginx => {
+                let balance = nginx_balance(&spec.policy).ok_or_else(|| unknown("NGINX"))?;
+                servers::nginx_proxy(net, scratch, listen, &named, balance, spec.workers)?
+            }
+        };
+        Ok(LabCluster { net, kind: spec.switch, nodes, switch })
+    }
+
+    /// The URL clients send requests to (the virtual IP in the lab).
+    pub fn switch_url(&self) -> String {
+        format!("http://{}/", self.switch.addr)
+    }
+
+    /// The switch's address.
+    pub fn switch_addr(&self) -> SocketAddr {
+        self.switch.addr
+    }
+
+    /// The switch's process id.
+    pub fn switch_pid(&self) -> u32 {
+        self.switch.process.pid()
+    }
+
+    /// Node names in order.
+    pub fn node_names(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
+    /// The network it runs on.
+    pub fn net(&self) -> &Net {
+        self.net
+    }
+
+    /// Fail if the switch or a node has exited.
+    pub fn check_running(&mut self) -> Result<(), LabError> {
+        self.switch.check_running()?;
+        for n in &mut self.nodes {
+            n.check_running()?;
+        }
+        Ok(())
+    }
+
+    /// Read every admin listener and the switch's CPU time, from the calling thread (which
+    /// must be on the client host, like the thread `run_load` runs on).
+    pub fn snapshot_here(&self) -> Result<ClusterSnapshot, LabError> {
+        let switch_cpu = process_tree_cpu(self.switch.process.pid())?;
+        let mut nodes = Vec::with_capacity(self.nodes.len());
+        for n in &self.nodes {
+            let addr = n.admin.ok_or_else(|| LabError::Point {
+                point: n.name.clone(),
+                message: "node started without an admin listener".into(),
+            })?;
+            let bad = |message: String| LabError::Point { point: n.name.clone(), message };
+            let status = fetch_status(&admin_url(addr)?, ADMIN_TIMEOUT).map_err(bad)?;
+            let requests = status
+                .get("requests_total")
+                .and_then(|v| v.as_u64())
+                .ok_or_else(|| bad("status has no requests_total".into()))?;
+            let cache = CacheSnapshot::from_status(&status)
+                .ok_or_else(|| bad("status has no cache counters".into()))?;
+            nodes.push(NodeCounters { name: n.name.clone(), requests, cache });
+        }
+        let switch = match (self.kind, self.switch.admin) {
+            (SwitchKind::Locus, Some(addr)) => {
+                let bad = |message: String| LabError::Point { point: "switch".into(), message };
+                let status = fetch_status(&admin_url(addr)?, ADMIN_TIMEOUT).map_err(bad)?;
+                Some(SwitchSnapshot::from_status(&status).ok_or_else(|| bad("status has no nodes".into()))?)
+            }
+            _ => None,
+        };
+        Ok(ClusterSnapshot { nodes, switch, switch_cpu })
+    }
+
+    /// `snapshot_here` from a thread on the client host.
+    pub fn snapshot(&self) -> Result<ClusterSnapshot, LabError> {
+        self.net.on_host("client", || self.snapshot_here())
+    }
+
+    /// Send `count` sequential `GET target` requests through the switch (a connection each)
+    /// and return the node that served each (`X-Locus-Node`) with the response's status.
+    pub fn serving_nodes(&self, target: &str, count: usize) -> Result<Vec<(u16, String)>, LabError> {
+        let addr = self.switch.addr;
+        self.net.on_host("client", || (0..count).map(|_| get_served_by(addr, target)).collect())
+    }
+}
+
+/// `GET target` on a fresh connection; the status and the `X-Locus-Node` header.
+fn get_served_by(addr: SocketAddr, target: &str) -> Result<(u16, String), LabError> {
+    let fail = |e: std::io::Error| LabError::system(format!("GET {target} from {addr}"), e);
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(fail)?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).map_err(fail)?;
+    write!(s, "GET {target} HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n").map_err(fail)?;
+    let mut response = Vec::new();
+    s.take(64 << 20).read_to_end(&mut response).map_err(fail)?;
+    let head_end = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(response.len());
+    let head = String::from_utf8_lossy(&response[..head_end]);
+    let mut lines = head.lines();
+    let status =
+        lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let node = lines
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("x-locus-node"))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_default();
+    Ok((status, node))
+}
+
+/// What the cluster did between two snapshots.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterDelta {
+    /// Requests each node served (its own counter).
+    pub node_requests: Vec<u64>,
+    /// Requests the Locus switch sent to each node (its counter), if it is a Locus switch.
+    pub switch_requests: Option<Vec<u64>>,
+    /// Cache hits over hits and misses on all nodes.
+    pub hit_ratio: Option<f64>,
+    /// Max over mean of the requests per node: the switch's counts for Locus, the nodes'
+    /// own counts for HAProxy and NGINX.
+    pub imbalance: Option<f64>,
+    /// CPU time of the switch.
+    pub switch_cpu: Duration,
+}
+
+impl ClusterDelta {
+    /// The difference between two snapshots of the same cluster.
+    pub fn between(before: &ClusterSnapshot, after: &ClusterSnapshot) -> ClusterDelta {
+        let node_requests: Vec<u64> = after
+            .nodes
+            .iter()
+            .zip(&before.nodes)
+            .map(|(a, b)| a.requests.saturating_sub(b.requests))
+            .collect();
+        let switch_requests = match (&before.switch, &after.switch) {
+            (Some(b), Some(a)) => Some(
+                a.nodes
+                    .iter()
+                    .map(|(name, n)| {
+                        let was = b.nodes.iter().find(|(bn, _)| bn == name).map_or(0, |(_, v)| *v);
+                        n.saturating_sub(was)
+                    })
+                    .collect::<Vec<u64>>(),
+            ),
+            _ => None,
+        };
+        let b: Vec<CacheSnapshot> = before.nodes.iter().map(|n| n.cache).collect();
+        let a: Vec<CacheSnapshot> = after.nodes.iter().map(|n| n.cache).collect();
+        let counts = switch_requests.as_ref().unwrap_or(&node_requests);
+        ClusterDelta {
+            hit_ratio: locus_load::hit_ratio(&b, &a),
+            imbalance: max_over_mean(counts),
+            switch_cpu: after.switch_cpu.saturating_sub(before.switch_cpu),
+            node_requests,
+            switch_requests,
+        }
+    }
+
+    /// Requests forwarded to nodes in the interval.
+    pub fn forwarded(&self) -> u64 {
+        self.switch_requests.as_ref().unwrap_or(&self.node_requests).iter().sum()
+    }
+}
+
+/// Max over mean (1.0: perfectly even); `None` without requests.
+pub fn max_over_mean(counts: &[u64]) -> Option<f64> {
+    let total: u64 = counts.iter().sum();
+    if counts.is_empty() || total == 0 {
+        return None;
+    }
+    let mean = total as f64 / counts.len() as f64;
+    counts.iter().max().map(|&m| m as f64 / mean)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, requests: u64, hits: u64, misses: u64) -> NodeCounters {
+        NodeCounters { name: name.into(), requests, cache: CacheSnapshot { hits, misses } }
+    }
+
+    #[test]
+    fn deltas_use_the_switch_counts_when_there_are_some_and_the_nodes_otherwise() {
+        let before = ClusterSnapshot {
+            nodes: vec![node("node1", 100, 50, 50), node("node2", 10, 5, 5)],
+            switch: Some(SwitchSnapshot {
+                policy: Some("lard".into()),
+                mode: Some("proxy".into()),
+                nodes: vec![("node1".into(), 100), ("node2".into(), 10)],
+            }),
+            switch_cpu: Duration::from_millis(100),
+        };
+        let after = ClusterSnapshot {
+            nodes: vec![node("node1", 400, 300, 100), node("node2", 110, 85, 25)],
+            switch: Some(SwitchSnapshot {
+                policy: Some("lard".into()),
+                mode: Some("proxy".into()),
+                nodes: vec![("node1".into(), 400), ("node2".into(), 110)],
+            }),
+            switch_cpu: Duration::from_millis(300),
+        };
+        let d = ClusterDelta::between(&before, &after);
+        assert_eq!(d.node_requests, [300, 100]);
+        assert_eq!(d.switch_requests.as_deref(), Some(&[300, 100][..]));
+        assert_eq!(d.forwarded(), 400);
+        assert!((d.hit_ratio.unwrap() - 330.0 / 400.0).abs() < 1e-12);
+        assert!((d.imbalance.unwrap() - 1.5).abs() < 1e-12);
+        assert_eq!(d.switch_cpu, Duration::from_millis(200));
+        let no_switch = ClusterDelta::between(
+            &ClusterSnapshot { switch: None, ..before.clone() },
+            &ClusterSnapshot { switch: None, ..after.clone() },
+        );
+        assert_eq!(no_switch.switch_requests, None);
+        assert!((no_switch.imbalance.unwrap() - 1.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn max_over_mean_is_one_when_even_and_none_when_idle() {
+        assert_eq!(max_over_mean(&[5, 5, 5]), Some(1.0));
+        assert_eq!(max_over_mean(&[4, 0]), Some(2.0));
+        assert_eq!(max_over_mean(&[0, 0]), None);
+        assert_eq!(max_over_mean(&[]), None);
+    }
+}

@@ -1,0 +1,45 @@
+//! The namespace lab behind `locus lab`: builds a cluster in network namespaces (client,
+//! switch, N nodes on a bridge, a virtual IP in LVS direct-routing style), runs experiments —
+//! a matrix of switches, policies, modes, node counts and workloads, each point on fresh nodes
+//! with `locus load` verifying every byte — and writes a Markdown report with SVG plots and
+//! `results.json`. Everything it creates is torn down, also on failure and Ctrl-C.
+
+pub mod cli;
+mod cluster;
+mod cpu_time;
+mod demo;
+mod error;
+mod experiment;
+mod plots;
+mod process;
+mod report;
+mod runner;
+pub mod servers;
+mod site;
+mod teardown;
+mod topology;
+mod utc_time;
+
+pub use cluster::{ClusterDelta, ClusterSnapshot, ClusterSpec, LabCluster, NodeCounters, max_over_mean};
+pub use cpu_time::{cpu_us_per_request, process_tree_cpu, stat_cpu_ticks};
+pub use demo::{DEMO_EXPERIMENT, DemoCheck, checks_markdown, demo_checks, demo_experiment, tuning_note};
+pub use error::LabError;
+pub use experiment::{
+    Experiment, ExperimentPoint, FileSizes, HAPROXY_POLICIES, NGINX_POLICIES, NodeSettings, SwitchKind,
+    SwitchRow, WorkloadSpec, haproxy_balance, nginx_balance,
+};
+pub use plots::write_plots;
+pub use process::{
+    ChildGuard, descendants, find_program, free_port, kill_processes_in_namespace, process_alive,
+    processes_in_namespace, require_program, rss_mb,
+};
+pub use report::{LabReport, PlotFile, PointResult, Series, SeriesPoint, ratio_text, write_results_json};
+pub use runner::{LabOptions, LabRun, measure, point_result, preflight, run_experiment};
+pub use servers::{HaproxyBalance, Net, NginxBalance, NodeSpec, Server, SwitchSpec};
+pub use site::LabSite;
+pub use teardown::{InterruptWatch, TeardownSummary, tear_down_everything};
+pub use topology::{
+    BRIDGE_PREFIX, CleanReport, LabHost, LabNetwork, MAX_NODES, NAMESPACE_PREFIX, SITES_FOLDER_PREFIX,
+    VIRTUAL_IP, bridge_owner, clean_stale_labs, namespace_owner, sites_folder_owner,
+};
+pub use utc_time::UtcTime;

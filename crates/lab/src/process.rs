@@ -1,0 +1,251 @@
+//! Child processes of a lab or benchmark: started in their own process group with a
+//! parent-death signal, registered for teardown, killed on drop; and the /proc look-ups
+//! around them (resident memory, processes inside a namespace, programs on PATH).
+
+use std::net::TcpListener;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::LabError;
+use crate::teardown::registry;
+
+/// A child process, killed (and waited for) when this value is dropped.
+pub struct ChildGuard {
+    pub name: String,
+    child: Child,
+}
+
+impl ChildGuard {
+    /// Start `cmd` with its output sent to `log` (a file path), in a process group of its own
+    /// (a terminal's Ctrl-C reaches only the lab, which then tears down in order) and with the
+    /// parent-death signal set. Spawn from a long-lived thread: the signal fires when the
+    /// spawning thread ends.
+    pub fn spawn(name: &str, mut cmd: Command, log: &Path) -> Result<ChildGuard, LabError> {
+        let out = std::fs::File::create(log).map_err(|e| LabError::io(log, e))?;
+        let err = out.try_clone().map_err(|e| LabError::io(log, e))?;
+        cmd.stdin(Stdio::null()).stdout(out).stderr(err).process_group(0);
+        // SAFETY: prctl is async-signal-safe; it runs in the forked child before exec and only
+        // asks the kernel to kill the child if its parent thread dies.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut reg = registry();
+        reg.ensure_open()?;
+        let child = cmd
+            .spawn()
+            .map_err(|e| LabError::Command { command: format!("{cmd:?}"), message: e.to_string() })?;
+        reg.add_process(child.id());
+        Ok(ChildGuard { name: name.to_string(), child })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `Some(status text)` if the process has already exited.
+    pub fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            Ok(None) => None,
+            Err(e) => Some(format!("cannot be waited for: {e}")),
+        }
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let mut reg = registry();
+        let pid = self.child.id();
+        // Its own children (NGINX workers) first, then the process itself.
+        for descendant in descendants(pid) {
+            // SAFETY: kill with a pid read from /proc just now; at worst it is already gone.
+            unsafe { libc::kill(descendant as i32, libc::SIGKILL) };
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        reg.remove_process(pid);
+    }
+}
+
+/// SIGKILL `pid` (and its descendants) and reap it if it is our child, waiting at most a
+/// second.
+pub(crate) fn kill_and_reap(pid: u32) {
+    for descendant in descendants(pid) {
+        // SAFETY: kill with a pid read from /proc just now.
+        unsafe { libc::kill(descendant as i32, libc::SIGKILL) };
+    }
+    // SAFETY: kill with a pid of our own registered child.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(1) {
+        let mut status = 0;
+        // SAFETY: waitpid on our own child with a valid status pointer.
+        let rc = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
+        if rc != 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The parent pid of `pid` from /proc/<pid>/stat.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Numeric entries of /proc (every process).
+fn all_pids() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
+}
+
+/// Every process descended from `pid` (children, grandchildren …), not `pid` itself.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> =
+        all_pids().into_iter().filter_map(|p| parent_of(p).map(|pp| (p, pp))).collect();
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for &(p, pp) in &parents {
+            if pp == parent && p != pid && !out.contains(&p) {
+                out.push(p);
+                frontier.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Processes (other than this one) whose network namespace is the named one
+/// (`/run/netns/<name>`), by comparing namespace inodes.
+pub fn processes_in_namespace(name: &str) -> Vec<u32> {
+    let Ok(ns) = std::fs::metadata(format!("/run/netns/{name}")) else { return Vec::new() };
+    let me = std::process::id();
+    all_pids()
+        .into_iter()
+        .filter(|&p| p != me)
+        .filter(|p| {
+            std::fs::metadata(format!("/proc/{p}/ns/net"))
+                .is_ok_and(|m| m.ino() == ns.ino() && m.dev() == ns.dev())
+        })
+        .collect()
+}
+
+/// SIGKILL every process (other than this one) inside a namespace, and wait up to a second
+/// for them to be gone.
+pub fn kill_processes_in_namespace(name: &str) {
+    let pids = processes_in_namespace(name);
+    for &p in &pids {
+        // SAFETY: kill with pids just read from /proc; never our own (filtered out).
+        unsafe { libc::kill(p as i32, libc::SIGKILL) };
+    }
+    let start = Instant::now();
+    while !pids.is_empty() && start.elapsed() < Duration::from_secs(1) {
+        // Reap those that are our own children; others are reaped by their parents.
+        for &p in &pids {
+            let mut status = 0;
+            // SAFETY: waitpid with WNOHANG and a valid status pointer; ECHILD for non-children.
+            unsafe { libc::waitpid(p as i32, &mut status, libc::WNOHANG) };
+        }
+        if processes_in_namespace(name).is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether a process with this pid exists (ours to signal or not).
+pub fn process_alive(pid: u32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists.
+    let rc = unsafe { libc::kill(pid as i32, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// A port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> Result<u16, LabError> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| LabError::system("bind 127.0.0.1:0", e))?;
+    listener.local_addr().map(|a| a.port()).map_err(|e| LabError::system("local_addr", e))
+}
+
+/// Resident set size of a process in MiB, from /proc.
+pub fn rss_mb(pid: u32) -> Result<f64, LabError> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).map_err(|e| LabError::io(&path, e))?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| {
+            LabError::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, "no VmRSS line"))
+        })?;
+    Ok(kb / 1024.0)
+}
+
+/// A program on PATH or in the usual system directories.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let candidates = ["/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/bin", "/usr/local/sbin"];
+    let path = std::env::var("PATH").unwrap_or_default();
+    path.split(':')
+        .filter(|d| !d.is_empty())
+        .chain(candidates)
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
+/// A program, or the error that names the Debian package to install.
+pub fn require_program(name: &str, package: &str) -> Result<PathBuf, LabError> {
+    find_program(name)
+        .ok_or_else(|| LabError::MissingProgram { program: name.to_string(), package: package.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_and_its_children_are_killed_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 30 & sleep 30"]);
+        let mut child = ChildGuard::spawn("sleeper", cmd, &dir.path().join("log")).unwrap();
+        assert!(child.exited().is_none());
+        let pid = child.pid();
+        let start = Instant::now();
+        while descendants(pid).is_empty() && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let kids = descendants(pid);
+        assert!(!kids.is_empty(), "sh started its sleeps");
+        drop(child);
+        std::thread::sleep(Duration::from_millis(100));
+        for k in kids {
+            let state = std::fs::read_to_string(format!("/proc/{k}/stat")).unwrap_or_default();
+            assert!(state.is_empty() || state.contains(") Z"), "descendant {k} still running: {state}");
+        }
+        assert!(!process_alive(pid) || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_err());
+    }
+
+    #[test]
+    fn parent_pids_are_read_past_names_with_spaces_and_parentheses() {
+        assert_eq!(parent_of(std::process::id()), Some(std::os::unix::process::parent_id()));
+        assert!(process_alive(std::process::id()));
+        assert!(!process_alive(0));
+        assert!(find_program("sh").is_some());
+        assert!(matches!(require_program("no-such-program-x", "pkg"), Err(LabError::MissingProgram { .. })));
+    }
+}

@@ -1,0 +1,660 @@
+//! What a lab run produced: one `PointResult` per measured point (the objects of
+//! `results.json`), and `LabReport`, which groups them into series (one per switch and policy,
+//! averaged over repetitions) and renders the Markdown report: set-up, tables against node
+//! count, the plots, every point, highlights and notes.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::LabError;
+use crate::experiment::{Experiment, SwitchKind};
+use crate::site::LabSite;
+use crate::topology::VIRTUAL_IP;
+
+/// The measurement of one point (one object of `results.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PointResult {
+    pub switch: SwitchKind,
+    pub policy: String,
+    pub mode: String,
+    pub nodes: usize,
+    pub workload: String,
+    /// Which run of the point (1-based).
+    pub repetition: u32,
+    /// Responses per second over the measured interval.
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    /// Cache hits over hits and misses, summed over the nodes.
+    pub hit_ratio: f64,
+    /// Max over mean of the requests per node.
+    pub imbalance: f64,
+    /// Requests that failed (connection errors, timeouts, bad framing).
+    pub errors: u64,
+    /// Responses whose status, length or bytes were wrong.
+    pub mismatches: u64,
+    /// Responses in the measured interval.
+    pub requests: u64,
+    pub duration_s: f64,
+    /// Requests each node served in the measured interval (its own counter).
+    pub node_requests: Vec<u64>,
+    /// The switch process's CPU time (utime + stime) over the interval per forwarded request.
+    pub switch_cpu_us_per_request: Option<f64>,
+    /// Anything that made a number less trustworthy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl PointResult {
+    /// `locus lard-r` (with the mode when it is not `proxy`).
+    pub fn series_label(&self) -> String {
+        series_label(self.switch, &self.policy, &self.mode)
+    }
+}
+
+fn series_label(switch: SwitchKind, policy: &str, mode: &str) -> String {
+    if mode == "proxy" {
+        format!("{} {policy}", switch.name())
+    } else {
+        format!("{} {policy} ({mode})", switch.name())
+    }
+}
+
+/// One series point: the mean over a point's repetitions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesPoint {
+    pub nodes: usize,
+    pub runs: usize,
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub hit_ratio: f64,
+    pub imbalance: f64,
+    pub switch_cpu_us_per_request: Option<f64>,
+    pub errors: u64,
+    pub mismatches: u64,
+}
+
+/// A switch, policy and mode across node counts, for one workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    pub label: String,
+    pub switch: SwitchKind,
+    pub policy: String,
+    pub mode: String,
+    /// Ascending node counts.
+    pub points: Vec<SeriesPoint>,
+}
+
+impl Series {
+    /// The point at `nodes`.
+    pub fn at(&self, nodes: usize) -> Option<&SeriesPoint> {
+        self.points.iter().find(|p| p.nodes == nodes)
+    }
+}
+
+/// A plot written next to the report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlotFile {
+    pub workload: String,
+    pub title: String,
+    /// File name inside the report folder.
+    pub file: String,
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug, Serialize)]
+pub struct LabReport {
+    pub experiment: Experiment,
+    pub sites: Vec<LabSite>,
+    pub points: Vec<PointResult>,
+    /// `2025-01-31 12:00:00 UTC`.
+    pub started_utc: String,
+    /// Wall time of the whole run, set-up and teardown included.
+    pub wall_s: f64,
+    /// CPUs and kernel.
+    pub machine: String,
+    /// Markdown paragraphs for the end of the report (a demo explains its tuning here).
+    pub notes: Vec<String>,
+    /// Why the run stopped early, if it did.
+    pub failure: Option<String>,
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    if n == 0 { 0.0 } else { sum / n as f64 }
+}
+
+/// `a / b` as `2.31×`, or `n/a`.
+pub fn ratio_text(a: f64, b: f64) -> String {
+    if b > 0.0 && a.is_finite() { format!("{:.2}×", a / b) } else { "n/a".into() }
+}
+
+impl LabReport {
+    /// `results.json`: an array with one object per measured point.
+    pub fn results_json(&self) -> String {
+        serde_json::to_string_pretty(&self.points).unwrap_or_else(|_| "[]".into())
+    }
+
+    /// The series of one workload, in the experiment's row and policy order.
+    pub fn series(&self, workload: &str) -> Vec<Series> {
+        let mut order: Vec<(SwitchKind, String, String)> = Vec::new();
+        for p in self.points.iter().filter(|p| p.workload == workload) {
+            let key = (p.switch, p.policy.clone(), p.mode.clone());
+            if !order.contains(&key) {
+                order.push(key);
+            }
+        }
+        order
+            .into_iter()
+            .map(|(switch, policy, mode)| {
+                let mut by_nodes: BTreeMap<usize, Vec<&PointResult>> = BTreeMap::new();
+                for p in self.points.iter().filter(|p| {
+                    p.workload == workload && p.switch == switch && p.policy == policy && p.mode == mode
+                }) {
+                    by_nodes.entry(p.nodes).or_default().push(p);
+                }
+                let points = by_nodes
+                    .into_iter()
+                    .map(|(nodes, runs)| {
+                        let cpu: Vec<f64> = runs.iter().filter_map(|r| r.switch_cpu_us_per_request).collect();
+                        SeriesPoint {
+                            nodes,
+                            runs: runs.len(),
+                            rps: mean(runs.iter().map(|r| r.rps)),
+                            p50_ms: mean(runs.iter().map(|r| r.p50_ms)),
+                            p99_ms: mean(runs.iter().map(|r| r.p99_ms)),
+                            hit_ratio: mean(runs.iter().map(|r| r.hit_ratio)),
+                            imbalance: mean(runs.iter().map(|r| r.imbalance)),
+                            switch_cpu_us_per_request: (!cpu.is_empty()).then(|| mean(cpu.into_iter())),
+                            errors: runs.iter().map(|r| r.errors).sum(),
+                            mismatches: runs.iter().map(|r| r.mismatches).sum(),
+                        }
+                    })
+                    .collect();
+                Series { label: series_label(switch, &policy, &mode), switch, policy, mode, points }
+            })
+            .collect()
+    }
+
+    /// Workload names that have results, in experiment order.
+    pub fn workloads(&self) -> Vec<String> {
+        self.experiment
+            .workloads
+            .iter()
+            .map(|w| w.name.clone())
+            .filter(|w| self.points.iter().any(|p| &p.workload == w))
+            .collect()
+    }
+
+    /// Node counts that have results, ascending.
+    fn node_counts(&self, workload: &str) -> Vec<usize> {
+        let mut n: Vec<usize> =
+            self.points.iter().filter(|p| p.workload == workload).map(|p| p.nodes).collect();
+        n.sort_unstable();
+        n.dedup();
+        n
+    }
+
+    /// The comparisons that matter at the largest node count of a workload.
+    pub fn highlights(&self, workload: &str) -> Vec<String> {
+        let series = self.series(workload);
+        let Some(&n) = self.node_counts(workload).last() else { return Vec::new() };
+        let locus = |policy: &str| {
+            series
+                .iter()
+                .find(|s| s.switch == SwitchKind::Locus && s.policy == policy && s.mode == "proxy")?
+                .at(n)
+        };
+        let mut out = Vec::new();
+        if let (Some(lr), Some(w)) = (locus("lard-r"), locus("wrr")) {
+            out.push(format!(
+                "At {n} nodes LARD/R serves {:.0} req/s and WRR {:.0} req/s: {} WRR's throughput.",
+                lr.rps,
+                w.rps,
+                ratio_text(lr.rps, w.rps)
+            ));
+        }
+        if let (Some(l), Some(w)) = (locus("lard"), locus("wrr")) {
+            out.push(format!(
+                "At {n} nodes LARD's cluster hit ratio is {:.3} against WRR's {:.3} ({}).",
+                l.hit_ratio,
+                w.hit_ratio,
+                if l.hit_ratio > w.hit_ratio { "higher" } else { "not higher" }
+            ));
+        }
+        let best = |kind: SwitchKind| {
+            series
+                .iter()
+                .filter(|s| s.switch == kind)
+                .filter_map(|s| s.at(n).map(|p| (s, p)))
+                .max_by(|a, b| a.1.rps.total_cmp(&b.1.rps))
+        };
+        if let Some((ls, lp)) = best(SwitchKind::Locus) {
+            for kind in [SwitchKind::Haproxy, SwitchKind::Nginx] {
+                if let Some((s, p)) = best(kind) {
+                    out.push(format!(
+                        "At {n} nodes the best Locus row ({}: {:.0} req/s, hit ratio {:.3}) serves {} the throughput of the best {} row ({}: {:.0} req/s, hit ratio {:.3}).",
+                        ls.policy,
+                        lp.rps,
+                        lp.hit_ratio,
+                        ratio_text(lp.rps, p.rps),
+                        kind.name(),
+                        s.policy,
+                        p.rps,
+                        p.hit_ratio
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// The Markdown report; `plots` are linked in their workload's section.
+    pub fn render_markdown(&self, plots: &[PlotFile]) -> String {
+        let e = &self.experiment;
+        let mut out = String::new();
+        let _ = writeln!(out, "# {}\n", e.name);
+        if !e.description.is_empty() {
+            let _ = writeln!(out, "{}\n", e.description.trim());
+        }
+        let _ = writeln!(
+            out,
+            "Started {}; {} points measured in {:.0} s of wall time (set-up and teardown included) on {}.\n",
+            self.started_utc,
+            self.points.len(),
+            self.wall_s,
+            self.machine
+        );
+        if let Some(f) = &self.failure {
+            let _ = writeln!(out, "**The run stopped early:** {f}\n");
+        }
+        out.push_str(&self.render_setup());
+        for w in self.workloads() {
+            out.push_str(&self.render_workload(&w, plots));
+        }
+        if !self.notes.is_empty() {
+            out.push_str("## Notes\n\n");
+            for n in &self.notes {
+                let _ = writeln!(out, "{}\n", n.trim());
+            }
+        }
+        out
+    }
+
+    fn render_setup(&self) -> String {
+        let e = &self.experiment;
+        let mut out = String::from("## Set-up\n\n");
+        let _ = writeln!(
+            out,
+            "- **Network**: a namespace per host — `client`, `switch`, `node1..N` — each with a veth port on one bridge \
+             (10.253.0.0/24, MTU 1500). The switch owns the virtual IP {VIRTUAL_IP} and answers ARP for it; the nodes carry \
+             it on `lo` with `arp_ignore=1`, `arp_announce=2` (LVS direct-routing style, ready for the one-way modes). \
+             Clients connect to the virtual IP."
+        );
+        let n = &e.node;
+        let _ = writeln!(
+            out,
+            "- **Nodes**: `locus node`, {} worker thread{} each, cache {} ({}), objects up to {}, storage model {}. \
+             Every point starts fresh nodes, so caches start cold.",
+            n.workers,
+            if n.workers == 1 { "" } else { "s" },
+            n.cache,
+            n.cache_policy,
+            n.max_object,
+            n.storage
+                .as_deref()
+                .map_or("off (misses cost only the page cache)".to_string(), |s| format!("`{s}`"))
+        );
+        for row in &e.switches {
+            let what = match row.kind {
+                SwitchKind::Locus => format!(
+                    "`locus switch`, {} worker threads, policies {}, modes {}{}",
+                    row.workers,
+                    row.policies.join(", "),
+                    row.modes.join(", "),
+                    match row.splice_min_bytes {
+                        Some(0) => ", body relaying through user space (`splice_min_bytes = 0`)".to_string(),
+                        Some(b) => format!(", `splice_min_bytes = {b}`"),
+                        None => String::new(),
+                    }
+                ),
+                SwitchKind::Haproxy => format!(
+                    "HAProxy (Debian package), {} threads, keep-alive both sides; `uri-chash-bounded` = `balance uri` + \
+                     `hash-type consistent` + `hash-balance-factor 150`; policies {}",
+                    row.workers,
+                    row.policies.join(", ")
+                ),
+                SwitchKind::Nginx => format!(
+                    "NGINX (Debian package) as a reverse proxy, {} worker processes, keep-alive upstream connections; \
+                     `uri-chash` = `hash $request_uri consistent`; policies {}",
+                    row.workers,
+                    row.policies.join(", ")
+                ),
+            };
+            let _ = writeln!(out, "- **Switch**: {what}.");
+        }
+        for w in &e.workloads {
+            let site = self.sites.iter().find(|s| s.workload == w.name);
+            let cache = n.cache_bytes().unwrap_or(0);
+            let size = site.map_or(String::new(), |s| {
+                let times = if cache > 0 {
+                    format!(", {:.1}× one node's cache", s.total_bytes as f64 / cache as f64)
+                } else {
+                    String::new()
+                };
+                format!(
+                    " — {} files, {:.1} MiB{times}, median {:.1} KiB, largest {:.0} KiB",
+                    s.files,
+                    s.total_bytes as f64 / (1 << 20) as f64,
+                    s.median_bytes as f64 / 1024.0,
+                    s.largest_bytes as f64 / 1024.0
+                )
+            });
+            let _ = writeln!(
+                out,
+                "- **Workload `{}`**: a generated site (seed {}){size}; Zipf α = {} over its files; `locus load` in-process in \
+                 the client namespace, closed loop with {} keep-alive clients, every response checked byte for byte against \
+                 the site manifest (size and XXH3).",
+                w.name, w.seed, w.alpha, w.clients
+            );
+        }
+        let _ = writeln!(
+            out,
+            "- **Per point**: {} s warm-up, then {} s measured{}; {} run{} per point. Hit ratio, per-node requests and the \
+             switch's CPU time are differences of snapshots taken at the end of the warm-up and of the measured interval \
+             (node `/locus/status`, the Locus switch's `/locus/status`, `/proc/<pid>/stat` utime + stime of the switch \
+             process and its children). Imbalance is max/mean of requests per node — the Locus switch's counters for \
+             Locus rows, the nodes' own counters for HAProxy and NGINX (the nodes' counters, shown per point, also hold \
+             the Locus switch's health checks, five a second per node). Switch CPU per request divides its CPU time by \
+             the requests forwarded in the same interval.\n",
+            e.warmup_s,
+            e.measure_s,
+            e.measure_requests.map_or(String::new(), |r| format!(" (or {r} responses)")),
+            e.repeat,
+            if e.repeat == 1 { "" } else { "s, averaged in the tables" }
+        );
+        out
+    }
+
+    fn render_workload(&self, workload: &str, plots: &[PlotFile]) -> String {
+        let mut out = format!("## Results: workload `{workload}`\n\n");
+        let series = self.series(workload);
+        let counts = self.node_counts(workload);
+        let pivot = |title: &str, value: &dyn Fn(&SeriesPoint) -> String| -> String {
+            let mut t = format!("### {title}\n\n| switch | policy |");
+            for n in &counts {
+                let _ = write!(t, " {n} node{} |", if *n == 1 { "" } else { "s" });
+            }
+            t.push_str("\n|---|---|");
+            t.push_str(&"---:|".repeat(counts.len()));
+            t.push('\n');
+            for s in &series {
+                let policy =
+                    if s.mode == "proxy" { s.policy.clone() } else { format!("{} ({})", s.policy, s.mode) };
+                let _ = write!(t, "| {} | {policy} |", s.switch.name());
+                for n in &counts {
+                    let _ = write!(t, " {} |", s.at(*n).map_or("—".into(), value));
+                }
+                t.push('\n');
+            }
+            t.push('\n');
+            t
+        };
+        out.push_str(&pivot("Throughput (requests/s)", &|p| format!("{:.0}", p.rps)));
+        out.push_str(&pivot("Cluster hit ratio", &|p| format!("{:.3}", p.hit_ratio)));
+        out.push_str(&pivot("Load imbalance (max/mean requests per node)", &|p| {
+            format!("{:.2}", p.imbalance)
+        }));
+        let highlights = self.highlights(workload);
+        if !highlights.is_empty() {
+            out.push_str("### Highlights\n\n");
+            for h in highlights {
+                let _ = writeln!(out, "- {h}");
+            }
+            out.push('\n');
+        }
+        let mine: Vec<&PlotFile> = plots.iter().filter(|p| p.workload == workload).collect();
+        if !mine.is_empty() {
+            out.push_str("### Plots\n\n");
+            for p in mine {
+                let _ = writeln!(out, "![{}]({})\n", p.title, p.file);
+            }
+        }
+        out.push_str(
+            "### Every point\n\n| switch | policy | mode | nodes | run | req/s | p50 ms | p90 ms | p99 ms | hit ratio | imbalance | requests per node | switch CPU µs/req | errors | mismatches |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
+        );
+        for p in self.points.iter().filter(|p| p.workload == workload) {
+            let per_node: Vec<String> = p.node_requests.iter().map(|n| n.to_string()).collect();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.3} | {:.2} | {} | {} | {} | {} |",
+                p.switch.name(),
+                p.policy,
+                p.mode,
+                p.nodes,
+                p.repetition,
+                p.rps,
+                p.p50_ms,
+                p.p90_ms,
+                p.p99_ms,
+                p.hit_ratio,
+                p.imbalance,
+                per_node.join(" / "),
+                p.switch_cpu_us_per_request.map_or("—".into(), |c| format!("{c:.1}")),
+                p.errors,
+                p.mismatches
+            );
+        }
+        let warnings: Vec<String> = self
+            .points
+            .iter()
+            .filter(|p| p.workload == workload)
+            .flat_map(|p| {
+                p.warnings.iter().map(move |w| format!("{}, {} nodes: {w}", p.series_label(), p.nodes))
+            })
+            .collect();
+        if !warnings.is_empty() {
+            out.push_str("\nWarnings:\n\n");
+            for w in warnings {
+                let _ = writeln!(out, "- {w}");
+            }
+        }
+        out.push('\n');
+        out
+    }
+
+    /// Write `results.json`, the plots and `report.md` into `dir`; the files written.
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, LabError> {
+        std::fs::create_dir_all(dir).map_err(|e| LabError::io(dir, e))?;
+        let mut written = vec![write_results_json(dir, &self.points)?];
+        let plots = crate::plots::write_plots(self, dir)?;
+        written.extend(plots.iter().map(|p| dir.join(&p.file)));
+        let md = dir.join("report.md");
+        std::fs::write(&md, self.render_markdown(&plots)).map_err(|e| LabError::io(&md, e))?;
+        written.push(md);
+        Ok(written)
+    }
+}
+
+/// Write `results.json` (rewritten after every point, so a stopped run keeps what it measured).
+pub fn write_results_json(dir: &Path, points: &[PointResult]) -> Result<PathBuf, LabError> {
+    let path = dir.join("results.json");
+    let text = serde_json::to_string_pretty(points).unwrap_or_else(|_| "[]".into());
+    std::fs::write(&path, text + "\n").map_err(|e| LabError::io(&path, e))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn point(switch: SwitchKind, policy: &str, nodes: usize, rps: f64, hit: f64) -> PointResult {
+        PointResult {
+            switch,
+            policy: policy.into(),
+            mode: "proxy".into(),
+            nodes,
+            workload: "zipf".into(),
+            repetition: 1,
+            rps,
+            p50_ms: 1.0,
+            p90_ms: 2.0,
+            p99_ms: 3.0,
+            hit_ratio: hit,
+            imbalance: 1.25,
+            errors: 0,
+            mismatches: 0,
+            requests: (rps * 6.0) as u64,
+            duration_s: 6.0,
+            node_requests: vec![10; nodes],
+            switch_cpu_us_per_request: Some(40.0),
+            warnings: Vec::new(),
+        }
+    }
+
+    pub(crate) fn sample_report() -> LabReport {
+        let experiment = Experiment::from_toml(
+            r#"
+name = "sample"
+nodes = [1, 2]
+[[switch]]
+kind = "locus"
+policies = ["wrr", "lard", "lard-r"]
+[[switch]]
+kind = "haproxy"
+policies = ["uri-chash-bounded"]
+[[switch]]
+kind = "nginx"
+policies = ["uri-chash"]
+[[workload]]
+name = "zipf"
+files = 10
+"#,
+            "sample",
+        )
+        .unwrap();
+        let mut points = Vec::new();
+        for (kind, policy, base, hit) in [
+            (SwitchKind::Locus, "wrr", 100.0, 0.6),
+            (SwitchKind::Locus, "lard", 180.0, 0.9),
+            (SwitchKind::Locus, "lard-r", 250.0, 0.95),
+            (SwitchKind::Haproxy, "uri-chash-bounded", 150.0, 0.85),
+            (SwitchKind::Nginx, "uri-chash", 140.0, 0.85),
+        ] {
+            for nodes in [1, 2] {
+                points.push(point(kind, policy, nodes, base * nodes as f64, hit));
+            }
+        }
+        // A second run of one point: tables show the mean.
+        let mut again = point(SwitchKind::Locus, "wrr", 2, 300.0, 0.7);
+        again.repetition = 2;
+        points.push(again);
+        LabReport {
+            experiment,
+            sites: Vec::new(),
+            points,
+            started_utc: "2025-01-01 00:00:00 UTC".into(),
+            wall_s: 12.0,
+            machine: "2 CPUs".into(),
+            notes: vec!["A note.".into()],
+            failure: None,
+        }
+    }
+
+    #[test]
+    fn results_json_is_an_array_of_points_with_the_documented_fields_and_types() {
+        let r = sample_report();
+        let json: serde_json::Value = serde_json::from_str(&r.results_json()).unwrap();
+        let arr = json.as_array().unwrap();
+        assert_eq!(arr.len(), r.points.len());
+        for obj in arr {
+            assert!(["locus", "haproxy", "nginx"].contains(&obj["switch"].as_str().unwrap()));
+            for key in ["policy", "mode", "workload"] {
+                assert!(obj[key].is_string(), "{key}");
+            }
+            for key in ["nodes", "errors", "mismatches", "requests", "repetition"] {
+                assert!(obj[key].is_u64(), "{key} is not an integer: {}", obj[key]);
+            }
+            for key in ["rps", "p50_ms", "p99_ms", "hit_ratio", "imbalance", "duration_s"] {
+                assert!(obj[key].is_f64(), "{key} is not a float: {}", obj[key]);
+            }
+            assert!(obj["node_requests"].is_array());
+        }
+        assert_eq!(arr[0]["switch"], "locus");
+        assert_eq!(arr[6]["switch"], "haproxy");
+        let back: Vec<PointResult> = serde_json::from_str(&r.results_json()).unwrap();
+        assert_eq!(back, r.points);
+    }
+
+    #[test]
+    fn series_average_repetitions_and_keep_the_experiment_order() {
+        let r = sample_report();
+        let s = r.series("zipf");
+        let labels: Vec<&str> = s.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["locus wrr", "locus lard", "locus lard-r", "haproxy uri-chash-bounded", "nginx uri-chash"]
+        );
+        let wrr2 = s[0].at(2).unwrap();
+        assert_eq!(wrr2.runs, 2);
+        assert!((wrr2.rps - 250.0).abs() < 1e-9 && (wrr2.hit_ratio - 0.65).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_markdown_report_has_pivot_tables_every_point_highlights_plots_and_notes() {
+        let r = sample_report();
+        let plots = vec![PlotFile {
+            workload: "zipf".into(),
+            title: "Throughput".into(),
+            file: "zipf-throughput.svg".into(),
+        }];
+        let md = r.render_markdown(&plots);
+        for needle in [
+            "# sample",
+            "## Set-up",
+            "### Throughput (requests/s)",
+            "| switch | policy | 1 node | 2 nodes |",
+            "| locus | lard-r | 250 | 500 |",
+            "| haproxy | uri-chash-bounded | 150 | 300 |",
+            "| locus | wrr | 100 | 250 |",
+            "### Cluster hit ratio",
+            "| locus | lard | 0.900 | 0.900 |",
+            "### Load imbalance",
+            "LARD/R serves 500 req/s and WRR 250 req/s: 2.00× WRR's throughput",
+            "LARD's cluster hit ratio is 0.900 against WRR's 0.650 (higher)",
+            "(lard-r: 500 req/s, hit ratio 0.950) serves 1.67× the throughput of the best haproxy row (uri-chash-bounded: 300 req/s",
+            "![Throughput](zipf-throughput.svg)",
+            "| locus | wrr | proxy | 2 | 2 | 300 |",
+            "## Notes",
+            "A note.",
+            "10.253.0.100",
+        ] {
+            assert!(md.contains(needle), "missing {needle:?} in\n{md}");
+        }
+    }
+
+    #[test]
+    fn ratios_never_divide_by_zero() {
+        assert_eq!(ratio_text(3.0, 1.5), "2.00×");
+        assert_eq!(ratio_text(3.0, 0.0), "n/a");
+    }
+
+    #[test]
+    fn writing_a_report_leaves_results_json_the_plots_and_report_md() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = sample_report().write(dir.path()).unwrap();
+        let names: Vec<String> =
+            files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        for n in
+            ["results.json", "report.md", "zipf-throughput.svg", "zipf-hit-ratio.svg", "zipf-imbalance.svg"]
+        {
+            assert!(names.contains(&n.to_string()), "{n} not in {names:?}");
+            assert!(dir.path().join(n).is_file());
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! Running an experiment: check what it needs, generate the sites, build one `LabNetwork`
+//! with the largest node count, then for every point start a fresh `LabCluster`, run the
+//! load on a thread in the client namespace (warm-up, then the measured interval, every
+//! response verified), snapshot the admin listeners and the switch's CPU at both ends of the
+//! measured interval, record a `PointResult`, and tear the cluster down.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use locus_load::{DocumentSet, LoadConfig, LoadReport, Popularity, Verification, Workload, run_load};
+
+use crate::cluster::{ClusterDelta, ClusterSnapshot, ClusterSpec, LabCluster};
+use crate::cpu_time::cpu_us_per_request;
+use crate::error::LabError;
+use crate::experiment::{Experiment, ExperimentPoint, SwitchKind};
+use crate::process::require_program;
+use crate::report::{LabReport, PointResult, write_results_json};
+use crate::servers::Net;
+use crate::site::LabSite;
+use crate::teardown::{forget_scratch_folder, register_scratch_folder};
+use crate::topology::{LabNetwork, SITES_FOLDER_PREFIX};
+use crate::utc_time::UtcTime;
+
+/// How to run an experiment.
+#[derive(Clone, Debug)]
+pub struct LabOptions {
+    /// The `locus` executable the nodes and Locus switches run.
+    pub locus: PathBuf,
+    /// The report folder (server logs go to `logs/` inside it).
+    pub out_dir: PathBuf,
+    /// Where the sites are generated; `None`: a temporary folder removed afterwards.
+    pub site_dir: Option<PathBuf>,
+}
+
+/// The outcome of a run that got as far as measuring: the report of what was measured, and
+/// the error that stopped it early, if any.
+pub struct LabRun {
+    pub report: LabReport,
+    pub error: Option<LabError>,
+}
+
+/// Longest wait for a load response.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `nproc` CPUs and the kernel release.
+fn describe_machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cpus} CPUs shared by the load generator, the switch and every node (Linux {})", kernel.trim())
+}
+
+/// Everything that can be checked before the first point: root and `ip`, the `locus`
+/// executable, HAProxy and NGINX when rows use them, and every Locus policy and mode (with
+/// `locus switch --check`).
+pub fn preflight(experiment: &Experiment, locus: &Path) -> Result<(), LabError> {
+    LabNetwork::available().map_err(LabError::Unavailable)?;
+    if !locus.is_file() {
+        return Err(LabError::io(
+            locus,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no locus executable here"),
+        ));
+    }
+    if experiment.uses(SwitchKind::Haproxy) {
+        require_program("haproxy", "haproxy")?;
+    }
+    if experiment.uses(SwitchKind::Nginx) {
+        require_program("nginx", "nginx")?;
+    }
+    for row in experiment.switches.iter().filter(|r| r.kind == SwitchKind::Locus) {
+        for policy in &row.policies {
+            for mode in &row.modes {
+                let mut cmd = Command::new(locus);
+                cmd.args([
+                    "switch",
+                    "--check",
+                    "--policy",
+                    policy,
+                    "--mode",
+                    mode,
+                    "--node",
+                    "node1=127.0.0.1:1",
+                ]);
+                let command = format!("{} switch --check --policy {policy} --mode {mode}", locus.display());
+                let out = cmd
+                    .output()
+                    .map_err(|e| LabError::Command { command: command.clone(), message: e.to_string() })?;
+                if !out.status.success() {
+                    let message = String::from_utf8_lossy(&out.stderr).trim().to_string();
+                    return Err(LabError::Command { command, message });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Run every point of `experiment`; `progress` gets a line per step. `results.json` in the
+/// report folder is rewritten after every point; the caller writes the rest of the report.
+/// `Err` means nothing was measured (a failed check or set-up); a failure after that is
+/// returned in `LabRun::error` beside the report of the points measured so far.
+pub fn run_experiment(
+    experiment: &Experiment,
+    options: &LabOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<LabRun, LabError> {
+    let started = Instant::now();
+    let started_utc = UtcTime::now().display();
+    preflight(experiment, &options.locus)?;
+    let out = &options.out_dir;
+    std::fs::create_dir_all(out).map_err(|e| LabError::io(out, e))?;
+    let copy = out.join("experiment.toml");
+    std::fs::write(&copy, experiment.to_toml()).map_err(|e| LabError::io(&copy, e))?;
+    let scratch_sites = tempfile::Builder::new()
+        .prefix(&format!("{SITES_FOLDER_PREFIX}{}-", std::process::id()))
+        .tempdir()
+        .map_err(|e| LabError::io(std::env::temp_dir(), e))?;
+    register_scratch_folder(scratch_sites.path());
+    let result = run_with_sites(experiment, options, progress, scratch_sites.path(), started, started_utc);
+    forget_scratch_folder(scratch_sites.path());
+    result
+}
+
+fn run_with_sites(
+    experiment: &Experiment,
+    options: &LabOptions,
+    progress: &mut dyn FnMut(&str),
+    scratch_sites: &Path,
+    started: Instant,
+    started_utc: String,
+) -> Result<LabRun, LabError> {
+    let out = &options.out_dir;
+    let site_dir = options.site_dir.clone().unwrap_or_else(|| scratch_sites.to_path_buf());
+    let mut sites = Vec::new();
+    for w in &experiment.workloads {
+        let site = LabSite::generate(w, &site_dir)?;
+        progress(&format!(
+            "site `{}`: {} files, {:.1} MiB (median {:.1} KiB)",
+            w.name,
+            site.files,
+            site.total_bytes as f64 / (1 << 20) as f64,
+            site.median_bytes as f64 / 1024.0
+        ));
+        sites.push(site);
+    }
+    let net = Net::Namespaces(LabNetwork::create(experiment.max_nodes())?);
+    progress(&format!("network: client, switch and {} node namespaces on a bridge", experiment.max_nodes()));
+    let mut report = LabReport {
+        experiment: experiment.clone(),
+        sites: sites.clone(),
+        points: Vec::new(),
+        started_utc,
+        wall_s: 0.0,
+        machine: describe_machine(),
+        notes: Vec::new(),
+        failure: None,
+    };
+    let points = experiment.points();
+    let mut error = None;
+    for point in &points {
+        let t = Instant::now();
+        let site = &sites[point.workload];
+        match run_point(&net, experiment, point, site, options) {
+            Ok(result) => {
+                progress(&format!(
+                    "[{}/{}] {:<40} {:>7.0} req/s  hit {:.3}  imbalance {:.2}  switch {} µs/req  ({:.1} s)",
+                    point.index + 1,
+                    points.len(),
+                    point.label(),
+                    result.rps,
+                    result.hit_ratio,
+                    result.imbalance,
+                    result.switch_cpu_us_per_request.map_or("—".into(), |c| format!("{c:.0}")),
+                    t.elapsed().as_secs_f64()
+                ));
+                let mismatches = result.mismatches;
+                report.points.push(result);
+                if let Err(e) = write_results_json(out, &report.points) {
+                    error = Some(e);
+                    break;
+                }
+                if mismatches > 0 {
+                    error = Some(LabError::Point {
+                        point: point.label(),
+                        message: format!("{mismatches} responses did not match the site (see results.json)"),
+                    });
+                    break;
+                }
+            }
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+    }
+    drop(net);
+    if let Some(e) = &error {
+        report.failure = Some(e.to_string());
+    }
+    report.wall_s = started.elapsed().as_secs_f64();
+    Ok(LabRun { report, error })
+}
+
+/// The load of one point: the workload's Zipf stream over the site, closed loop, every
+/// response verified against the manifest.
+fn load_config(
+    experiment: &Experiment,
+    point: &ExperimentPoint,
+    site: &LabSite,
+    switch_url: &str,
+) -> Result<LoadConfig, LabError> {
+    let w = &experiment.workloads[point.workload];
+    Ok(LoadConfig {
+        targets: vec![switch_url.parse()?],
+        workload: Workload::Synthetic {
+            popularity: Popularity::Zipf { alpha: w.alpha },
+            documents: DocumentSet::Manifest(site.manifest()),
+        },
+        clients: w.clients,
+        threads: w.load_threads,
+        keepalive: true,
+        pipeline: 1,
+        duration: Some(Duration::from_secs_f64(experiment.measure_s)),
+        requests: experiment.measure_requests,
+        warmup: Duration::from_secs_f64(experiment.warmup_s),
+        timeout: LOAD_TIMEOUT,
+        verification: Verification::Manifest(site.manifest()),
+        seed: w.seed,
+        progress: false,
+        mismatch_samples: 5,
+        ..LoadConfig::default()
+    })
+}
+
+/// The snapshot at the start of the measured interval: taken, or being taken by a thread.
+enum PendingSnapshot<'scope> {
+    Taken(Result<ClusterSnapshot, LabError>),
+    Watching(std::thread::ScopedJoinHandle<'scope, Result<ClusterSnapshot, LabError>>),
+}
+
+/// Run the load on a thread in the client namespace; a second thread there snapshots the
+/// cluster when the warm-up ends, and the first snapshots it again when the load ends.
+pub fn measure(
+    cluster: &LabCluster<'_>,
+    config: &LoadConfig,
+) -> Result<(LoadReport, ClusterSnapshot, ClusterSnapshot), LabError> {
+    cluster.net().on_host("client", || {
+        std::thread::scope(|s| {
+            let warmup = config.warmup;
+            // With a warm-up, a second thread (on the client host too: it inherits the
+            // namespace) takes the first snapshot when the warm-up ends.
+            let before = if warmup.is_zero() {
+                PendingSnapshot::Taken(cluster.snapshot_here())
+            } else {
+                PendingSnapshot::Watching(s.spawn(move || {
+                    std::thread::sleep(warmup);
+                    cluster.snapshot_here()
+                }))
+            };
+            let report = run_load(config);
+            let after = cluster.snapshot_here();
+            let before = match before {
+                PendingSnapshot::Taken(b) => b,
+                PendingSnapshot::Watching(w) => w.join().unwrap_or_else(|_| {
+                    Err(LabError::system("snapshot thread", std::io::Error::other("panicked")))
+                }),
+            };
+            Ok((report?, before?, after?))
+        })
+    })
+}
+
+/// One point: a fresh cluster, the load, the numbers.
+fn run_point(
+    net: &Net,
+    experiment: &Experiment,
+    point: &ExperimentPoint,
+    site: &LabSite,
+    options: &LabOptions,
+) -> Result<PointResult, LabError> {
+    let scratch = options.out_dir.join("logs").join(format!(
+        "{:03}-{}-{}-{}-{}n-r{}",
+        point.index + 1,
+        experiment.workloads[point.workload].name,
+        point.switch.name(),
+        point.policy,
+        point.nodes,
+        point.repetition
+    ));
+    let spec = ClusterSpec {
+        nodes: point.nodes,
+        node: experiment.node.clone(),
+        root: site.root.clone(),
+        switch: point.switch,
+        policy: point.policy.clone(),
+        mode: point.mode.clone(),
+        workers: point.workers,
+        splice_min_bytes: point.splice_min_bytes,
+    };
+    let in_point = |e: LabError| LabError::Point { point: point.label(), message: e.to_string() };
+    let mut cluster = LabCluster::start(net, &options.locus, &scratch, &spec).map_err(in_point)?;
+    let config = load_config(experiment, point, site, &cluster.switch_url())?;
+    let (load, before, after) = measure(&cluster, &config).map_err(in_point)?;
+    cluster.check_running().map_err(in_point)?;
+    drop(cluster);
+    Ok(point_result(experiment, point, &load, &before, &after))
+}
+
+/// The numbers of a point from its load report and cluster snapshots.
+pub fn point_result(
+    experiment: &Experiment,
+    point: &ExperimentPoint,
+    load: &LoadReport,
+    before: &ClusterSnapshot,
+    after: &ClusterSnapshot,
+) -> PointResult {
+    let delta = ClusterDelta::between(before, after);
+    let mut warnings = load.warnings.clone();
+    if delta.hit_ratio.is_none() {
+        warnings.push("no cache hits or misses counted: hit ratio shown as 0".into());
+    }
+    if delta.imbalance.is_none() {
+        warnings.push("no requests reached a node: imbalance shown as 0".into());
+    }
+    if load.errors > 0 {
+        warnings.push(format!("{} requests failed: {:?}", load.errors, load.errors_by_kind));
+    }
+    for m in &load.mismatch_samples {
+        warnings.push(format!(
+            "mismatch: {} [{}]: expected {}, got {}",
+            m.request,
+            m.kind.name(),
+            m.expected,
+            m.actual
+        ));
+    }
+    PointResult {
+        switch: point.switch,
+        policy: point.policy.clone(),
+        mode: point.mode.clone(),
+        nodes: point.nodes,
+        workload: experiment.workloads[point.workload].name.clone(),
+        repetition: point.repetition,
+        rps: load.rps,
+        p50_ms: load.p50_ms,
+        p90_ms: load.p90_ms,
+        p99_ms: load.p99_ms,
+        hit_ratio: delta.hit_ratio.unwrap_or(0.0),
+        imbalance: delta.imbalance.unwrap_or(0.0),
+        errors: load.errors,
+        mismatches: load.mismatches,
+        requests: load.requests,
+        duration_s: load.duration_s,
+        switch_cpu_us_per_request: cpu_us_per_request(Duration::ZERO, delta.switch_cpu, delta.forwarded()),
+        node_requests: delta.node_requests,
+        warnings,
+    }
+}

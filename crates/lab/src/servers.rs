@@ -1,0 +1,471 @@
+//! Where a lab's or benchmark's programs run (`Net`: loopback, or a `LabNetwork` with a host
+//! per role) and the servers it starts there as child processes, with their configuration and
+//! log in a scratch folder: Locus nodes and switches (a `locus` executable), HAProxy (`balance
+//! uri` + consistent hashing + `hash-balance-factor 150`, or round robin), and NGINX as a
+//! keep-alive reverse proxy (`hash $request_uri consistent`, or round robin) or a static server.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::error::LabError;
+use crate::process::{ChildGuard, free_port, require_program};
+use crate::topology::LabNetwork;
+
+/// The network servers and clients run on.
+pub enum Net {
+    /// Every role on 127.0.0.1, each server on a fresh port.
+    Loopback,
+    /// A host per role in network namespaces.
+    Namespaces(LabNetwork),
+}
+
+impl Net {
+    /// The address of a role's host.
+    pub fn ip(&self, role: &str) -> Result<IpAddr, LabError> {
+        match self {
+            Net::Loopback => Ok(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            Net::Namespaces(lab) => Ok(IpAddr::V4(lab.addr(role)?)),
+        }
+    }
+
+    /// An address for a new server of `role`: a free port on loopback, `port` in the lab.
+    pub fn listen_addr(&self, role: &str, port: u16) -> Result<SocketAddr, LabError> {
+        Ok(match self {
+            Net::Loopback => SocketAddr::new(self.ip(role)?, free_port()?),
+            Net::Namespaces(_) => SocketAddr::new(self.ip(role)?, port),
+        })
+    }
+
+    /// The address clients use for the switch: the virtual IP in the lab (the switch owns
+    /// it), a free loopback port otherwise.
+    pub fn switch_addr(&self, port: u16) -> Result<SocketAddr, LabError> {
+        Ok(match self {
+            Net::Loopback => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), free_port()?),
+            Net::Namespaces(lab) => SocketAddr::new(IpAddr::V4(lab.vip()), port),
+        })
+    }
+
+    /// A command that will run on `role`'s host.
+    pub fn command(&self, role: &str, program: &Path) -> Result<Command, LabError> {
+        let mut cmd = Command::new(program);
+        if let Net::Namespaces(lab) = self {
+            lab.enter(role, &mut cmd)?;
+        }
+        Ok(cmd)
+    }
+
+    /// Run `f` on a thread placed on `role`'s host.
+    pub fn on_host<T: Send, E: From<LabError> + Send>(
+        &self,
+        role: &str,
+        f: impl FnOnce() -> Result<T, E> + Send,
+    ) -> Result<T, E> {
+        match self {
+            Net::Namespaces(lab) => lab.on_host(role, f),
+            Net::Loopback => std::thread::scope(|s| {
+                s.spawn(f).join().unwrap_or_else(|_| {
+                    Err(LabError::System {
+                        call: format!("thread on {role}"),
+                        source: std::io::Error::other("panicked"),
+                    }
+                    .into())
+                })
+            }),
+        }
+    }
+
+    /// The namespace lab, if that is where this runs.
+    pub fn lab(&self) -> Option<&LabNetwork> {
+        match self {
+            Net::Namespaces(lab) => Some(lab),
+            Net::Loopback => None,
+        }
+    }
+
+    /// A short description for reports.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Net::Loopback => "loopback",
+            Net::Namespaces(_) => "namespaces",
+        }
+    }
+}
+
+/// A started server.
+pub struct Server {
+    pub name: String,
+    /// Where it serves HTTP.
+    pub addr: SocketAddr,
+    /// Its Locus admin listener (`/locus/status`), if it has one.
+    pub admin: Option<SocketAddr>,
+    pub process: ChildGuard,
+    /// Its output.
+    pub log: PathBuf,
+}
+
+impl Server {
+    /// Fail if the process has exited.
+    pub fn check_running(&mut self) -> Result<(), LabError> {
+        match self.process.exited() {
+            Some(status) => Err(LabError::ServerStart {
+                name: self.name.clone(),
+                message: format!("exited: {status}"),
+                log: self.log.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+const START_LIMIT: Duration = Duration::from_secs(15);
+
+/// Spawn `cmd` and wait until its address (and admin address) accept connections from the
+/// client host.
+fn start(
+    net: &Net,
+    name: &str,
+    cmd: Command,
+    addr: SocketAddr,
+    admin: Option<SocketAddr>,
+    scratch: &Path,
+) -> Result<Server, LabError> {
+    let log = scratch.join(format!("{name}.log"));
+    let mut process = ChildGuard::spawn(name, cmd, &log)?;
+    let fail = |message: String| LabError::ServerStart { name: name.to_string(), message, log: log.clone() };
+    let wanted: Vec<SocketAddr> = std::iter::once(addr).chain(admin).collect();
+    let outcome = net.on_host("client", || -> Result<Result<(), String>, LabError> {
+        let started = Instant::now();
+        for a in &wanted {
+            loop {
+                if let Some(status) = process.exited() {
+                    return Ok(Err(format!("exited early: {status}")));
+                }
+                if TcpStream::connect_timeout(a, Duration::from_millis(200)).is_ok() {
+                    break;
+                }
+                if started.elapsed() > START_LIMIT {
+                    return Ok(Err(format!("not listening on {a} within {START_LIMIT:?}")));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Ok(Ok(()))
+    })?;
+    outcome.map_err(fail)?;
+    Ok(Server { name: name.to_string(), addr, admin, process, log })
+}
+
+/// How to start a `locus node`.
+#[derive(Clone, Debug)]
+pub struct NodeSpec {
+    /// Its role (host) and name, e.g. `node1`.
+    pub role: String,
+    pub root: PathBuf,
+    pub workers: u32,
+    /// `--cache-size`, e.g. `8MiB`.
+    pub cache_size: Option<String>,
+    /// `--cache-policy`: lru, lfu, gds, gdsf.
+    pub cache_policy: Option<String>,
+    /// `--max-object`.
+    pub max_object: Option<String>,
+    /// `--storage`, e.g. `seek_ms=8,mb_s=40,disks=1`.
+    pub storage: Option<String>,
+    /// Start the admin listener (port 9090 in the lab).
+    pub admin: bool,
+}
+
+impl NodeSpec {
+    /// A node with one worker, default cache, no storage model and no admin.
+    pub fn new(role: &str, root: &Path) -> NodeSpec {
+        NodeSpec {
+            role: role.to_string(),
+            root: root.to_path_buf(),
+            workers: 1,
+            cache_size: None,
+            cache_policy: None,
+            max_object: None,
+            storage: None,
+            admin: false,
+        }
+    }
+}
+
+/// Port of every HTTP server in the lab.
+pub const HTTP_PORT: u16 = 80;
+/// Port of the Locus admin listeners in the lab.
+pub const ADMIN_PORT: u16 = 9090;
+
+/// `locus node` on its role's host.
+pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> Result<Server, LabError> {
+    let addr = net.listen_addr(&spec.role, HTTP_PORT)?;
+    let admin = if spec.admin { Some(net.listen_addr(&spec.role, ADMIN_PORT)?) } else { None };
+    let mut cmd = net.command(&spec.role, locus)?;
+    cmd.arg("node").args(["--listen", &addr.to_string(), "--root"]).arg(&spec.root);
+    cmd.args(["--name", &spec.role, "--workers", &spec.workers.to_string()]);
+    if let Some(a) = admin {
+        cmd.args(["--admin", &a.to_string()]);
+    }
+    let optional = [
+        ("--cache-size", &spec.cache_size),
+        ("--cache-policy", &spec.cache_policy),
+        ("--max-object", &spec.max_object),
+        ("--storage", &spec.storage),
+    ];
+    for (flag, value) in optional {
+        if let Some(v) = value {
+            cmd.args([flag, v]);
+        }
+    }
+    start(net, &spec.role, cmd, addr, admin, scratch)
+}
+
+/// How to start a `locus switch`.
+#[derive(Clone, Debug)]
+pub struct SwitchSpec {
+    pub policy: String,
+    pub mode: String,
+    pub workers: u32,
+    pub max_connections: usize,
+    /// Start the admin listener (port 9090 in the lab).
+    pub admin: bool,
+    /// `[limits] splice_min_bytes` (0 turns splice(2) relaying off); `None`: the default.
+    pub splice_min_bytes: Option<u64>,
+}
+
+/// `locus switch` on the switch host, listening on `listen`, in front of `nodes` (name and
+/// address each).
+pub fn locus_switch(
+    net: &Net,
+    locus: &Path,
+    scratch: &Path,
+    listen: SocketAddr,
+    nodes: &[(String, SocketAddr)],
+    spec: &SwitchSpec,
+) -> Result<Server, LabError> {
+    let admin = if spec.admin { Some(net.listen_addr("switch", ADMIN_PORT)?) } else { None };
+    let mut cmd = net.command("switch", locus)?;
+    cmd.arg("switch");
+    if let Some(bytes) = spec.splice_min_bytes {
+        // No flag for it: a configuration file holds it, and the flags below override the rest.
+        let path = scratch.join("locus-switch.toml");
+        std::fs::write(&path, format!("[limits]\nsplice_min_bytes = {bytes}\n"))
+            .map_err(|e| LabError::io(&path, e))?;
+        cmd.arg("--config").arg(&path);
+    }
+    cmd.args([
+        "--listen",
+        &listen.to_string(),
+        "--policy",
+        &spec.policy,
+        "--mode",
+        &spec.mode,
+        "--workers",
+        &spec.workers.to_string(),
+        "--max-connections",
+        &spec.max_connections.to_string(),
+    ]);
+    if let Some(a) = admin {
+        cmd.args(["--admin", &a.to_string()]);
+    }
+    for (name, addr) in nodes {
+        cmd.args(["--node", &format!("{name}={addr}")]);
+    }
+    start(net, "locus-switch", cmd, listen, admin, scratch)
+}
+
+/// How HAProxy picks a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HaproxyBalance {
+    /// `balance uri`, `hash-type consistent`, `hash-balance-factor 150`.
+    UriChashBounded,
+    /// `balance roundrobin`.
+    RoundRobin,
+}
+
+impl HaproxyBalance {
+    /// The backend lines.
+    fn config(self) -> &'static str {
+        match self {
+            HaproxyBalance::UriChashBounded => {
+                "  balance uri\n  hash-type consistent\n  hash-balance-factor 150\n"
+            }
+            HaproxyBalance::RoundRobin => "  balance roundrobin\n",
+        }
+    }
+}
+
+/// The HAProxy configuration for a keep-alive HTTP proxy in front of `nodes`.
+pub fn haproxy_config(
+    listen: SocketAddr,
+    nodes: &[(String, SocketAddr)],
+    balance: HaproxyBalance,
+    threads: u32,
+) -> String {
+    let servers: String = nodes.iter().map(|(name, addr)| format!("  server {name} {addr}\n")).collect();
+    // maxconn is bounded by the 20,000-descriptor limit of these machines (two per connection).
+    format!(
+        "global\n  nbthread {threads}\n  maxconn 9000\n\
+         defaults\n  mode http\n  timeout connect 5s\n  timeout client 60s\n  timeout server 60s\n  timeout http-keep-alive 60s\n  option http-keep-alive\n\
+         frontend lab\n  bind {listen}\n  default_backend nodes\n\
+         backend nodes\n{}{servers}",
+        balance.config()
+    )
+}
+
+/// HAProxy on the switch host.
+pub fn haproxy(
+    net: &Net,
+    scratch: &Path,
+    listen: SocketAddr,
+    nodes: &[(String, SocketAddr)],
+    balance: HaproxyBalance,
+    threads: u32,
+) -> Result<Server, LabError> {
+    let bin = require_program("haproxy", "haproxy")?;
+    let path = scratch.join("haproxy.cfg");
+    std::fs::write(&path, haproxy_config(listen, nodes, balance, threads))
+        .map_err(|e| LabError::io(&path, e))?;
+    let mut cmd = net.command("switch", &bin)?;
+    cmd.arg("-db").arg("-f").arg(&path);
+    start(net, "haproxy", cmd, listen, None, scratch)
+}
+
+/// How NGINX picks an upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NginxBalance {
+    /// `hash $request_uri consistent`.
+    UriChash,
+    /// The default round robin.
+    RoundRobin,
+}
+
+/// The `http` block's common lines; temporary files under `dir`.
+fn nginx_http_common(dir: &str) -> String {
+    format!(
+        "  access_log off;\n  tcp_nodelay on;\n  keepalive_requests 1000000;\n  keepalive_timeout 60s;\n\
+         \x20 default_type application/octet-stream;\n\
+         \x20 client_body_temp_path {dir}/body;\n  proxy_temp_path {dir}/proxy;\n  fastcgi_temp_path {dir}/fastcgi;\n  uwsgi_temp_path {dir}/uwsgi;\n  scgi_temp_path {dir}/scgi;\n"
+    )
+}
+
+/// The NGINX configuration of a reverse proxy with keep-alive connections to `nodes`.
+pub fn nginx_proxy_config(
+    dir: &Path,
+    listen: SocketAddr,
+    nodes: &[(String, SocketAddr)],
+    balance: NginxBalance,
+    workers: u32,
+) -> String {
+    let d = dir.display().to_string();
+    let hash = match balance {
+        NginxBalance::UriChash => "    hash $request_uri consistent;\n",
+        NginxBalance::RoundRobin => "",
+    };
+    let servers: String = nodes.iter().map(|(_, addr)| format!("    server {addr};\n")).collect();
+    format!(
+        "user root;\nmaster_process on;\ndaemon off;\nworker_processes {workers};\nerror_log {d}/error.log;\npid {d}/nginx.pid;\n\
+         events {{ worker_connections 8192; }}\n\
+         http {{\n{}\
+         \x20 upstream nodes {{\n{hash}{servers}    keepalive 256;\n    keepalive_requests 1000000;\n  }}\n\
+         \x20 server {{\n    listen {listen};\n    location / {{\n      proxy_pass http://nodes;\n      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n      proxy_set_header Host $host;\n      proxy_buffers 32 16k;\n      proxy_max_temp_file_size 0;\n    }}\n  }}\n}}\n",
+        nginx_http_common(&d)
+    )
+}
+
+/// NGINX as a keep-alive reverse proxy on the switch host.
+pub fn nginx_proxy(
+    net: &Net,
+    scratch: &Path,
+    listen: SocketAddr,
+    nodes: &[(String, SocketAddr)],
+    balance: NginxBalance,
+    workers: u32,
+) -> Result<Server, LabError> {
+    let bin = require_program("nginx", "nginx")?;
+    let dir = scratch.join("nginx");
+    std::fs::create_dir_all(&dir).map_err(|e| LabError::io(&dir, e))?;
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, nginx_proxy_config(&dir, listen, nodes, balance, workers))
+        .map_err(|e| LabError::io(&path, e))?;
+    let mut cmd = net.command("switch", &bin)?;
+    cmd.arg("-c").arg(&path).arg("-p").arg(&dir);
+    start(net, "nginx", cmd, listen, None, scratch)
+}
+
+/// NGINX with one worker process, sendfile and an open-file cache, serving `root` on `role`'s
+/// host (port 8080 in the lab).
+pub fn nginx_static(net: &Net, scratch: &Path, role: &str, root: &Path) -> Result<Server, LabError> {
+    let bin = require_program("nginx", "nginx")?;
+    let addr = net.listen_addr(role, 8080)?;
+    let dir = scratch.join("nginx");
+    std::fs::create_dir_all(&dir).map_err(|e| LabError::io(&dir, e))?;
+    let d = dir.display().to_string();
+    let config = format!(
+        "master_process off;\ndaemon off;\nworker_processes 1;\nerror_log {d}/error.log;\npid {d}/nginx.pid;\n\
+         events {{ worker_connections 16384; }}\n\
+         http {{\n{}  sendfile on;\n  tcp_nopush on;\n  open_file_cache max=10000 inactive=60s;\n\
+         \x20 server {{\n    listen {addr};\n    root {};\n  }}\n}}\n",
+        nginx_http_common(&d),
+        root.display()
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, config).map_err(|e| LabError::io(&path, e))?;
+    let mut cmd = net.command(role, &bin)?;
+    cmd.arg("-c").arg(&path).arg("-p").arg(&dir);
+    start(net, "nginx", cmd, addr, None, scratch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodes() -> Vec<(String, SocketAddr)> {
+        vec![
+            ("node1".into(), "10.253.0.11:80".parse().unwrap()),
+            ("node2".into(), "10.253.0.12:80".parse().unwrap()),
+        ]
+    }
+
+    #[test]
+    fn haproxy_configs_hash_the_uri_with_bounded_loads_or_go_round_robin() {
+        let listen = "10.253.0.100:80".parse().unwrap();
+        let c = haproxy_config(listen, &nodes(), HaproxyBalance::UriChashBounded, 2);
+        for line in ["balance uri", "hash-type consistent", "hash-balance-factor 150", "nbthread 2"] {
+            assert!(c.contains(line), "{line} missing:\n{c}");
+        }
+        assert!(c.contains("server node2 10.253.0.12:80") && c.contains("bind 10.253.0.100:80"));
+        let rr = haproxy_config(listen, &nodes(), HaproxyBalance::RoundRobin, 1);
+        assert!(rr.contains("balance roundrobin") && !rr.contains("hash-type"));
+    }
+
+    #[test]
+    fn nginx_proxy_keeps_upstream_connections_alive_and_hashes_the_uri() {
+        let c = nginx_proxy_config(
+            Path::new("/tmp/x"),
+            "10.253.0.100:80".parse().unwrap(),
+            &nodes(),
+            NginxBalance::UriChash,
+            2,
+        );
+        for line in [
+            "hash $request_uri consistent;",
+            "keepalive 256;",
+            "proxy_http_version 1.1;",
+            "proxy_set_header Connection \"\";",
+            "server 10.253.0.11:80;",
+            "worker_processes 2;",
+        ] {
+            assert!(c.contains(line), "{line} missing:\n{c}");
+        }
+        let rr = nginx_proxy_config(
+            Path::new("/tmp/x"),
+            "10.253.0.100:80".parse().unwrap(),
+            &nodes(),
+            NginxBalance::RoundRobin,
+            1,
+        );
+        assert!(!rr.contains("hash "));
+    }
+}

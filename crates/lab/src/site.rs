@@ -1,0 +1,88 @@
+//! The site a workload serves: generated once per run by locus-trace's `SiteGenerator` (files
+//! and a `site.json` manifest with every file's size and checksum, which the load generator
+//! draws documents from and verifies responses against), and described for the report.
+
+use std::path::{Path, PathBuf};
+
+use locus_trace::{SiteGenerator, SiteManifest, SiteSpec};
+use serde::Serialize;
+
+use crate::error::LabError;
+use crate::experiment::WorkloadSpec;
+
+/// A generated site on disk.
+#[derive(Clone, Debug, Serialize)]
+pub struct LabSite {
+    /// The workload it belongs to.
+    pub workload: String,
+    /// Its document root (holds `site.json`).
+    pub root: PathBuf,
+    pub files: usize,
+    pub total_bytes: u64,
+    pub median_bytes: u64,
+    pub largest_bytes: u64,
+}
+
+impl LabSite {
+    /// Generate the site of `workload` under `dir/<workload name>`.
+    pub fn generate(workload: &WorkloadSpec, dir: &Path) -> Result<LabSite, LabError> {
+        let root = dir.join(&workload.name);
+        if root.exists() {
+            std::fs::remove_dir_all(&root).map_err(|e| LabError::io(&root, e))?;
+        }
+        let spec = SiteSpec {
+            seed: workload.seed,
+            files: workload.files,
+            html_share: workload.html_share,
+            sizes: workload.size_model(),
+            ..SiteSpec::default()
+        };
+        let manifest = SiteGenerator::new(spec)?.write(&root, false, &mut |_, _| {})?;
+        Ok(LabSite::describe(&workload.name, &root, &manifest))
+    }
+
+    fn describe(workload: &str, root: &Path, manifest: &SiteManifest) -> LabSite {
+        let mut sizes: Vec<u64> = manifest.files.iter().map(|f| f.size).collect();
+        sizes.sort_unstable();
+        LabSite {
+            workload: workload.to_string(),
+            root: root.to_path_buf(),
+            files: sizes.len(),
+            total_bytes: manifest.total_bytes,
+            median_bytes: sizes.get(sizes.len() / 2).copied().unwrap_or(0),
+            largest_bytes: sizes.last().copied().unwrap_or(0),
+        }
+    }
+
+    /// The manifest's path.
+    pub fn manifest(&self) -> PathBuf {
+        self.root.join(locus_trace::SITE_MANIFEST_FILE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::FileSizes;
+
+    #[test]
+    fn a_generated_site_has_its_files_and_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = WorkloadSpec {
+            name: "w".into(),
+            files: 50,
+            alpha: 0.9,
+            clients: 4,
+            load_threads: 0,
+            seed: 3,
+            html_share: 0.1,
+            sizes: FileSizes::default(),
+        };
+        let site = LabSite::generate(&w, dir.path()).unwrap();
+        assert_eq!(site.files, 50);
+        assert!(site.manifest().is_file());
+        assert!(site.largest_bytes <= 512 * 1024 && site.median_bytes > 0);
+        let again = LabSite::generate(&w, dir.path()).unwrap();
+        assert_eq!(again.total_bytes, site.total_bytes, "same seed, same site (regenerated in place)");
+    }
+}

@@ -1,0 +1,159 @@
+//! Tearing a lab down whatever happens. Every namespace, bridge, child process and scratch
+//! folder the lab makes is registered here while it exists, so one call (`tear_down_everything`) removes them
+//! all: Drop does it piece by piece on the normal path, and `InterruptWatch`'s thread does it
+//! at once on Ctrl-C or SIGTERM (both blocked in every thread and taken with sigwait).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::error::LabError;
+use crate::process::{kill_and_reap, kill_processes_in_namespace};
+use crate::topology::{delete_bridge, delete_namespace};
+
+/// What currently exists and must be removed.
+pub(crate) struct TeardownRegistry {
+    closing: bool,
+    processes: Vec<u32>,
+    namespaces: Vec<String>,
+    bridges: Vec<String>,
+    folders: Vec<PathBuf>,
+}
+
+static REGISTRY: Mutex<TeardownRegistry> = Mutex::new(TeardownRegistry {
+    closing: false,
+    processes: Vec::new(),
+    namespaces: Vec::new(),
+    bridges: Vec::new(),
+    folders: Vec::new(),
+});
+
+/// The registry, locked. Creating or removing anything happens under this lock, so a teardown
+/// never races a half-made namespace or a child being spawned.
+pub(crate) fn registry() -> MutexGuard<'static, TeardownRegistry> {
+    REGISTRY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl TeardownRegistry {
+    /// Fail once a teardown has begun: nothing new may be created.
+    pub(crate) fn ensure_open(&self) -> Result<(), LabError> {
+        if self.closing { Err(LabError::Interrupted) } else { Ok(()) }
+    }
+
+    pub(crate) fn add_process(&mut self, pid: u32) {
+        self.processes.push(pid);
+    }
+
+    pub(crate) fn remove_process(&mut self, pid: u32) {
+        self.processes.retain(|p| *p != pid);
+    }
+
+    pub(crate) fn add_namespace(&mut self, name: &str) {
+        self.namespaces.push(name.to_string());
+    }
+
+    pub(crate) fn remove_namespace(&mut self, name: &str) {
+        self.namespaces.retain(|n| n != name);
+    }
+
+    pub(crate) fn add_bridge(&mut self, name: &str) {
+        self.bridges.push(name.to_string());
+    }
+
+    pub(crate) fn remove_bridge(&mut self, name: &str) {
+        self.bridges.retain(|n| n != name);
+    }
+}
+
+/// Have a scratch folder removed by a teardown (its owner removes it on the normal path and
+/// then calls `forget_scratch_folder`).
+pub(crate) fn register_scratch_folder(path: &Path) {
+    registry().folders.push(path.to_path_buf());
+}
+
+/// A scratch folder its owner has removed.
+pub(crate) fn forget_scratch_folder(path: &Path) {
+    registry().folders.retain(|p| p != path);
+}
+
+/// What a teardown removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TeardownSummary {
+    pub processes: usize,
+    pub namespaces: usize,
+    pub bridges: usize,
+}
+
+/// Kill every registered child process (and anything else still running in a registered
+/// namespace), delete every registered namespace and bridge, and refuse to create anything
+/// afterwards (`LabError::Interrupted`). Safe to call from any thread, more than once.
+pub fn tear_down_everything() -> TeardownSummary {
+    let mut reg = registry();
+    reg.closing = true;
+    let summary = TeardownSummary {
+        processes: reg.processes.len(),
+        namespaces: reg.namespaces.len(),
+        bridges: reg.bridges.len(),
+    };
+    for pid in std::mem::take(&mut reg.processes) {
+        kill_and_reap(pid);
+    }
+    for ns in std::mem::take(&mut reg.namespaces) {
+        kill_processes_in_namespace(&ns);
+        let _ = delete_namespace(&ns);
+    }
+    for bridge in std::mem::take(&mut reg.bridges) {
+        let _ = delete_bridge(&bridge);
+    }
+    for folder in std::mem::take(&mut reg.folders) {
+        let _ = std::fs::remove_dir_all(folder);
+    }
+    summary
+}
+
+/// SIGINT and SIGTERM handled on a dedicated thread: both are blocked in the thread that
+/// installs the watch and so in every thread it starts later (install it first thing); the
+/// watch thread takes them with `sigwait`, so none is lost however early it arrives. On either
+/// it prints a line, tears everything down and exits with 128 + the signal number.
+pub struct InterruptWatch {
+    _thread: std::thread::JoinHandle<()>,
+}
+
+impl InterruptWatch {
+    /// Block the signals and start the watch thread.
+    pub fn install() -> Result<InterruptWatch, LabError> {
+        // SAFETY: an all-zero sigset_t is valid storage; sigemptyset initialises it.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is valid and the signal numbers are constants.
+        unsafe {
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+        }
+        // SAFETY: `set` is initialised; the old mask is not wanted.
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(LabError::system("pthread_sigmask", std::io::Error::from_raw_os_error(rc)));
+        }
+        let thread = std::thread::Builder::new()
+            .name("lab-signals".into())
+            .spawn(move || {
+                loop {
+                    let mut signal: libc::c_int = 0;
+                    // SAFETY: `set` is initialised and holds blocked signals; `signal` is valid.
+                    if unsafe { libc::sigwait(&set, &mut signal) } != 0 {
+                        continue;
+                    }
+                    let name = if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+                    eprintln!("locus lab: {name}: tearing the lab down");
+                    let s = tear_down_everything();
+                    eprintln!(
+                        "locus lab: stopped {} processes, removed {} namespaces and {} bridges",
+                        s.processes, s.namespaces, s.bridges
+                    );
+                    std::process::exit(128 + signal);
+                }
+            })
+            .map_err(|e| LabError::system("starting the signal thread", e))?;
+        Ok(InterruptWatch { _thread: thread })
+    }
+}

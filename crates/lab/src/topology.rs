@@ -1,0 +1,490 @@
+//! The lab's network: one namespace per host (`client`, `switch`, `node1..N`), each with a
+//! veth port on a private bridge and an address on 10.253.0.0/24, like machines on one LAN
+//! (MTU 1500, real TCP segmentation). The switch owns the virtual IP and answers ARP for it;
+//! the nodes carry it on `lo` with arp_ignore=1 / arp_announce=2 (LVS direct routing). Made
+//! with `ip`, registered for teardown, removed on drop; `clean_stale_labs` removes leftovers.
+
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::error::LabError;
+use crate::process::{kill_processes_in_namespace, process_alive};
+use crate::teardown::registry;
+
+/// Namespace names start with this, then the owner's pid: `locus-<pid>-<n>-<role>`.
+pub const NAMESPACE_PREFIX: &str = "locus-";
+/// Bridge names start with this, then the owner's pid in hex: `lcs<pid>x<n>`.
+pub const BRIDGE_PREFIX: &str = "lcs";
+/// Temporary site folders start with this, then the owner's pid and `-`.
+pub const SITES_FOLDER_PREFIX: &str = "locus-lab-sites-";
+/// The bridge's alias, followed by the owner's pid.
+const BRIDGE_ALIAS: &str = "locus-lab:owner=";
+/// Most nodes in one lab (interface names must fit in 15 bytes).
+pub const MAX_NODES: usize = 32;
+
+/// The virtual IP the switch owns and the nodes carry on `lo`.
+pub const VIRTUAL_IP: Ipv4Addr = Ipv4Addr::new(10, 253, 0, 100);
+
+/// Labs made by this process so far (several can exist at once, e.g. in parallel tests).
+static LABS_MADE: AtomicU32 = AtomicU32::new(0);
+
+/// One host of the lab.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LabHost {
+    /// `client`, `switch` or `node<k>`.
+    pub role: String,
+    /// Its namespace (`/run/netns/<namespace>`).
+    pub namespace: String,
+    /// Its address on the bridge.
+    pub addr: Ipv4Addr,
+    /// Name of its bridge port in the root namespace.
+    port: String,
+}
+
+/// The namespaces and bridge of one lab.
+pub struct LabNetwork {
+    bridge: String,
+    hosts: Vec<LabHost>,
+    nodes: usize,
+}
+
+/// Run `ip args…`; its error output becomes the error.
+pub(crate) fn ip(args: &[&str]) -> Result<(), LabError> {
+    let command = format!("ip {}", args.join(" "));
+    let out = Command::new("ip").args(args).output().map_err(|e| LabError::Command {
+        command: command.clone(),
+        message: format!("{e} (install iproute2)"),
+    })?;
+    if !out.status.success() {
+        return Err(LabError::Command {
+            command,
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Delete a namespace (ignoring one that is already gone).
+pub(crate) fn delete_namespace(name: &str) -> Result<(), LabError> {
+    if !std::path::Path::new("/run/netns").join(name).exists() {
+        return Ok(());
+    }
+    ip(&["netns", "del", name])
+}
+
+/// Delete a bridge (ignoring one that is already gone).
+pub(crate) fn delete_bridge(name: &str) -> Result<(), LabError> {
+    if !std::path::Path::new("/sys/class/net").join(name).exists() {
+        return Ok(());
+    }
+    ip(&["link", "del", name])
+}
+
+/// Write a sysctl under /proc/sys/net from a thread inside a namespace.
+fn write_sysctl(key: &str, value: &str) -> Result<(), LabError> {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    std::fs::write(&path, value).map_err(|e| LabError::io(&path, e))
+}
+
+/// The address of the k-th host (client 2, switch 3, node<i> 10 + i).
+fn host_addr(role: &str) -> Ipv4Addr {
+    let last = match role {
+        "client" => 2,
+        "switch" => 3,
+        node => 10 + node.strip_prefix("node").and_then(|i| i.parse::<u8>().ok()).unwrap_or(0),
+    };
+    Ipv4Addr::new(10, 253, 0, last)
+}
+
+impl LabNetwork {
+    /// Whether this process may make namespaces: `Err` says why not (not root, no `ip`).
+    pub fn available() -> Result<(), String> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("needs root".into());
+        }
+        match Command::new("ip").arg("-V").output() {
+            Ok(o) if o.status.success() => Ok(()),
+            _ => Err("needs `ip` (apt-get install iproute2)".into()),
+        }
+    }
+
+    /// Make a lab with a client, a switch and `nodes` nodes on one bridge, with the virtual IP
+    /// and the sysctls set. Everything made so far is removed if a step fails.
+    pub fn create(nodes: usize) -> Result<LabNetwork, LabError> {
+        LabNetwork::available().map_err(LabError::Unavailable)?;
+        if nodes == 0 || nodes > MAX_NODES {
+            return Err(LabError::Unavailable(format!("a lab has 1 to {MAX_NODES} nodes, not {nodes}")));
+        }
+        let pid = std::process::id();
+        let seq = LABS_MADE.fetch_add(1, Ordering::Relaxed) % 256;
+        let bridge = format!("{BRIDGE_PREFIX}{pid:x}x{seq:x}");
+        let mut roles = vec!["client".to_string(), "switch".to_string()];
+        roles.extend((1..=nodes).map(|i| format!("node{i}")));
+        let hosts: Vec<LabHost> = roles
+            .iter()
+            .enumerate()
+            .map(|(k, role)| LabHost {
+                role: role.clone(),
+                namespace: format!("{NAMESPACE_PREFIX}{pid}-{seq}-{role}"),
+                addr: host_addr(role),
+                port: format!("{bridge}p{k}"),
+            })
+            .collect();
+        let lab = LabNetwork { bridge, hosts, nodes };
+        {
+            // Registered before they exist, under the lock, so a teardown either happens
+            // before anything is made or removes whatever was.
+            let mut reg = registry();
+            reg.ensure_open()?;
+            reg.add_bridge(&lab.bridge);
+            for h in &lab.hosts {
+                reg.add_namespace(&h.namespace);
+            }
+            lab.build()?;
+        }
+        lab.configure()?;
+        Ok(lab)
+    }
+
+    fn build(&self) -> Result<(), LabError> {
+        let br = self.bridge.as_str();
+        ip(&["link", "add", br, "type", "bridge"])?;
+        ip(&["link", "set", "dev", br, "alias", &format!("{BRIDGE_ALIAS}{}", std::process::id())])?;
+        ip(&["link", "set", br, "up"])?;
+        for h in &self.hosts {
+            let ns = h.namespace.as_str();
+            ip(&["netns", "add", ns])?;
+            ip(&["link", "add", &h.port, "type", "veth", "peer", "name", "eth0", "netns", ns])?;
+            ip(&["link", "set", &h.port, "master", br, "up"])?;
+            ip(&["-n", ns, "addr", "add", &format!("{}/24", h.addr), "dev", "eth0"])?;
+            ip(&["-n", ns, "link", "set", "eth0", "up"])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        let vip = format!("{VIRTUAL_IP}/32");
+        ip(&["-n", &self.host("switch")?.namespace, "addr", "add", &vip, "dev", "eth0"])?;
+        for h in self.hosts.iter().filter(|h| h.role.starts_with("node")) {
+            ip(&["-n", &h.namespace, "addr", "add", &vip, "dev", "lo"])?;
+        }
+        Ok(())
+    }
+
+    /// Sysctls: nodes ignore ARP for the VIP they carry on `lo` and never announce it; the
+    /// client and switch may open many short connections.
+    fn configure(&self) -> Result<(), LabError> {
+        for h in &self.hosts {
+            self.on_host(&h.role, || -> Result<(), LabError> {
+                if h.role.starts_with("node") {
+                    for dev in ["all", "eth0"] {
+                        write_sysctl(&format!("net.ipv4.conf.{dev}.arp_ignore"), "1")?;
+                        write_sysctl(&format!("net.ipv4.conf.{dev}.arp_announce"), "2")?;
+                    }
+                } else {
+                    write_sysctl("net.ipv4.ip_local_port_range", "1024 65000")?;
+                    write_sysctl("net.ipv4.tcp_tw_reuse", "1")?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// Every host.
+    pub fn hosts(&self) -> &[LabHost] {
+        &self.hosts
+    }
+
+    /// The bridge's name.
+    pub fn bridge(&self) -> &str {
+        &self.bridge
+    }
+
+    /// The host of `role`.
+    pub fn host(&self, role: &str) -> Result<&LabHost, LabError> {
+        self.hosts
+            .iter()
+            .find(|h| h.role == role)
+            .ok_or_else(|| LabError::Unavailable(format!("no host `{role}` in this lab")))
+    }
+
+    /// The address of a host.
+    pub fn addr(&self, role: &str) -> Result<Ipv4Addr, LabError> {
+        Ok(self.host(role)?.addr)
+    }
+
+    /// The virtual IP.
+    pub fn vip(&self) -> Ipv4Addr {
+        VIRTUAL_IP
+    }
+
+    /// Open the namespace of a host (for `setns`).
+    pub fn open(&self, role: &str) -> Result<OwnedFd, LabError> {
+        let path = format!("/run/netns/{}", self.host(role)?.namespace);
+        let f = std::fs::File::open(&path).map_err(|e| LabError::io(&path, e))?;
+        Ok(f.into())
+    }
+
+    /// Make `cmd` run inside a host's namespace.
+    pub fn enter(&self, role: &str, cmd: &mut Command) -> Result<(), LabError> {
+        let fd = self.open(role)?;
+        // SAFETY: setns is async-signal-safe; it runs in the forked child before exec. The
+        // descriptor is moved into the closure and stays open until then.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    }
+
+    /// Move the calling thread into a host's namespace (sockets it opens then live there, and
+    /// threads it starts are there too).
+    pub fn enter_thread(&self, role: &str) -> Result<(), LabError> {
+        let fd = self.open(role)?;
+        // SAFETY: setns on a namespace descriptor we own; it affects only this thread.
+        if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(LabError::system("setns", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// Run `f` on a new thread placed in a host's namespace, and return its result.
+    pub fn on_host<T: Send, E: From<LabError> + Send>(
+        &self,
+        role: &str,
+        f: impl FnOnce() -> Result<T, E> + Send,
+    ) -> Result<T, E> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                self.enter_thread(role)?;
+                f()
+            })
+            .join()
+            .unwrap_or_else(|_| {
+                Err(LabError::System {
+                    call: format!("thread on {role}"),
+                    source: std::io::Error::other("panicked"),
+                }
+                .into())
+            })
+        })
+    }
+}
+
+impl Drop for LabNetwork {
+    fn drop(&mut self) {
+        let mut reg = registry();
+        for h in &self.hosts {
+            kill_processes_in_namespace(&h.namespace);
+            let _ = delete_namespace(&h.namespace);
+            reg.remove_namespace(&h.namespace);
+        }
+        let _ = delete_bridge(&self.bridge);
+        reg.remove_bridge(&self.bridge);
+    }
+}
+
+/// What `clean_stale_labs` found and removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CleanReport {
+    /// Namespaces removed (their owner had died).
+    pub namespaces: Vec<String>,
+    /// Bridges removed.
+    pub bridges: Vec<String>,
+    /// Temporary site folders removed.
+    pub folders: Vec<std::path::PathBuf>,
+    /// Lab namespaces and bridges left alone because their owner still runs.
+    pub in_use: Vec<String>,
+}
+
+/// The owner pid in a lab namespace name (`locus-<pid>-<n>-<role>`).
+pub fn namespace_owner(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(NAMESPACE_PREFIX)?;
+    let (pid, rest) = rest.split_once('-')?;
+    let (seq, role) = rest.split_once('-')?;
+    (seq.parse::<u32>().is_ok() && !role.is_empty()).then_some(())?;
+    pid.parse().ok()
+}
+
+/// The owner pid in a lab bridge name (`lcs<pid hex>x<n hex>`).
+pub fn bridge_owner(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(BRIDGE_PREFIX)?;
+    let (pid, seq) = rest.split_once('x')?;
+    u32::from_str_radix(seq, 16).ok()?;
+    u32::from_str_radix(pid, 16).ok()
+}
+
+/// The owner pid in a temporary site folder's name (`locus-lab-sites-<pid>-<random>`).
+pub fn sites_folder_owner(name: &str) -> Option<u32> {
+    name.strip_prefix(SITES_FOLDER_PREFIX)?.split_once('-')?.0.parse().ok()
+}
+
+/// Remove the namespaces, bridges and temporary site folders of labs whose owner process is
+/// gone (a run killed with SIGKILL, or a machine that lost power): they are recognised by
+/// their name's prefix and owner pid, and bridges also by their alias. Labs of live processes
+/// are left alone.
+pub fn clean_stale_labs() -> Result<CleanReport, LabError> {
+    LabNetwork::available().map_err(LabError::Unavailable)?;
+    let mut report = CleanReport::default();
+    let mut names: Vec<String> = match std::fs::read_dir("/run/netns") {
+        Ok(dir) => dir.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    for ns in names {
+        let Some(owner) = namespace_owner(&ns) else { continue };
+        if process_alive(owner) {
+            report.in_use.push(ns);
+            continue;
+        }
+        kill_processes_in_namespace(&ns);
+        delete_namespace(&ns)?;
+        report.namespaces.push(ns);
+    }
+    let mut links: Vec<String> = match std::fs::read_dir("/sys/class/net") {
+        Ok(dir) => dir.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect(),
+        Err(_) => Vec::new(),
+    };
+    links.sort();
+    for link in links {
+        let Some(owner) = bridge_owner(&link) else { continue };
+        let alias = std::fs::read_to_string(format!("/sys/class/net/{link}/ifalias")).unwrap_or_default();
+        if alias.trim() != format!("{BRIDGE_ALIAS}{owner}") {
+            continue;
+        }
+        if process_alive(owner) {
+            report.in_use.push(link);
+            continue;
+        }
+        delete_bridge(&link)?;
+        report.bridges.push(link);
+    }
+    let tmp = std::env::temp_dir();
+    let mut folders: Vec<String> = match std::fs::read_dir(&tmp) {
+        Ok(dir) => dir.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect(),
+        Err(_) => Vec::new(),
+    };
+    folders.sort();
+    for folder in folders {
+        let Some(owner) = sites_folder_owner(&folder) else { continue };
+        if process_alive(owner) {
+            continue;
+        }
+        let path = tmp.join(&folder);
+        std::fs::remove_dir_all(&path).map_err(|e| LabError::io(&path, e))?;
+        report.folders.push(path);
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn owners_are_read_from_lab_names_only() {
+        assert_eq!(namespace_owner("locus-1234-0-node1"), Some(1234));
+        assert_eq!(namespace_owner("locus-1234-12-client"), Some(1234));
+        assert_eq!(namespace_owner("locus-x-0-node1"), None);
+        assert_eq!(namespace_owner("locus-1234"), None);
+        assert_eq!(namespace_owner("other-1234-0-node1"), None);
+        assert_eq!(bridge_owner("lcs4d2x0"), Some(0x4d2));
+        assert_eq!(bridge_owner("lcs4d2x1f"), Some(0x4d2));
+        assert_eq!(bridge_owner("lcs4d2x0p3"), None, "a port, not a bridge");
+        assert_eq!(bridge_owner("docker0"), None);
+        assert_eq!(sites_folder_owner("locus-lab-sites-4242-a8Xz"), Some(4242));
+        assert_eq!(sites_folder_owner("locus-lab-sites-a8Xz"), None);
+        assert_eq!(host_addr("node3"), Ipv4Addr::new(10, 253, 0, 13));
+        // The longest names still fit the 15-byte interface limit.
+        let longest = format!("{BRIDGE_PREFIX}{:x}x{:x}p{}", 4_194_304u32, 255, MAX_NODES + 1);
+        assert!(longest.len() <= 15, "{longest}");
+    }
+
+    fn read_sysctl_in(ns: &str, key: &str) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "cat", &format!("/proc/sys/{}", key.replace('.', "/"))])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    #[test]
+    fn hosts_reach_each_other_the_switch_answers_for_the_vip_and_everything_is_removed_after() {
+        if let Err(why) = LabNetwork::available() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let (names, bridge);
+        {
+            let lab = LabNetwork::create(2).unwrap();
+            names = lab.hosts().iter().map(|h| h.namespace.clone()).collect::<Vec<_>>();
+            bridge = lab.bridge().to_string();
+            assert_eq!(lab.hosts().len(), 4);
+            let node1 = lab.host("node1").unwrap().namespace.clone();
+            assert_eq!(read_sysctl_in(&node1, "net.ipv4.conf.all.arp_ignore"), "1");
+            assert_eq!(read_sysctl_in(&node1, "net.ipv4.conf.eth0.arp_announce"), "2");
+            let client = lab.host("client").unwrap().namespace.clone();
+            assert_eq!(read_sysctl_in(&client, "net.ipv4.tcp_tw_reuse"), "1");
+            // A listener on the VIP in the switch is reached by the client (ARP answered by
+            // the switch, not by the nodes that also carry the VIP).
+            let b = lab.addr("node2").unwrap();
+            let (node_listener, vip_listener) = std::thread::scope(|s| {
+                let n = s.spawn(|| {
+                    lab.enter_thread("node2").unwrap();
+                    std::net::TcpListener::bind((b, 0)).unwrap()
+                });
+                let v = s.spawn(|| {
+                    lab.enter_thread("switch").unwrap();
+                    std::net::TcpListener::bind((VIRTUAL_IP, 0)).unwrap()
+                });
+                (n.join().unwrap(), v.join().unwrap())
+            });
+            let node_port = node_listener.local_addr().unwrap().port();
+            let vip_port = vip_listener.local_addr().unwrap().port();
+            lab.on_host("client", || -> Result<(), LabError> {
+                std::net::TcpStream::connect((b, node_port)).expect("client reaches node2 over the bridge");
+                let mut s =
+                    std::net::TcpStream::connect((VIRTUAL_IP, vip_port)).expect("client reaches the VIP");
+                drop(vip_listener.accept().unwrap());
+                let mut buf = [0u8; 1];
+                let _ = s.read(&mut buf);
+                Ok(())
+            })
+            .unwrap();
+            let neigh = Command::new("ip")
+                .args(["-n", &client, "neigh", "show", &VIRTUAL_IP.to_string()])
+                .output()
+                .unwrap();
+            let link = Command::new("ip")
+                .args(["-n", &lab.host("switch").unwrap().namespace, "-o", "link", "show", "eth0"])
+                .output()
+                .unwrap();
+            let link = String::from_utf8_lossy(&link.stdout).to_string();
+            let switch_mac =
+                link.split_whitespace().skip_while(|w| *w != "link/ether").nth(1).unwrap_or("").to_string();
+            let neigh = String::from_utf8_lossy(&neigh.stdout).to_string();
+            assert!(
+                !switch_mac.is_empty() && neigh.contains(&switch_mac),
+                "VIP resolves to the switch: {neigh}"
+            );
+        }
+        let list =
+            String::from_utf8(Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).unwrap();
+        for n in names {
+            assert!(!list.contains(&n), "namespace {n} left behind");
+        }
+        assert!(!std::path::Path::new("/sys/class/net").join(&bridge).exists(), "bridge left behind");
+    }
+}

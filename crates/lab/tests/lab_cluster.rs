@@ -1,0 +1,364 @@
+//! The lab end to end, as root in real network namespaces (skipped, with a message, without
+//! root or `ip`): a 2-node cluster serves a few hundred verified requests byte for byte
+//! through Locus (and HAProxy and NGINX when installed), LARD keeps a target on one node while
+//! WRR spreads it, a run's report folder holds results.json, report.md and plots, Ctrl-C tears
+//! everything down with a non-zero exit, and `clean` removes what a killed run left behind.
+//! Nodes and switches run the `locus` binary of this build, built first if needed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use locus_lab::{
+    ClusterSpec, Experiment, LabCluster, LabNetwork, LabOptions, Net, NodeSettings, SwitchKind, WorkloadSpec,
+    find_program, measure, namespace_owner, run_experiment, tear_down_everything,
+};
+use locus_load::{DocumentSet, LoadConfig, Popularity, Verification, Workload};
+
+/// Why the lab cannot run here, if it cannot.
+fn skip_reason() -> Option<String> {
+    LabNetwork::available().err()
+}
+
+/// The `locus` executable of this build profile (`target/<profile>/locus`, next to the
+/// folder holding this test), built first (once per test binary) so that it is current.
+fn locus_binary() -> PathBuf {
+    static LOCUS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LOCUS.get_or_init(build_locus).clone()
+}
+
+fn build_locus() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
+    let target_dir = profile_dir.parent().expect("target dir");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = Command::new(cargo);
+    build
+        .args(["build", "--quiet", "-p", "locus", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(target_dir);
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        build.arg("--release");
+    }
+    let status = build.status().expect("running cargo build -p locus");
+    assert!(status.success(), "cargo build -p locus failed");
+    let bin = profile_dir.join("locus");
+    assert!(bin.is_file(), "{} missing after the build", bin.display());
+    bin
+}
+
+/// Tear everything down and end the test binary if a test runs past `limit`.
+fn watchdog(name: &'static str, limit: Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        eprintln!("{name}: still running after {limit:?}: tearing the lab down and exiting");
+        tear_down_everything();
+        std::process::exit(101);
+    });
+}
+
+fn small_workload(files: u32, clients: usize) -> WorkloadSpec {
+    WorkloadSpec {
+        name: "small".into(),
+        files,
+        alpha: 0.9,
+        clients,
+        load_threads: 1,
+        seed: 7,
+        html_share: 0.1,
+        sizes: Default::default(),
+    }
+}
+
+/// The Locus switch's own default relay (splice(2) for large body runs).
+const SPLICE_DEFAULT: Option<u64> = None;
+
+/// A small site, a 2-node lab and the load configuration over it.
+struct SmallLab {
+    dir: tempfile::TempDir,
+    site: locus_lab::LabSite,
+    net: Net,
+    locus: PathBuf,
+}
+
+impl SmallLab {
+    fn new() -> SmallLab {
+        let locus = locus_binary();
+        let dir = tempfile::tempdir().unwrap();
+        let site = locus_lab::LabSite::generate(&small_workload(150, 8), dir.path()).unwrap();
+        let net = Net::Namespaces(LabNetwork::create(2).unwrap());
+        SmallLab { dir, site, net, locus }
+    }
+
+    fn cluster(&self, policy: &str, splice_min_bytes: Option<u64>) -> LabCluster<'_> {
+        let spec = ClusterSpec {
+            nodes: 2,
+            node: NodeSettings {
+                cache: "2MiB".into(),
+                storage: Some("seek_ms=1,mb_s=100,disks=1".into()),
+                ..NodeSettings::default()
+            },
+            root: self.site.root.clone(),
+            switch: SwitchKind::Locus,
+            policy: policy.into(),
+            mode: "proxy".into(),
+            workers: 1,
+            splice_min_bytes,
+        };
+        let scratch = self.dir.path().join(format!("logs-{policy}-{splice_min_bytes:?}"));
+        LabCluster::start(&self.net, &self.locus, &scratch, &spec).unwrap()
+    }
+
+    /// 300 requests, 8 clients, Zipf over the site, every response checked.
+    fn load(&self, cluster: &LabCluster<'_>) -> LoadConfig {
+        LoadConfig {
+            targets: vec![cluster.switch_url().parse().unwrap()],
+            workload: Workload::Synthetic {
+                popularity: Popularity::Zipf { alpha: 0.9 },
+                documents: DocumentSet::Manifest(self.site.manifest()),
+            },
+            clients: 8,
+            threads: 1,
+            requests: Some(300),
+            duration: Some(Duration::from_secs(60)),
+            verification: Verification::Manifest(self.site.manifest()),
+            seed: 3,
+            ..LoadConfig::default()
+        }
+    }
+}
+
+#[test]
+fn lard_keeps_a_target_on_one_node_while_wrr_spreads_it_and_every_byte_is_right() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: the lab {why}");
+        return;
+    }
+    watchdog("lard_keeps_a_target_on_one_node", Duration::from_secs(300));
+    let lab = SmallLab::new();
+    let target = "/index.html";
+    for policy in ["lard", "wrr"] {
+        let cluster = lab.cluster(policy, SPLICE_DEFAULT);
+        let served = cluster.serving_nodes(target, 12).unwrap();
+        assert!(served.iter().all(|(status, _)| *status == 200), "{policy}: {served:?}");
+        let mut nodes: Vec<&str> = served.iter().map(|(_, n)| n.as_str()).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        match policy {
+            "lard" => assert_eq!(nodes.len(), 1, "LARD keeps {target} on one node: {served:?}"),
+            _ => assert_eq!(nodes, ["node1", "node2"], "WRR spreads {target} over both nodes: {served:?}"),
+        }
+        let (report, before, after) = measure(&cluster, &lab.load(&cluster)).unwrap();
+        assert!(report.requests >= 290, "{policy}: {} responses", report.requests);
+        assert_eq!(report.mismatches, 0, "{policy}: {:?}", report.mismatch_samples);
+        assert_eq!(report.errors, 0, "{policy}: {:?}", report.errors_by_kind);
+        assert!(report.verified >= report.requests, "every response checked against the manifest");
+        let delta = locus_lab::ClusterDelta::between(&before, &after);
+        assert!(delta.forwarded() >= report.requests, "{policy}: the switch counted {}", delta.forwarded());
+        // The nodes also count the switch's health checks (a few per second).
+        let served: u64 = delta.node_requests.iter().sum();
+        assert!(
+            (delta.forwarded()..delta.forwarded() + 50).contains(&served),
+            "nodes {served}, switch {}",
+            delta.forwarded()
+        );
+        assert!(delta.hit_ratio.is_some_and(|h| (0.0..=1.0).contains(&h)));
+        assert!(delta.switch_cpu > Duration::ZERO, "the switch used some CPU");
+    }
+}
+
+/// Regression test: the splice relay once took a full pipe's EAGAIN for a drained node socket
+/// and stalled on responses spread over many MTU-1500 segments (1 run in 2 failed).
+#[test]
+fn the_switch_relays_every_response_with_splice_on_across_veth() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: the lab {why}");
+        return;
+    }
+    watchdog("the_switch_relays_every_response_with_splice_on", Duration::from_secs(300));
+    let lab = SmallLab::new();
+    let cluster = lab.cluster("wrr", None);
+    // The stall is intermittent: a few runs of 300 requests show it most of the time.
+    for _ in 0..4 {
+        let (report, _, _) = measure(&cluster, &lab.load(&cluster)).unwrap();
+        assert_eq!(report.errors, 0, "{:?} after {} responses", report.errors_by_kind, report.requests);
+    }
+}
+
+fn small_experiment(measure_s: f64, measure_requests: Option<u64>, externals: bool) -> Experiment {
+    let mut text = format!(
+        "name = \"integration\"\nnodes = [2]\nwarmup_s = 0.5\nmeasure_s = {measure_s}\n{}\
+         [node]\ncache = \"2MiB\"\nstorage = \"seek_ms=1,mb_s=100,disks=1\"\n\
+         [[switch]]\nkind = \"locus\"\npolicies = [\"lard\", \"wrr\"]\nworkers = 1\n",
+        measure_requests.map_or(String::new(), |r| format!("measure_requests = {r}\n"))
+    );
+    if externals && find_program("haproxy").is_some() {
+        text.push_str("[[switch]]\nkind = \"haproxy\"\npolicies = [\"uri-chash-bounded\"]\nworkers = 1\n");
+    }
+    if externals && find_program("nginx").is_some() {
+        text.push_str("[[switch]]\nkind = \"nginx\"\npolicies = [\"uri-chash\"]\nworkers = 1\n");
+    }
+    text.push_str("[[workload]]\nname = \"small\"\nfiles = 120\nclients = 8\nload_threads = 1\n");
+    Experiment::from_toml(&text, "integration").unwrap()
+}
+
+#[test]
+fn a_run_measures_every_point_and_writes_results_json_and_the_report() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: the lab {why}");
+        return;
+    }
+    watchdog("a_run_measures_every_point", Duration::from_secs(300));
+    let locus = locus_binary();
+    let out = tempfile::tempdir().unwrap();
+    let experiment = small_experiment(20.0, Some(250), true);
+    let options = LabOptions { locus, out_dir: out.path().to_path_buf(), site_dir: None };
+    let run = run_experiment(&experiment, &options, &mut |line| eprintln!("{line}")).unwrap();
+    assert!(run.error.is_none(), "{:?}", run.error);
+    let report = run.report;
+    assert_eq!(report.points.len(), experiment.points().len());
+    for p in &report.points {
+        assert_eq!((p.errors, p.mismatches), (0, 0), "{p:?}");
+        assert!(p.requests >= 250 && p.rps > 0.0, "{p:?}");
+        assert!(p.node_requests.iter().sum::<u64>() > 0 && p.imbalance >= 1.0, "{p:?}");
+        assert!(p.switch_cpu_us_per_request.is_some_and(|c| c > 0.0), "{p:?}");
+    }
+    report.write(out.path()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap()).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), report.points.len());
+    assert_eq!(json[0]["switch"], "locus");
+    assert!(json[0]["rps"].is_f64() && json[0]["nodes"].is_u64());
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(md.contains("### Throughput (requests/s)") && md.contains("small-throughput.svg"), "{md}");
+    assert!(out.path().join("small-hit-ratio.svg").is_file());
+}
+
+/// Lab namespaces owned by `pid`.
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| namespace_owner(n) == Some(pid))
+        .collect()
+}
+
+/// Held by the tests that run `locus lab` processes: one cleans up after a killed run, and
+/// another's clean-up must not race it.
+static LAB_PROCESSES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A `locus lab run` process: killed on drop, and whatever it left removed.
+struct LabProcess {
+    child: Child,
+}
+
+impl Drop for LabProcess {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        let _ = locus_lab::clean_stale_labs();
+    }
+}
+
+/// Start `locus lab run` on a long small experiment and wait until its namespaces exist and
+/// its nodes run.
+fn start_lab_process(dir: &Path) -> LabProcess {
+    let locus = locus_binary();
+    let experiment = dir.join("long.toml");
+    std::fs::write(&experiment, small_experiment(60.0, None, false).to_toml()).unwrap();
+    let child = Command::new(&locus)
+        .args(["lab", "run"])
+        .arg(&experiment)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let lab = LabProcess { child };
+    let pid = lab.child.id();
+    let start = Instant::now();
+    let comm = |p: &u32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+    loop {
+        let nodes = locus_lab::descendants(pid).iter().filter(|p| comm(p).trim() == "locus").count();
+        if namespaces_of(pid).len() == 4 && nodes >= 2 {
+            return lab;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the lab did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(start.elapsed() < limit, "no exit within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn ctrl_c_tears_the_whole_lab_down_and_exits_non_zero() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: the lab {why}");
+        return;
+    }
+    let _one_at_a_time = LAB_PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut lab = start_lab_process(dir.path());
+    let pid = lab.child.id();
+    std::thread::sleep(Duration::from_millis(500));
+    let servers = locus_lab::descendants(pid);
+    // SAFETY: kill with the pid of our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let status = wait_exit(&mut lab.child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130), "exit status after SIGINT: {status}");
+    assert!(namespaces_of(pid).is_empty(), "namespaces left: {:?}", namespaces_of(pid));
+    let bridges: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| locus_lab::bridge_owner(n) == Some(pid))
+        .collect();
+    assert!(bridges.is_empty(), "bridges left: {bridges:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    for s in servers {
+        let state = std::fs::read_to_string(format!("/proc/{s}/stat")).unwrap_or_default();
+        assert!(state.is_empty() || state.contains(") Z"), "server {s} still running: {state}");
+    }
+}
+
+#[test]
+fn clean_removes_what_a_killed_run_left_behind() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: the lab {why}");
+        return;
+    }
+    let _one_at_a_time = LAB_PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut lab = start_lab_process(dir.path());
+    let pid = lab.child.id();
+    lab.child.kill().unwrap();
+    lab.child.wait().unwrap();
+    let left = namespaces_of(pid);
+    assert_eq!(left.len(), 4, "SIGKILL leaves the namespaces: {left:?}");
+    let out = Command::new(locus_binary()).args(["lab", "clean"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for ns in &left {
+        assert!(text.contains(ns.as_str()), "{ns} not reported removed: {text}");
+    }
+    assert!(namespaces_of(pid).is_empty(), "still there: {:?}", namespaces_of(pid));
+    let sites: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| locus_lab::sites_folder_owner(n) == Some(pid))
+        .collect();
+    assert!(sites.is_empty(), "site folders left: {sites:?}");
+}
