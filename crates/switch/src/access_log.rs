@@ -66,7 +66,12 @@ impl AccessLog {
         escape_into(b, r.method);
         b.push(b' ');
         escape_into(b, r.target);
-        let _ = write!(b, " {}\" {} ", r.version, r.status);
+        if r.status == 0 {
+            // A tunnel (splice mode) relays the response without reading its status.
+            let _ = write!(b, " {}\" - ", r.version);
+        } else {
+            let _ = write!(b, " {}\" {} ", r.version, r.status);
+        }
         if r.body_bytes == 0 {
             b.push(b'-');
         } else {

@@ -98,7 +98,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         })
         .collect();
     json!({
-        "mode": "proxy",
+        "mode": shared.config.mode.as_str(),
         "policy": snap.policy,
         "mapping_entries": snap.mapping_len,
         "in_flight": snap.in_flight,

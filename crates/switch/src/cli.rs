@@ -20,7 +20,8 @@ pub struct SwitchArgs {
     /// Admin address for /locus/status and /metrics.
     #[arg(long)]
     pub admin: Option<SocketAddr>,
-    /// Forwarding mode (proxy).
+    /// Forwarding mode: proxy (every request routed) or splice (first request routed, then a
+    /// kernel-spliced tunnel).
     #[arg(long)]
     pub mode: Option<String>,
     /// Policy name with default parameters: rr, wrr, lc, wlc, p2c, hash, chash, maglev,

@@ -12,9 +12,24 @@ use std::time::Duration;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
-    /// Two-way, user space: relay over pooled keep-alive node connections.
+    /// Two-way, user space: every request parsed and routed, relayed over pooled keep-alive
+    /// node connections.
     #[default]
     Proxy,
+    /// Two-way, in the kernel: the first request is parsed and routed, then the client and
+    /// node sockets are joined with splice(2) for the rest of the connection (a TCP gateway,
+    /// as ClubWeb's two-way kernel switch: later requests on it go to the same node).
+    Splice,
+}
+
+impl Mode {
+    /// The mode's name in configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Proxy => "proxy",
+            Mode::Splice => "splice",
+        }
+    }
 }
 
 impl std::str::FromStr for Mode {
@@ -22,10 +37,11 @@ impl std::str::FromStr for Mode {
     fn from_str(s: &str) -> Result<Mode, ConfigError> {
         match s {
             "proxy" => Ok(Mode::Proxy),
-            "splice" | "handoff" | "l4" => Err(ConfigError::Invalid(format!(
-                "mode `{s}` is not available in this build yet; available: proxy"
+            "splice" => Ok(Mode::Splice),
+            "handoff" | "l4" => Err(ConfigError::Invalid(format!(
+                "mode `{s}` is not available in this build yet; available: proxy, splice"
             ))),
-            other => Err(ConfigError::Invalid(format!("unknown mode `{other}`; available: proxy"))),
+            other => Err(ConfigError::Invalid(format!("unknown mode `{other}`; available: proxy, splice"))),
         }
     }
 }
@@ -392,8 +408,9 @@ max_connections = 500
     }
 
     #[test]
-    fn modes_other_than_proxy_are_refused_clearly() {
+    fn modes_not_built_yet_are_refused_clearly() {
         assert_eq!("proxy".parse::<Mode>().unwrap(), Mode::Proxy);
+        assert_eq!("splice".parse::<Mode>().unwrap(), Mode::Splice);
         assert!("handoff".parse::<Mode>().unwrap_err().to_string().contains("not available"));
         assert!("bogus".parse::<Mode>().unwrap_err().to_string().contains("unknown mode"));
     }

@@ -5,10 +5,11 @@
 //! request is idempotent; an idle connection holds no buffers.
 
 use crate::access_log::{AccessLog, LogRecord};
+use crate::config::Mode;
 use crate::dispatch::{Assignment, DispatchError};
 use crate::forward::{BodyRelay, write_error_response, write_request_head, write_response_head};
 use crate::pool::{BufferPool, NodePool};
-use crate::splice::{PipePool, splice_exact};
+use crate::splice::{PipePool, splice_exact, tunnel};
 use crate::state::Shared;
 use locus_core::{Method, NodeId, RequestInfo};
 use locus_http::{
@@ -281,7 +282,10 @@ impl Session {
         if head.method == Method::Connect {
             return self.reject(head, 405, true).await;
         }
-        if head.expect_continue && head.body != BodyKind::Empty {
+        if shared.config.mode == Mode::Splice {
+            return self.handle_tunnel(&shared, head).await;
+        }
+        if head.expect_continue && head.body != BodyKind::Empty && shared.config.mode == Mode::Proxy {
             // The switch answers the expectation itself and strips it towards the node.
             let t = shared.config.limits.node_timeout();
             if !matches!(
@@ -371,6 +375,68 @@ impl Session {
         drop(asg);
         self.worker.relay_buffers.borrow_mut().give(relay);
         next
+    }
+
+    /// Splice mode: route the first request, send it to the node as received, then join the
+    /// two sockets in the kernel until the connection ends. The node sees the client's own
+    /// bytes (version, Connection, Expect), so HTTP/1.0, keep-alive and 100-continue are
+    /// end to end; the assignment (the node's load) lasts as long as the tunnel.
+    async fn handle_tunnel(&mut self, shared: &Shared, head: &RequestHead) -> Next {
+        let retryable = head.method.is_idempotent() && head.body == BodyKind::Empty;
+        let mut asg = match self.dispatch(shared, head).await {
+            Ok(a) => Some(a),
+            Err(e) => return self.dispatch_failed(head, e).await,
+        };
+        let mut moved = false;
+        let t = shared.config.limits.node_timeout();
+        let conn = loop {
+            let Some(node) = asg.as_ref().map(|a| a.node) else { return Next::Close };
+            let attempt = match self.node_connection(node, true, false).await {
+                Ok((conn, _)) => {
+                    let mut conn = conn;
+                    match write_node(&mut conn, &self.buf[head.head_start..], t).await {
+                        Ok(()) => Ok(conn),
+                        Err(f) => Err(f),
+                    }
+                }
+                Err(f) => Err(f),
+            };
+            match attempt {
+                Ok(conn) => {
+                    shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
+                    break conn;
+                }
+                Err(failure) => {
+                    shared.node_failed(node, &failure.describe());
+                    if retryable && !moved {
+                        moved = true;
+                        if let Err(next) = self.redispatch(shared, head, &mut asg).await {
+                            return next;
+                        }
+                        continue;
+                    }
+                    return self.reject(head, 502, true).await;
+                }
+            }
+        };
+        let sent = (self.buf.len() - head.head_start) as u64;
+        let idle = shared.config.limits.keepalive_timeout().max(t);
+        let result = tunnel(&self.stream, &conn, &self.worker.pipes, idle).await;
+        let (up, down) = match &result {
+            Ok(b) => (b.client_to_node, b.node_to_client),
+            Err(e) => {
+                tracing::debug!(peer = %self.peer, "tunnel ended: {e}");
+                (0, 0)
+            }
+        };
+        shared.counters.bytes_to_nodes.fetch_add(sent + up, Relaxed);
+        shared.counters.bytes_to_clients.fetch_add(down, Relaxed);
+        if let Some(a) = &asg {
+            shared.nodes[a.node.index()].bytes_from.fetch_add(down, Relaxed);
+        }
+        self.log(head, 0, down);
+        drop(asg);
+        Next::Close
     }
 
     /// Complete the current assignment and dispatch the request again (the failed node is

@@ -157,6 +157,137 @@ pub async fn splice_exact(
     Ok(())
 }
 
+/// One direction of a tunnel: bytes from `from` to `to` through a pipe.
+struct TunnelDirection<'a> {
+    from: &'a TcpStream,
+    to: &'a TcpStream,
+    pipe: Pipe,
+    in_pipe: usize,
+    eof: bool,
+    shut: bool,
+    moved: u64,
+}
+
+impl TunnelDirection<'_> {
+    fn wants_read(&self) -> bool {
+        !self.eof && self.in_pipe == 0
+    }
+
+    fn wants_write(&self) -> bool {
+        self.in_pipe > 0
+    }
+
+    fn done(&self) -> bool {
+        self.shut
+    }
+
+    /// Move what can be moved without waiting; `Ok(true)` when anything happened.
+    fn step(&mut self) -> io::Result<bool> {
+        let mut progressed = false;
+        // Into an empty pipe only, so EAGAIN means the socket is drained (see splice_exact).
+        if self.wants_read() {
+            let (from, pipe) = (self.from, &self.pipe);
+            match from.try_io(Interest::READABLE, || {
+                splice(from.as_raw_fd(), pipe.write.as_raw_fd(), pipe.capacity)
+            }) {
+                Ok(0) => {
+                    self.eof = true;
+                    progressed = true;
+                }
+                Ok(k) => {
+                    self.in_pipe = k;
+                    progressed = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.wants_write() {
+            let (to, pipe, n) = (self.to, &self.pipe, self.in_pipe);
+            match to.try_io(Interest::WRITABLE, || splice(pipe.read.as_raw_fd(), to.as_raw_fd(), n)) {
+                Ok(k) => {
+                    self.in_pipe -= k;
+                    self.moved += k as u64;
+                    progressed |= k > 0;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.eof && self.in_pipe == 0 && !self.shut {
+            // Pass the half-close on, as a proxy must.
+            let _ = socket2::SockRef::from(self.to).shutdown(std::net::Shutdown::Write);
+            self.shut = true;
+            progressed = true;
+        }
+        Ok(progressed)
+    }
+}
+
+/// Bytes a tunnel moved each way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TunnelBytes {
+    pub client_to_node: u64,
+    pub node_to_client: u64,
+}
+
+/// Join `client` and `node` in the kernel until both directions have ended (each half-close
+/// is passed on) or nothing moved either way for `idle_limit`. Both pipes come from and
+/// return to `pipes` when the tunnel ends cleanly.
+pub async fn tunnel(
+    client: &TcpStream,
+    node: &TcpStream,
+    pipes: &std::cell::RefCell<PipePool>,
+    idle_limit: Duration,
+) -> Result<TunnelBytes, SpliceError> {
+    let up_pipe = pipes.borrow_mut().take().map_err(SpliceError::Client)?;
+    let down_pipe = pipes.borrow_mut().take().map_err(SpliceError::Node)?;
+    let mut up = TunnelDirection {
+        from: client,
+        to: node,
+        pipe: up_pipe,
+        in_pipe: 0,
+        eof: false,
+        shut: false,
+        moved: 0,
+    };
+    let mut down = TunnelDirection {
+        from: node,
+        to: client,
+        pipe: down_pipe,
+        in_pipe: 0,
+        eof: false,
+        shut: false,
+        moved: 0,
+    };
+    while !(up.done() && down.done()) {
+        let a = up.step().map_err(SpliceError::Client)?;
+        let b = down.step().map_err(SpliceError::Node)?;
+        if a || b {
+            continue;
+        }
+        let (up_r, up_w, down_r, down_w) =
+            (up.wants_read(), up.wants_write(), down.wants_read(), down.wants_write());
+        let wait = async {
+            tokio::select! {
+                r = client.readable(), if up_r => r.map_err(SpliceError::Client),
+                r = node.writable(), if up_w => r.map_err(SpliceError::Node),
+                r = node.readable(), if down_r => r.map_err(SpliceError::Node),
+                r = client.writable(), if down_w => r.map_err(SpliceError::Client),
+            }
+        };
+        match tokio::time::timeout(idle_limit, wait).await {
+            Ok(r) => r?,
+            Err(_) => return Err(SpliceError::Timeout),
+        }
+    }
+    let moved = TunnelBytes { client_to_node: up.moved, node_to_client: down.moved };
+    let mut pool = pipes.borrow_mut();
+    pool.give(up.pipe);
+    pool.give(down.pipe);
+    Ok(moved)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +326,45 @@ mod tests {
         let mut node = node;
         node.read_exact(&mut rest).await.unwrap();
         assert_eq!(&rest, b"NEXT");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn tunnel_moves_both_ways_and_passes_half_closes_on() {
+        // client_peer <-> client (switch side) ... node (switch side) <-> node_peer
+        let (mut client_peer, client) = pair().await;
+        let (node, mut node_peer) = pair().await;
+        let pipes = std::cell::RefCell::new(PipePool::new(4));
+        let upload: Vec<u8> = (0..700_000u32).map(|i| (i % 253) as u8).collect();
+        let download: Vec<u8> = (0..2_000_000u32).map(|i| (i % 249) as u8).collect();
+        let (up2, down2) = (upload.clone(), download.clone());
+        let client_side = tokio::spawn(async move {
+            client_peer.write_all(&up2).await.unwrap();
+            client_peer.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            client_peer.read_to_end(&mut got).await.unwrap();
+            got
+        });
+        let node_side = tokio::spawn(async move {
+            let mut got = Vec::new();
+            node_peer.read_to_end(&mut got).await.unwrap();
+            node_peer.write_all(&down2).await.unwrap();
+            node_peer.shutdown().await.unwrap();
+            got
+        });
+        let moved = tunnel(&client, &node, &pipes, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(moved, TunnelBytes { client_to_node: 700_000, node_to_client: 2_000_000 });
+        assert!(node_side.await.unwrap() == upload, "upload differs");
+        assert!(client_side.await.unwrap() == download, "download differs");
+        assert_eq!(pipes.borrow().free.len(), 2, "both pipes back in the pool");
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn tunnel_gives_up_after_the_idle_limit() {
+        let (_client_peer, client) = pair().await;
+        let (node, _node_peer) = pair().await;
+        let pipes = std::cell::RefCell::new(PipePool::new(4));
+        let r = tunnel(&client, &node, &pipes, Duration::from_secs(1)).await;
+        assert!(matches!(r, Err(SpliceError::Timeout)), "{r:?}");
     }
 
     #[tokio::test(flavor = "current_thread")]
