@@ -69,6 +69,25 @@ impl Drop for Assignment<'_> {
     }
 }
 
+/// An assignment that outlives the code that made it (a connection handed off to a node
+/// stays counted against it until the node reports it closed); give it back with
+/// [`Dispatcher::release`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a detached assignment must be released, or the node's load never drops"]
+pub struct DetachedAssignment {
+    pub node: NodeId,
+    pub target_hash: u64,
+}
+
+impl Assignment<'_> {
+    /// Keep the request counted after this value is gone.
+    pub fn detach(self) -> DetachedAssignment {
+        let d = DetachedAssignment { node: self.node, target_hash: self.target_hash };
+        std::mem::forget(self);
+        d
+    }
+}
+
 /// A place in the admission queue; leaving it (by drop) gives back a slot granted meanwhile.
 struct QueueTicket<'a> {
     id: u64,
@@ -156,6 +175,11 @@ impl Dispatcher {
                 Err(DispatchError::NoNodeUp)
             }
         }
+    }
+
+    /// Complete a detached assignment.
+    pub fn release(&self, d: DetachedAssignment) {
+        self.complete(d.node, d.target_hash);
     }
 
     fn complete(&self, node: NodeId, target_hash: u64) {
@@ -281,6 +305,16 @@ mod tests {
         let s = d.snapshot();
         assert_eq!((s.in_flight, s.queued), (0, 0));
         let _b = d.acquire(&r, Duration::from_millis(10)).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_detached_assignment_counts_until_released() {
+        let d = dispatcher(10, 1);
+        let a = d.acquire(&RequestInfo::get("/a"), Duration::from_secs(1)).await.unwrap();
+        let detached = a.detach();
+        assert_eq!(d.snapshot().in_flight, 1);
+        d.release(detached);
+        assert_eq!(d.snapshot().in_flight, 0);
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -1,0 +1,299 @@
+//! `HandoffMessage`: what the switch and the nodes tell each other about handed-off
+//! connections, and its binary encoding (kind u8, connection id u64 LE, then the fields:
+//! strings as u16 LE length + UTF-8, states as `TcpRepairState`'s own encoding).
+
+use std::fmt;
+
+use locus_core::NodeId;
+use serde::{Deserialize, Serialize};
+
+use crate::error::DecodeError;
+use crate::repair_state::{TcpRepairState, WireReader};
+
+/// The switch's name for one client connection, stable across handoffs of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ConnectionId(pub u64);
+
+impl fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "conn{}", self.0)
+    }
+}
+
+/// What the switch tells a node about the request that made it pick that node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandoffHint {
+    /// The request target (URI) the decision was made on; may be empty.
+    pub target: String,
+    /// Bytes at the front of the receive queue that the sender had already read (the
+    /// request it parsed). Advisory: a receiver must not trust it beyond the queue's length.
+    pub request_len: u32,
+}
+
+/// A control message. Every message names the connection it is about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HandoffMessage {
+    /// Switch → node: take over this connection (dumped, request put back in front).
+    HandOver {
+        /// The connection.
+        id: ConnectionId,
+        /// Its dumped state.
+        state: TcpRepairState,
+        /// What the request was.
+        hint: HandoffHint,
+    },
+    /// Node → switch: restored; waiting for `Go` before writing.
+    Ready {
+        /// The connection.
+        id: ConnectionId,
+    },
+    /// Node → switch: could not take the connection (the switch then restores it itself).
+    Refused {
+        /// The connection.
+        id: ConnectionId,
+        /// Why (for logs; at most 65,535 bytes).
+        reason: String,
+    },
+    /// Switch → node: the forwarder now delivers the client's packets to you; write.
+    Go {
+        /// The connection.
+        id: ConnectionId,
+    },
+    /// Node → switch: the client connection ended; delete its forwarding entry.
+    Closed {
+        /// The connection.
+        id: ConnectionId,
+    },
+    /// Node → switch: which node serves this next request on the connection?
+    Route {
+        /// The connection.
+        id: ConnectionId,
+        /// The next request's target.
+        target: String,
+    },
+    /// Switch → node: this node serves it (if it is another one, hand the connection back
+    /// with `Rehandoff`).
+    RouteTo {
+        /// The connection.
+        id: ConnectionId,
+        /// The node.
+        node: NodeId,
+    },
+    /// Node → switch: here is the live connection back (dumped, with the next request put
+    /// back in front), to hand on to another node.
+    Rehandoff {
+        /// The connection.
+        id: ConnectionId,
+        /// Its dumped state.
+        state: TcpRepairState,
+    },
+}
+
+const KIND_HAND_OVER: u8 = 1;
+const KIND_READY: u8 = 2;
+const KIND_REFUSED: u8 = 3;
+const KIND_GO: u8 = 4;
+const KIND_CLOSED: u8 = 5;
+const KIND_ROUTE: u8 = 6;
+const KIND_ROUTE_TO: u8 = 7;
+const KIND_REHANDOFF: u8 = 8;
+
+impl HandoffMessage {
+    /// The connection the message is about.
+    pub fn id(&self) -> ConnectionId {
+        match self {
+            HandoffMessage::HandOver { id, .. }
+            | HandoffMessage::Ready { id }
+            | HandoffMessage::Refused { id, .. }
+            | HandoffMessage::Go { id }
+            | HandoffMessage::Closed { id }
+            | HandoffMessage::Route { id, .. }
+            | HandoffMessage::RouteTo { id, .. }
+            | HandoffMessage::Rehandoff { id, .. } => *id,
+        }
+    }
+
+    /// The message's name, for logs and errors.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            HandoffMessage::HandOver { .. } => "HandOver",
+            HandoffMessage::Ready { .. } => "Ready",
+            HandoffMessage::Refused { .. } => "Refused",
+            HandoffMessage::Go { .. } => "Go",
+            HandoffMessage::Closed { .. } => "Closed",
+            HandoffMessage::Route { .. } => "Route",
+            HandoffMessage::RouteTo { .. } => "RouteTo",
+            HandoffMessage::Rehandoff { .. } => "Rehandoff",
+        }
+    }
+
+    /// Length of the encoding.
+    pub fn encoded_len(&self) -> usize {
+        9 + match self {
+            HandoffMessage::HandOver { state, hint, .. } => {
+                state.encoded_len() + 2 + short(&hint.target).len() + 4
+            }
+            HandoffMessage::Refused { reason: text, .. } | HandoffMessage::Route { target: text, .. } => {
+                2 + short(text).len()
+            }
+            HandoffMessage::RouteTo { .. } => 4,
+            HandoffMessage::Rehandoff { state, .. } => state.encoded_len(),
+            HandoffMessage::Ready { .. } | HandoffMessage::Go { .. } | HandoffMessage::Closed { .. } => 0,
+        }
+    }
+
+    /// Append the encoding to `out`. Strings longer than 65,535 bytes are cut (at a
+    /// character boundary).
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        out.reserve(self.encoded_len());
+        let kind = match self {
+            HandoffMessage::HandOver { .. } => KIND_HAND_OVER,
+            HandoffMessage::Ready { .. } => KIND_READY,
+            HandoffMessage::Refused { .. } => KIND_REFUSED,
+            HandoffMessage::Go { .. } => KIND_GO,
+            HandoffMessage::Closed { .. } => KIND_CLOSED,
+            HandoffMessage::Route { .. } => KIND_ROUTE,
+            HandoffMessage::RouteTo { .. } => KIND_ROUTE_TO,
+            HandoffMessage::Rehandoff { .. } => KIND_REHANDOFF,
+        };
+        out.push(kind);
+        out.extend_from_slice(&self.id().0.to_le_bytes());
+        match self {
+            HandoffMessage::HandOver { state, hint, .. } => {
+                state.encode_into(out);
+                put_string(out, &hint.target);
+                out.extend_from_slice(&hint.request_len.to_le_bytes());
+            }
+            HandoffMessage::Refused { reason: text, .. } | HandoffMessage::Route { target: text, .. } => {
+                put_string(out, text)
+            }
+            HandoffMessage::RouteTo { node, .. } => out.extend_from_slice(&node.0.to_le_bytes()),
+            HandoffMessage::Rehandoff { state, .. } => state.encode_into(out),
+            HandoffMessage::Ready { .. } | HandoffMessage::Go { .. } | HandoffMessage::Closed { .. } => {}
+        }
+    }
+
+    /// The encoding as a new vector.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Decode a message that fills `input` exactly.
+    pub fn decode(input: &[u8]) -> Result<HandoffMessage, DecodeError> {
+        let mut r = WireReader::new(input);
+        let kind = r.u8("message kind")?;
+        let id = ConnectionId(r.u64("connection id")?);
+        let message = match kind {
+            KIND_HAND_OVER => {
+                let (state, used) = TcpRepairState::decode_prefix(r.rest())?;
+                r.bytes(used, "repair state")?;
+                let target = get_string(&mut r, "hint target")?;
+                let request_len = r.u32("hint request length")?;
+                HandoffMessage::HandOver { id, state, hint: HandoffHint { target, request_len } }
+            }
+            KIND_READY => HandoffMessage::Ready { id },
+            KIND_REFUSED => HandoffMessage::Refused { id, reason: get_string(&mut r, "refusal reason")? },
+            KIND_GO => HandoffMessage::Go { id },
+            KIND_CLOSED => HandoffMessage::Closed { id },
+            KIND_ROUTE => HandoffMessage::Route { id, target: get_string(&mut r, "route target")? },
+            KIND_ROUTE_TO => HandoffMessage::RouteTo { id, node: NodeId(r.u32("node id")?) },
+            KIND_REHANDOFF => {
+                let (state, used) = TcpRepairState::decode_prefix(r.rest())?;
+                r.bytes(used, "repair state")?;
+                HandoffMessage::Rehandoff { id, state }
+            }
+            other => return Err(DecodeError::UnknownKind(other)),
+        };
+        match r.rest().len() {
+            0 => Ok(message),
+            extra => Err(DecodeError::Trailing(extra)),
+        }
+    }
+}
+
+/// `text` cut to at most 65,535 bytes at a character boundary.
+fn short(text: &str) -> &str {
+    if text.len() <= usize::from(u16::MAX) {
+        return text;
+    }
+    let mut end = usize::from(u16::MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+fn put_string(out: &mut Vec<u8>, text: &str) {
+    let text = short(text);
+    out.extend_from_slice(&(text.len() as u16).to_le_bytes());
+    out.extend_from_slice(text.as_bytes());
+}
+
+fn get_string(r: &mut WireReader<'_>, what: &'static str) -> Result<String, DecodeError> {
+    let len = usize::from(r.u16(what)?);
+    let bytes = r.bytes(len, what)?;
+    String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::Invalid(what))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_strings_are_cut_at_a_character_boundary() {
+        let reason = "é".repeat(40_000);
+        let m = HandoffMessage::Refused { id: ConnectionId(1), reason };
+        let bytes = m.encode();
+        assert_eq!(bytes.len(), m.encoded_len());
+        let HandoffMessage::Refused { reason, .. } = HandoffMessage::decode(&bytes).unwrap() else {
+            panic!()
+        };
+        assert_eq!(reason.len(), 65_534);
+    }
+
+    fn state() -> TcpRepairState {
+        TcpRepairState {
+            local: "127.0.0.1:80".parse().unwrap(),
+            peer: "127.0.0.1:4000".parse().unwrap(),
+            recv_seq: 1,
+            send_seq: 2,
+            recv_queue: Vec::new(),
+            send_queue: Vec::new(),
+            unsent_len: 0,
+            mss: 1,
+            window_scaling: false,
+            snd_wscale: 0,
+            rcv_wscale: 0,
+            sack_permitted: false,
+            timestamps: false,
+            timestamp: 0,
+            window: Default::default(),
+        }
+    }
+
+    #[test]
+    fn every_kind_has_its_own_byte() {
+        let id = ConnectionId(7);
+        let kinds: Vec<u8> = [
+            HandoffMessage::HandOver { id, state: state(), hint: HandoffHint::default() },
+            HandoffMessage::Ready { id },
+            HandoffMessage::Refused { id, reason: String::new() },
+            HandoffMessage::Go { id },
+            HandoffMessage::Closed { id },
+            HandoffMessage::Route { id, target: "/".into() },
+            HandoffMessage::RouteTo { id, node: NodeId(2) },
+            HandoffMessage::Rehandoff { id, state: state() },
+        ]
+        .iter()
+        .map(|m| {
+            let bytes = m.encode();
+            assert_eq!(bytes.len(), m.encoded_len(), "{}", m.kind_name());
+            assert_eq!(&HandoffMessage::decode(&bytes).unwrap(), m);
+            bytes[0]
+        })
+        .collect();
+        assert_eq!(kinds, (1..=8).collect::<Vec<u8>>());
+    }
+}

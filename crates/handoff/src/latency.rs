@@ -1,0 +1,364 @@
+//! `measure_handoff_latency`: handoffs of established loopback connections, each timed from
+//! the start of the dump on the "switch" thread until the switch holds the node's `Ready`
+//! (dump, HandOver over an authenticated control channel, restore on the "node" thread, Ready).
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::control::auth::ControlKey;
+use crate::control::channel::{ControlChannel, ControlConfig, ControlListener};
+use crate::control::message::{ConnectionId, HandoffHint, HandoffMessage};
+use crate::dump::{disconnect_dumped, dump_connection_in_place};
+use crate::error::{DumpError, HandoffError};
+use crate::restore::{PreparedSocket, RestoreOptions, restore_prepared};
+
+/// Handoff latency over many handoffs, in microseconds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HandoffLatency {
+    /// Handoffs measured.
+    pub handoffs: usize,
+    /// Median of dump → Ready received.
+    pub median_us: f64,
+    /// 99th percentile of dump → Ready received.
+    pub p99_us: f64,
+    /// Mean of dump → Ready received.
+    pub mean_us: f64,
+    /// Slowest handoff.
+    pub max_us: f64,
+    /// Median time of the dump alone (switch side: `dump_connection_in_place` and
+    /// `disconnect_dumped`; the descriptor's close comes after the handoff).
+    pub dump_median_us: f64,
+    /// Median time of the restore alone (node side, on a socket made ahead).
+    pub restore_median_us: f64,
+    /// Median of dump start → socket restored on the node (one control hop, no `Ready`).
+    pub restored_median_us: f64,
+    /// Where the two threads ran.
+    pub placement: ThreadPlacement,
+}
+
+impl HandoffLatency {
+    /// `{"handoffs": N, "median_us": X, "p99_us": Y}`: the summary `locus bench handoff
+    /// --json` prints.
+    pub fn summary_json(&self) -> String {
+        format!(
+            "{{\"handoffs\": {}, \"median_us\": {:.3}, \"p99_us\": {:.3}}}",
+            self.handoffs, self.median_us, self.p99_us
+        )
+    }
+}
+
+/// Connections opened and handed off per batch (each holds two descriptors at a time).
+const BATCH: usize = 250;
+/// The request each client sends before its connection is handed off.
+const REQUEST: &[u8] = b"GET /bench HTTP/1.1\r\nHost: locus\r\n\r\n";
+/// What the node writes on each restored connection, checked by the client.
+const RESPONSE: &[u8] = b"HTTP/1.1 204 No Content\r\n\r\n";
+
+/// Where the switch and node threads of a measurement run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum ThreadPlacement {
+    /// Both on the CPU the caller was on: the handoff's own cost, every step in sequence,
+    /// without cross-CPU wake-ups. The default (see `measure_handoff_latency`).
+    OneCpu,
+    /// Wherever the scheduler puts them.
+    Free,
+}
+
+/// Hand off `count` established connections on loopback, one at a time, and report the
+/// latency of each: from the start of the dump on the switch thread until the switch has
+/// the node's `Ready` — the dump, encoding and authenticating the `HandOver`, the node
+/// thread waking up, checking and decoding it, the restore, and the `Ready` coming back over
+/// the control channel (tokio, one runtime per thread, like two processes).
+///
+/// As the product would: the switch closes the dumped descriptor after the handoff (it
+/// disconnects it silently first, which one host needs), and the node restores onto a socket
+/// made ahead ([`crate::PreparedSocket`]; it tops its pool up between batches, while idle).
+/// Connections are made in batches of 250 outside the timing; after each batch the switch sends `Go` and every client checks the
+/// node's response byte for byte, so a broken restore fails the measurement.
+///
+/// Both threads run on one CPU ([`ThreadPlacement::OneCpu`]): on a small VM a wake-up across
+/// CPUs costs tens of µs of hypervisor work (an idle vCPU must be woken) that two real
+/// hosts do not pay in that form — they pay the wire instead. Needs CAP_NET_ADMIN.
+pub fn measure_handoff_latency(count: usize) -> Result<HandoffLatency, HandoffError> {
+    measure_handoff_latency_with(count, ThreadPlacement::OneCpu)
+}
+
+/// `measure_handoff_latency` with the threads placed as asked.
+pub fn measure_handoff_latency_with(
+    count: usize,
+    placement: ThreadPlacement,
+) -> Result<HandoffLatency, HandoffError> {
+    let cpu = match placement {
+        // SAFETY: sched_getcpu has no arguments.
+        ThreadPlacement::OneCpu => Some(unsafe { libc::sched_getcpu() }).filter(|cpu| *cpu >= 0),
+        ThreadPlacement::Free => None,
+    };
+    let (key, _) = ControlKey::generate();
+    let service =
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| HandoffError::io("bind service", e))?;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<SocketAddr, HandoffError>>();
+    let node_key = key.clone();
+    let node = std::thread::Builder::new()
+        .name("handoff-node".into())
+        .spawn(move || {
+            pin_to(cpu)?;
+            run_node(node_key, ready_tx)
+        })
+        .map_err(|e| HandoffError::io("spawn node thread", e))?;
+    let control_addr = match ready_rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(addr) => addr,
+        Err(_) => {
+            let why = node.join().map(|r| r.err()).ok().flatten();
+            let why = why.map(|e| e.to_string()).unwrap_or_else(|| "no reason given".into());
+            return Err(HandoffError::Protocol(format!("node thread did not start: {why}")));
+        }
+    }?;
+    let switch = std::thread::Builder::new()
+        .name("handoff-switch".into())
+        .spawn(move || {
+            pin_to(cpu)?;
+            run_switch(count, &service, control_addr, &key)
+        })
+        .map_err(|e| HandoffError::io("spawn switch thread", e))?;
+    let switch = switch.join().map_err(|_| HandoffError::Protocol("switch thread panicked".into()))?;
+    let node = node.join().map_err(|_| HandoffError::Protocol("node thread panicked".into()))?;
+    let (mut total, mut dump, starts) = switch?;
+    let node = node?;
+    let mut restore_times: Vec<f64> = node.iter().map(|(_, us, _)| *us).collect();
+    let mut restored: Vec<f64> = node
+        .iter()
+        .filter_map(|(id, _, done)| {
+            Some(done.duration_since(*starts.get(id.0 as usize)?).as_secs_f64() * 1e6)
+        })
+        .collect();
+    Ok(HandoffLatency {
+        handoffs: total.len(),
+        median_us: percentile(&mut total, 0.5),
+        p99_us: percentile(&mut total, 0.99),
+        mean_us: if total.is_empty() { 0.0 } else { total.iter().sum::<f64>() / total.len() as f64 },
+        max_us: total.iter().copied().fold(0.0, f64::max),
+        dump_median_us: percentile(&mut dump, 0.5),
+        restore_median_us: percentile(&mut restore_times, 0.5),
+        restored_median_us: percentile(&mut restored, 0.5),
+        placement,
+    })
+}
+
+/// Pin the calling thread to `cpu`, if one is given.
+fn pin_to(cpu: Option<i32>) -> Result<(), HandoffError> {
+    let Some(cpu) = cpu else { return Ok(()) };
+    // SAFETY: an all-zero cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET writes one bit of the live set; `cpu` is below CPU_SETSIZE (it came from
+    // sched_getcpu).
+    unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    // SAFETY: sched_setaffinity reads a live cpu_set_t of the given size; 0 is this thread.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(HandoffError::io("sched_setaffinity", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// The `q` quantile (nearest rank) of `values`, 0 for none.
+fn percentile(values: &mut [f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((values.len() as f64 * q).ceil() as usize).clamp(1, values.len());
+    values[rank - 1]
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, HandoffError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| HandoffError::io("runtime", e))
+}
+
+fn control_config() -> ControlConfig {
+    ControlConfig { recv_timeout: Some(Duration::from_secs(10)), ..ControlConfig::default() }
+}
+
+/// What the node saw of one handoff: the connection, the restore's time (µs), and when the
+/// socket was restored.
+type NodeRecord = (ConnectionId, f64, Instant);
+
+/// A batch's worth of sockets made ahead.
+fn prepared_sockets(options: &RestoreOptions) -> Result<Vec<PreparedSocket>, HandoffError> {
+    (0..BATCH).map(|_| PreparedSocket::new(options).map_err(HandoffError::from)).collect()
+}
+
+/// The node: accept the switch's control channel, restore every HandOver (on a socket made
+/// ahead) and answer Ready, write the response on Go, drop the sockets on Closed (and make
+/// the next batch's sockets then, while idle).
+fn run_node(
+    key: ControlKey,
+    ready: std::sync::mpsc::Sender<Result<SocketAddr, HandoffError>>,
+) -> Result<Vec<NodeRecord>, HandoffError> {
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let listener =
+            match ControlListener::bind_with((Ipv4Addr::LOCALHOST, 0), &key, control_config()).await {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = ready.send(Err(e.into()));
+                    return Ok(Vec::new());
+                }
+            };
+        let _ = ready.send(listener.local_addr().map_err(HandoffError::from));
+        let mut channel = listener.accept().await?;
+        let mut restored: Vec<(ConnectionId, TcpStream)> = Vec::with_capacity(BATCH);
+        let mut records = Vec::new();
+        let options = RestoreOptions::default();
+        let mut pool = prepared_sockets(&options)?;
+        loop {
+            let message = match channel.recv().await {
+                Ok(m) => m,
+                Err(crate::error::ControlError::Closed { .. }) => return Ok(records),
+                Err(e) => return Err(e.into()),
+            };
+            match message {
+                HandoffMessage::HandOver { id, state, .. } => {
+                    let t = Instant::now();
+                    let socket = match pool.pop() {
+                        Some(socket) => socket,
+                        None => PreparedSocket::new(&options)?,
+                    };
+                    let result = restore_prepared(socket, &state, &options);
+                    let done = Instant::now();
+                    records.push((id, (done - t).as_secs_f64() * 1e6, done));
+                    match result {
+                        Ok(stream) => {
+                            restored.push((id, stream));
+                            channel.send(&HandoffMessage::Ready { id }).await?;
+                        }
+                        Err(e) => {
+                            let reason = e.to_string();
+                            channel.send(&HandoffMessage::Refused { id, reason }).await?;
+                        }
+                    }
+                }
+                HandoffMessage::Go { id } => {
+                    let stream = restored.iter_mut().find(|(i, _)| *i == id).map(|(_, s)| s);
+                    let stream =
+                        stream.ok_or_else(|| HandoffError::Protocol(format!("Go for unknown {id}")))?;
+                    stream.write_all(RESPONSE).map_err(|e| HandoffError::io("node write", e))?;
+                }
+                HandoffMessage::Closed { .. } => {
+                    restored.clear();
+                    // Idle between batches: top the pool up, as an agent does when idle.
+                    pool = prepared_sockets(&options)?;
+                }
+                other => return Err(HandoffError::Protocol(format!("node got {}", other.kind_name()))),
+            }
+        }
+    })
+}
+
+/// The switch and the clients: batches of connections, each handed off and timed, then
+/// checked. Returns the total and dump times in µs, and when each handoff started (by id).
+#[allow(clippy::type_complexity)]
+fn run_switch(
+    count: usize,
+    service: &TcpListener,
+    control_addr: SocketAddr,
+    key: &ControlKey,
+) -> Result<(Vec<f64>, Vec<f64>, Vec<Instant>), HandoffError> {
+    let rt = runtime()?;
+    let service_addr = service.local_addr().map_err(|e| HandoffError::io("service address", e))?;
+    rt.block_on(async {
+        let mut channel = ControlChannel::connect_with(control_addr, key, control_config()).await?;
+        let mut total = Vec::with_capacity(count);
+        let mut dump_times = Vec::with_capacity(count);
+        let mut starts = Vec::with_capacity(count);
+        let mut next_id = 0u64;
+        let mut request = [0u8; REQUEST.len()];
+        while total.len() < count {
+            let batch = BATCH.min(count - total.len());
+            let mut clients = Vec::with_capacity(batch);
+            let mut accepted = Vec::with_capacity(batch);
+            for _ in 0..batch {
+                let mut client =
+                    TcpStream::connect(service_addr).map_err(|e| HandoffError::io("client connect", e))?;
+                let (mut server, _) = service.accept().map_err(|e| HandoffError::io("accept", e))?;
+                client.write_all(REQUEST).map_err(|e| HandoffError::io("client write", e))?;
+                server.read_exact(&mut request).map_err(|e| HandoffError::io("switch read", e))?;
+                clients.push(client);
+                accepted.push(server);
+            }
+            let mut ids = Vec::with_capacity(batch);
+            for server in accepted {
+                let id = ConnectionId(next_id);
+                next_id += 1;
+                let t0 = Instant::now();
+                let state = dump_connection_in_place(server.as_fd(), &request)
+                    .map_err(|error| DumpError { error, socket: None })?;
+                // Out of the kernel's tables now (the node restores it on this same host); the
+                // descriptor is closed after the handoff, off the critical path.
+                disconnect_dumped(server.as_fd())?;
+                let t_dump = t0.elapsed();
+                let hint = HandoffHint { target: "/bench".into(), request_len: REQUEST.len() as u32 };
+                channel.send(&HandoffMessage::HandOver { id, state, hint }).await?;
+                match channel.recv().await? {
+                    HandoffMessage::Ready { id: ready } if ready == id => {}
+                    HandoffMessage::Refused { reason, .. } => {
+                        return Err(HandoffError::Protocol(format!("node refused {id}: {reason}")));
+                    }
+                    other => {
+                        return Err(HandoffError::Protocol(format!(
+                            "expected Ready, got {}",
+                            other.kind_name()
+                        )));
+                    }
+                }
+                total.push(t0.elapsed().as_secs_f64() * 1e6);
+                drop(server);
+                dump_times.push(t_dump.as_secs_f64() * 1e6);
+                starts.push(t0);
+                ids.push(id);
+            }
+            // Outside the timing: every handed-off connection must work.
+            for (id, client) in ids.iter().zip(clients.iter_mut()) {
+                channel.send(&HandoffMessage::Go { id: *id }).await?;
+                client
+                    .set_read_timeout(Some(Duration::from_secs(5)))
+                    .map_err(|e| HandoffError::io("timeout", e))?;
+                let mut seen = [0u8; REQUEST.len() + RESPONSE.len()];
+                client
+                    .read_exact(&mut seen[..RESPONSE.len()])
+                    .map_err(|e| HandoffError::io("client read of the node's response", e))?;
+                if &seen[..RESPONSE.len()] != RESPONSE {
+                    return Err(HandoffError::Protocol(format!("{id}: wrong response bytes")));
+                }
+            }
+            // Abortive close (RST): no TIME_WAIT, so ports are reused freely.
+            for client in &clients {
+                set_linger_zero(client);
+            }
+            drop(clients);
+            channel.send(&HandoffMessage::Closed { id: ConnectionId(u64::MAX) }).await?;
+        }
+        Ok((total, dump_times, starts))
+    })
+}
+
+/// SO_LINGER {on, 0}: close with RST.
+fn set_linger_zero(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    // SAFETY: setsockopt reads a live `linger` of the given size; the descriptor is open.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+}
