@@ -3,6 +3,7 @@
 //! strings as u16 LE length + UTF-8, states as `TcpRepairState`'s own encoding).
 
 use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use locus_core::NodeId;
 use serde::{Deserialize, Serialize};
@@ -13,6 +14,30 @@ use crate::repair_state::{TcpRepairState, WireReader};
 /// The switch's name for one client connection, stable across handoffs of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ConnectionId(pub u64);
+
+impl ConnectionId {
+    /// The id of the client connection `client` → the service on port `service_port`:
+    /// `client ip << 32 | client port << 16 | service port`. Derived from the 4-tuple (the
+    /// virtual IP is fixed per switch), so any switch process, also one restarted since the
+    /// handoff, and any node can name the connection and find its forwarding entry from it.
+    pub fn from_tuple(client: SocketAddrV4, service_port: u16) -> ConnectionId {
+        ConnectionId(
+            u64::from(u32::from(*client.ip())) << 32
+                | u64::from(client.port()) << 16
+                | u64::from(service_port),
+        )
+    }
+
+    /// The client's address of an id made by [`ConnectionId::from_tuple`].
+    pub fn client(&self) -> SocketAddrV4 {
+        SocketAddrV4::new(Ipv4Addr::from((self.0 >> 32) as u32), (self.0 >> 16) as u16)
+    }
+
+    /// The service port of an id made by [`ConnectionId::from_tuple`].
+    pub fn service_port(&self) -> u16 {
+        self.0 as u16
+    }
+}
 
 impl fmt::Display for ConnectionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -79,6 +104,16 @@ pub enum HandoffMessage {
         /// The node.
         node: NodeId,
     },
+    /// Switch → node, first on every new channel: "you are `node`", and the nodes of the
+    /// cluster with their HTTP addresses (for back-end forwarding). Its connection id is 0.
+    Hello {
+        /// Always `ConnectionId(0)`.
+        id: ConnectionId,
+        /// The receiving node's id in the switch's policy.
+        node: NodeId,
+        /// Every node's id and HTTP address (at most 65,535).
+        peers: Vec<(NodeId, SocketAddr)>,
+    },
     /// Node → switch: here is the live connection back (dumped, with the next request put
     /// back in front), to hand on to another node.
     Rehandoff {
@@ -97,6 +132,7 @@ const KIND_CLOSED: u8 = 5;
 const KIND_ROUTE: u8 = 6;
 const KIND_ROUTE_TO: u8 = 7;
 const KIND_REHANDOFF: u8 = 8;
+const KIND_HELLO: u8 = 9;
 
 impl HandoffMessage {
     /// The connection the message is about.
@@ -109,7 +145,8 @@ impl HandoffMessage {
             | HandoffMessage::Closed { id }
             | HandoffMessage::Route { id, .. }
             | HandoffMessage::RouteTo { id, .. }
-            | HandoffMessage::Rehandoff { id, .. } => *id,
+            | HandoffMessage::Rehandoff { id, .. }
+            | HandoffMessage::Hello { id, .. } => *id,
         }
     }
 
@@ -124,6 +161,7 @@ impl HandoffMessage {
             HandoffMessage::Route { .. } => "Route",
             HandoffMessage::RouteTo { .. } => "RouteTo",
             HandoffMessage::Rehandoff { .. } => "Rehandoff",
+            HandoffMessage::Hello { .. } => "Hello",
         }
     }
 
@@ -138,6 +176,9 @@ impl HandoffMessage {
             }
             HandoffMessage::RouteTo { .. } => 4,
             HandoffMessage::Rehandoff { state, .. } => state.encoded_len(),
+            HandoffMessage::Hello { peers, .. } => {
+                4 + 2 + peers.iter().take(usize::from(u16::MAX)).map(|(_, a)| 4 + peer_len(a)).sum::<usize>()
+            }
             HandoffMessage::Ready { .. } | HandoffMessage::Go { .. } | HandoffMessage::Closed { .. } => 0,
         }
     }
@@ -155,6 +196,7 @@ impl HandoffMessage {
             HandoffMessage::Route { .. } => KIND_ROUTE,
             HandoffMessage::RouteTo { .. } => KIND_ROUTE_TO,
             HandoffMessage::Rehandoff { .. } => KIND_REHANDOFF,
+            HandoffMessage::Hello { .. } => KIND_HELLO,
         };
         out.push(kind);
         out.extend_from_slice(&self.id().0.to_le_bytes());
@@ -169,6 +211,15 @@ impl HandoffMessage {
             }
             HandoffMessage::RouteTo { node, .. } => out.extend_from_slice(&node.0.to_le_bytes()),
             HandoffMessage::Rehandoff { state, .. } => state.encode_into(out),
+            HandoffMessage::Hello { node, peers, .. } => {
+                out.extend_from_slice(&node.0.to_le_bytes());
+                let peers = &peers[..peers.len().min(usize::from(u16::MAX))];
+                out.extend_from_slice(&(peers.len() as u16).to_le_bytes());
+                for (id, addr) in peers {
+                    out.extend_from_slice(&id.0.to_le_bytes());
+                    put_peer(out, addr);
+                }
+            }
             HandoffMessage::Ready { .. } | HandoffMessage::Go { .. } | HandoffMessage::Closed { .. } => {}
         }
     }
@@ -204,6 +255,16 @@ impl HandoffMessage {
                 r.bytes(used, "repair state")?;
                 HandoffMessage::Rehandoff { id, state }
             }
+            KIND_HELLO => {
+                let node = NodeId(r.u32("hello node id")?);
+                let count = r.u16("hello peer count")?;
+                let mut peers = Vec::with_capacity(usize::from(count).min(r.rest().len() / 11));
+                for _ in 0..count {
+                    let id = NodeId(r.u32("peer id")?);
+                    peers.push((id, get_peer(&mut r)?));
+                }
+                HandoffMessage::Hello { id, node, peers }
+            }
             other => return Err(DecodeError::UnknownKind(other)),
         };
         match r.rest().len() {
@@ -225,6 +286,40 @@ fn short(text: &str) -> &str {
     &text[..end]
 }
 
+/// A socket address: family byte (4 or 6), address, port u16 LE.
+fn peer_len(addr: &SocketAddr) -> usize {
+    match addr {
+        SocketAddr::V4(_) => 1 + 4 + 2,
+        SocketAddr::V6(_) => 1 + 16 + 2,
+    }
+}
+
+fn put_peer(out: &mut Vec<u8>, addr: &SocketAddr) {
+    match addr {
+        SocketAddr::V4(a) => {
+            out.push(4);
+            out.extend_from_slice(&a.ip().octets());
+        }
+        SocketAddr::V6(a) => {
+            out.push(6);
+            out.extend_from_slice(&a.ip().octets());
+        }
+    }
+    out.extend_from_slice(&addr.port().to_le_bytes());
+}
+
+fn get_peer(r: &mut WireReader<'_>) -> Result<SocketAddr, DecodeError> {
+    let ip: std::net::IpAddr = match r.u8("peer family")? {
+        4 => <[u8; 4]>::try_from(r.bytes(4, "peer address")?).map(Ipv4Addr::from).expect("4 bytes").into(),
+        6 => <[u8; 16]>::try_from(r.bytes(16, "peer address")?)
+            .map(std::net::Ipv6Addr::from)
+            .expect("16 bytes")
+            .into(),
+        _ => return Err(DecodeError::Invalid("peer family")),
+    };
+    Ok(SocketAddr::new(ip, r.u16("peer port")?))
+}
+
 fn put_string(out: &mut Vec<u8>, text: &str) {
     let text = short(text);
     out.extend_from_slice(&(text.len() as u16).to_le_bytes());
@@ -240,6 +335,15 @@ fn get_string(r: &mut WireReader<'_>, what: &'static str) -> Result<String, Deco
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tuple_id_gives_back_its_client_and_service_port() {
+        let client: SocketAddrV4 = "10.253.0.2:51234".parse().unwrap();
+        let id = ConnectionId::from_tuple(client, 80);
+        assert_eq!(id.client(), client);
+        assert_eq!(id.service_port(), 80);
+        assert_ne!(id, ConnectionId::from_tuple(client, 81));
+    }
 
     #[test]
     fn long_strings_are_cut_at_a_character_boundary() {
@@ -285,6 +389,14 @@ mod tests {
             HandoffMessage::Route { id, target: "/".into() },
             HandoffMessage::RouteTo { id, node: NodeId(2) },
             HandoffMessage::Rehandoff { id, state: state() },
+            HandoffMessage::Hello {
+                id: ConnectionId(0),
+                node: NodeId(1),
+                peers: vec![
+                    (NodeId(0), "10.0.0.1:80".parse().unwrap()),
+                    (NodeId(1), "[::1]:8080".parse().unwrap()),
+                ],
+            },
         ]
         .iter()
         .map(|m| {
@@ -294,6 +406,6 @@ mod tests {
             bytes[0]
         })
         .collect();
-        assert_eq!(kinds, (1..=8).collect::<Vec<u8>>());
+        assert_eq!(kinds, (1..=9).collect::<Vec<u8>>());
     }
 }
