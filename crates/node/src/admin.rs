@@ -32,6 +32,11 @@ pub fn status_json(node: &NodeContext) -> serde_json::Value {
         "active_connections": s.active_connections,
         "connections_total": s.connections_total,
         "connections_refused": s.connections_refused,
+        "handoffs_accepted": s.handoffs_accepted,
+        "handoffs_refused": s.handoffs_refused,
+        "rehandoffs": s.rehandoffs,
+        "backend_forwards": s.backend_forwards,
+        "routes_asked": s.routes_asked,
         "requests_total": s.requests,
         "in_flight": s.in_flight,
         "bytes_sent": s.bytes_sent,
@@ -74,6 +79,16 @@ pub fn metrics_text(node: &NodeContext) -> String {
     counter(&mut registry, "dynamic_requests", "Dynamic class requests", s.dynamic);
     counter(&mut registry, "connections", "Connections accepted", s.connections_total);
     counter(&mut registry, "connections_refused", "Connections closed at the limit", s.connections_refused);
+    counter(&mut registry, "handoffs_accepted", "Handed-off connections taken over", s.handoffs_accepted);
+    counter(&mut registry, "handoffs_refused", "Handed-off connections refused", s.handoffs_refused);
+    counter(
+        &mut registry,
+        "rehandoffs",
+        "Connections given back to the switch for another node",
+        s.rehandoffs,
+    );
+    counter(&mut registry, "backend_forwards", "Requests fetched from another node", s.backend_forwards);
+    counter(&mut registry, "routes_asked", "Route questions sent to the switch", s.routes_asked);
     gauge(&mut registry, "active_connections", "Open client connections", s.active_connections);
     gauge(&mut registry, "in_flight", "Requests being handled", s.in_flight);
     gauge(&mut registry, "cache_used_bytes", "Bytes of cached documents", used);

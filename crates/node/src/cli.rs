@@ -9,7 +9,7 @@ use anyhow::Context;
 use locus_cache::Replacement;
 
 use crate::byte_size::ByteSize;
-use crate::config::{NodeConfig, StorageConfig};
+use crate::config::{NodeConfig, RehandoffPolicy, StorageConfig};
 use crate::server::NodeServer;
 
 /// Arguments of `locus node`.
@@ -78,6 +78,23 @@ pub struct NodeArgs {
     /// Time in-flight requests get to finish on shutdown.
     #[arg(long, value_name = "MS")]
     pub drain_timeout_ms: Option<u64>,
+    /// Run the handoff agent: the control listener the one-way switch connects to.
+    #[arg(long, value_name = "ADDR")]
+    pub handoff_listen: Option<SocketAddr>,
+    /// File with the shared control key in hex (for the handoff agent).
+    #[arg(long, value_name = "PATH")]
+    pub handoff_key_file: Option<PathBuf>,
+    /// Relay handed-off connections to this unmodified HTTP server (no per-request routing).
+    #[arg(long, value_name = "ADDR")]
+    pub handoff_upstream: Option<SocketAddr>,
+    /// L4 mode with socket cloning: connections accepted here ask the switch where each
+    /// request goes.
+    #[arg(long)]
+    pub handoff_clone: bool,
+    /// A request routed to another node: "handoff" (give the connection back) or "forward"
+    /// (fetch it from that node).
+    #[arg(long, value_name = "POLICY")]
+    pub handoff_rehandoff: Option<RehandoffPolicy>,
 }
 
 impl NodeArgs {
@@ -122,6 +139,23 @@ impl NodeArgs {
             c.class_file = self.classes.clone();
         }
         c.server_names.extend(self.server_names.iter().cloned());
+        let handoff_flags = self.handoff_listen.is_some()
+            || self.handoff_key_file.is_some()
+            || self.handoff_upstream.is_some()
+            || self.handoff_clone
+            || self.handoff_rehandoff.is_some();
+        if handoff_flags {
+            let h = c.handoff.get_or_insert_with(Default::default);
+            set!(self.handoff_listen => h.listen);
+            set!(self.handoff_rehandoff => h.rehandoff);
+            if self.handoff_key_file.is_some() {
+                h.key_file = self.handoff_key_file.clone();
+            }
+            if self.handoff_upstream.is_some() {
+                h.upstream = self.handoff_upstream;
+            }
+            h.clone |= self.handoff_clone;
+        }
         c.validate()?;
         Ok(c)
     }
@@ -178,6 +212,9 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     if let Some(admin) = server.admin_addr() {
         println!("admin on http://{admin}/locus/status");
     }
+    if let Some(handoff) = server.handoff_addr() {
+        println!("handoff agent listening on {handoff}");
+    }
     let signal = signals.wait().context("waiting for SIGTERM or SIGINT")?;
     tracing::info!(signal, "shutting down");
     server.shutdown();
@@ -223,6 +260,33 @@ mod tests {
         assert_eq!(c.cache.replacement, Replacement::Lru);
         assert_eq!(c.storage, Some(StorageConfig { seek_ms: 5.0, transfer_mb_s: 20.0, disks: 2 }));
         assert_eq!(c.server_names, vec!["a.example".to_string()]);
+    }
+
+    #[test]
+    fn handoff_flags_make_or_override_the_handoff_table() {
+        let c = Cli::try_parse_from(["node"]).unwrap().node.to_config().unwrap();
+        assert!(c.handoff.is_none(), "no flag, no table: no agent");
+        let cli = Cli::try_parse_from([
+            "node",
+            "--handoff-listen",
+            "127.0.0.1:7470",
+            "--handoff-key-file",
+            "/etc/locus/key",
+            "--handoff-upstream",
+            "127.0.0.1:8081",
+            "--handoff-rehandoff",
+            "forward",
+        ])
+        .unwrap();
+        let h = cli.node.to_config().unwrap().handoff.unwrap();
+        assert_eq!(h.listen, "127.0.0.1:7470".parse().unwrap());
+        assert_eq!(h.key_file, Some(PathBuf::from("/etc/locus/key")));
+        assert_eq!(h.upstream, Some("127.0.0.1:8081".parse().unwrap()));
+        assert_eq!(h.rehandoff, RehandoffPolicy::Forward);
+        assert!(!h.clone);
+        let h = Cli::try_parse_from(["node", "--handoff-clone"]).unwrap().node.to_config().unwrap().handoff;
+        assert!(h.unwrap().clone);
+        assert!(Cli::try_parse_from(["node", "--handoff-rehandoff", "bounce"]).is_err());
     }
 
     #[test]

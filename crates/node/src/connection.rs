@@ -2,10 +2,13 @@
 //! being read or answered, so idle keep-alive connections cost no buffer), parses them in
 //! place, answers pipelined requests in order with their responses coalesced into one write,
 //! streams large bodies, discards request bodies to keep framing, and enforces the header,
-//! keep-alive and send timeouts with one lazily reset timer.
+//! keep-alive and send timeouts with one lazily reset timer. With a `RequestRouter` (handed-
+//! off connections), each request is first routed by the switch: served here, fetched from
+//! another node, or the connection is dumped and handed back.
 
 use std::cell::RefCell;
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::pin::Pin;
@@ -14,18 +17,22 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use locus_core::Method;
+use locus_handoff::dump_connection;
 use locus_http::{BodyKind, BodyTracker, RequestHead, TargetForm, Version, parse_request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use crate::context::WorkerContext;
+use crate::backend_forward::PEER_IO_TIMEOUT;
+use crate::context::{WorkerContext, count};
 use crate::doc_store::LargeFile;
 use crate::document_root::decode_request_path;
 use crate::dynamic::serve_dynamic;
+use crate::handoff_agent::RouteDecision;
 use crate::origin::OriginBody;
 use crate::out_queue::OutQueue;
+use crate::request_router::RequestRouter;
 use crate::request_view::{BodySource, RequestView, Served};
 use crate::response::{Persistence, simple};
 use crate::shared_pages::SharedPages;
@@ -106,6 +113,18 @@ enum Close {
     Now,
     /// Shut down our side, then drain what the client still sends before closing.
     Linger,
+    /// The switch routed the next request elsewhere: dump the connection with `pending` (the
+    /// bytes read and not answered) put back in front, and hand it back on `channel`.
+    Rehandoff { channel: u64, pending: Vec<u8> },
+}
+
+/// How a served connection ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectionEnd {
+    /// It closed here.
+    Closed,
+    /// It was handed back to the switch and lives on elsewhere.
+    HandedBack,
 }
 
 enum Wait {
@@ -122,20 +141,75 @@ struct Connection<'w> {
     /// earlier than it or it fires early; so a request costs no timer work.
     sleep: Pin<Box<Sleep>>,
     shutdown: watch::Receiver<bool>,
+    /// Per-request routing by the switch, if the connection has it.
+    router: Option<RequestRouter>,
 }
 
-/// Serve one accepted connection until it closes.
-pub async fn serve(stream: TcpStream, w: &WorkerContext) {
+/// Serve one connection until it closes or (with a `router`) is handed back to the switch.
+/// A routed connection that ends here is reported `Closed` to the switch.
+pub async fn serve(stream: TcpStream, w: &WorkerContext, router: Option<RequestRouter>) -> ConnectionEnd {
     let first_deadline = Instant::now() + w.node.header_timeout;
     let mut conn = Connection {
         stream,
         w,
         sleep: Box::pin(tokio::time::sleep_until(first_deadline)),
         shutdown: w.shutdown.clone(),
+        router,
     };
-    if let Close::Linger = conn.run().await {
-        conn.linger().await;
+    let (end, router) = match conn.run().await {
+        Close::Now => (ConnectionEnd::Closed, conn.router),
+        Close::Linger => {
+            conn.linger().await;
+            (ConnectionEnd::Closed, conn.router)
+        }
+        Close::Rehandoff { channel, pending } => {
+            let Connection { stream, router, .. } = conn;
+            (hand_back(stream, router.as_ref(), channel, &pending), router)
+        }
+    };
+    if end == ConnectionEnd::Closed
+        && let Some(router) = &router
+    {
+        router.report_closed();
     }
+    end
+}
+
+/// Dump the connection with `pending` in front of its receive queue and hand it back to the
+/// switch. If that fails the connection is closed here.
+fn hand_back(
+    stream: TcpStream,
+    router: Option<&RequestRouter>,
+    channel: u64,
+    pending: &[u8],
+) -> ConnectionEnd {
+    let Some(router) = router else { return ConnectionEnd::Closed };
+    let id = router.id();
+    let socket = match stream.into_std() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(%id, error = %e, "rehandoff: cannot take the socket off the event loop");
+            return ConnectionEnd::Closed;
+        }
+    };
+    match dump_connection(socket, pending) {
+        Ok(state) => {
+            if router.rehandoff(state, channel) {
+                ConnectionEnd::HandedBack
+            } else {
+                ConnectionEnd::Closed
+            }
+        }
+        Err(e) => {
+            tracing::warn!(%id, error = %e, "rehandoff: dump failed; closing the connection");
+            ConnectionEnd::Closed
+        }
+    }
+}
+
+/// A request that can be fetched from another node: a head alone (no body to carry along).
+fn forwardable(head: &RequestHead) -> bool {
+    head.body == BodyKind::Empty && matches!(head.method, Method::Get | Method::Head)
 }
 
 fn invalid_data(e: impl std::fmt::Display) -> io::Error {
@@ -180,7 +254,24 @@ impl Connection<'_> {
             {
                 match parse_request(&b.read[b.start..b.end], &node.parse_limits, &mut b.head) {
                     Ok(true) => {
-                        match self.handle(b).await {
+                        let decision = match self.route(b).await {
+                            Ok(decision) => decision,
+                            Err(_) => return Close::Now,
+                        };
+                        let served = match decision {
+                            RouteDecision::Local => self.handle(b).await,
+                            RouteDecision::Forward(peer) if forwardable(&b.head) => {
+                                self.forward(b, peer).await
+                            }
+                            RouteDecision::Forward(_) => self.handle(b).await,
+                            RouteDecision::Rehandoff { channel } => {
+                                return Close::Rehandoff {
+                                    channel,
+                                    pending: b.read[b.start..b.end].to_vec(),
+                                };
+                            }
+                        };
+                        match served {
                             Ok(true) => {}
                             Ok(false) => {
                                 return if self.flush(&mut b.out).await.is_ok() {
@@ -263,6 +354,92 @@ impl Connection<'_> {
                 Err(_) => return Close::Now,
             }
         }
+    }
+
+    /// Where the switch wants the request just parsed served (`Local` without a router, or
+    /// for a request the router does not ask about). Responses already queued are written
+    /// first: they must not wait for the answer, and a handed-back connection must carry them.
+    async fn route(&mut self, b: &mut ConnBuffers) -> io::Result<RouteDecision> {
+        if !self.router.as_mut().is_some_and(RequestRouter::should_ask) {
+            return Ok(RouteDecision::Local);
+        }
+        self.flush(&mut b.out).await?;
+        let Some(router) = self.router.as_mut() else { return Ok(RouteDecision::Local) };
+        Ok(router.route(b.head.target_str(&b.read[b.start..b.end])).await)
+    }
+
+    /// Fetch the request just parsed (a head without a body) from node `peer` and relay its
+    /// response as it comes. Ok(false): close afterwards.
+    async fn forward(&mut self, b: &mut ConnBuffers, peer: SocketAddr) -> io::Result<bool> {
+        let w = self.w;
+        let counters = w.counters();
+        counters.request_started();
+        count(&w.node.metrics.backend_forwards);
+        let ConnBuffers { read, start, end, head, out, .. } = b;
+        let head_len = head.head_len;
+        let head_only = head.method == Method::Head;
+        let keep = head.keep_alive && !w.node.is_shutting_down();
+        let mut response =
+            match w.peer_pool.fetch_head(peer, &read[*start..*start + head_len], head_only).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "back-end forwarding failed; answering 502");
+                    simple(out, &w.node.node_headers, 502, Persistence::Close, head_only, b"");
+                    counters.request_finished(502);
+                    *start += head_len;
+                    return Ok(false);
+                }
+            };
+        let status = response.head.status;
+        let relayed = self.relay_peer_body(&mut response, out).await;
+        counters.request_finished(if relayed.is_ok() { status } else { 502 });
+        let reusable = relayed?;
+        let peer_keeps = response.head.keep_alive && reusable;
+        if peer_keeps {
+            w.peer_pool.put(peer, response.stream);
+        }
+        *start += head_len;
+        if *start == *end {
+            *start = 0;
+            *end = 0;
+        }
+        Ok(keep && peer_keeps)
+    }
+
+    /// Queue the peer's response head and relay its body (flushing as it comes); Ok(true)
+    /// when the body ended exactly (the peer connection could serve another request).
+    async fn relay_peer_body(
+        &mut self,
+        response: &mut crate::backend_forward::PeerResponse,
+        out: &mut OutQueue,
+    ) -> io::Result<bool> {
+        let head_len = response.head.head_len;
+        out.extend(&response.buf[..head_len]);
+        let mut tracker = BodyTracker::new(response.head.body);
+        let (mut from, mut to) = (head_len, response.filled);
+        let mut exact = true;
+        loop {
+            if to > from {
+                let progress = tracker.advance(&response.buf[from..to]).map_err(invalid_data)?;
+                out.extend(&response.buf[from..from + progress.consumed]);
+                if progress.done && from + progress.consumed < to {
+                    exact = false;
+                }
+            }
+            if tracker.is_done() {
+                break;
+            }
+            self.flush(out).await?;
+            let read = tokio::time::timeout(PEER_IO_TIMEOUT, response.stream.read(&mut response.buf)).await;
+            let n = read.map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+            if n == 0 {
+                tracker.eof().map_err(invalid_data)?;
+                exact = false;
+                break;
+            }
+            (from, to) = (0, n);
+        }
+        Ok(exact && !tracker.is_until_close())
     }
 
     /// Answer a request head that could not be parsed (or did not arrive in time), then close.

@@ -1,21 +1,24 @@
 //! `NodeContext`: everything the connections of a running node share (configuration limits,
 //! document root, document store, storage model, origin, class table, CPU pool, counters);
-//! `WorkerContext`: what belongs to one worker thread (its counters, origin connections and
-//! shutdown signal).
+//! `WorkerContext`: what belongs to one worker thread (its counters, origin and peer
+//! connections, the handoff agent, shutdown signal); `ConnectionSlot`: one open connection
+//! counted against `max_connections`.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use locus_http::Limits;
 use tokio::sync::watch;
 
+use crate::backend_forward::PeerConnections;
 use crate::class_table::ClassTable;
 use crate::config::NodeLimits;
 use crate::cpu_pool::CpuPool;
 use crate::doc_store::DocStore;
 use crate::document_root::DocumentRoot;
+use crate::handoff_agent::HandoffAgent;
 use crate::node_metrics::{NodeMetrics, WorkerCounters};
 use crate::origin::{OriginAddr, OriginPool};
 use crate::storage_model::StorageModel;
@@ -60,6 +63,10 @@ pub struct WorkerContext {
     pub node: Arc<NodeContext>,
     /// Connections to the origin, owned by this worker's event loop.
     pub origin_pool: Option<OriginPool>,
+    /// Connections to other nodes for back-end forwarding, owned by this worker.
+    pub peer_pool: PeerConnections,
+    /// The handoff agent, when the node runs one.
+    pub handoff: Option<Arc<HandoffAgent>>,
     /// Turns true when the node shuts down.
     pub shutdown: watch::Receiver<bool>,
 }
@@ -68,4 +75,31 @@ impl WorkerContext {
     pub fn counters(&self) -> &WorkerCounters {
         self.node.metrics.worker(self.index)
     }
+}
+
+/// One open client connection, counted in `active_connections` from `claim` until dropped,
+/// however the connection ends (accepted, or restored after a handoff).
+pub struct ConnectionSlot(Arc<NodeContext>);
+
+impl ConnectionSlot {
+    /// Count one more connection, unless `max_connections` are open already.
+    pub fn claim(node: &Arc<NodeContext>) -> Option<ConnectionSlot> {
+        let open = node.metrics.active_connections.fetch_add(1, Ordering::Relaxed);
+        if open >= node.limits.max_connections {
+            node.metrics.active_connections.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(ConnectionSlot(node.clone()))
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.metrics.active_connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Add one to a node-wide counter.
+pub fn count(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
 }

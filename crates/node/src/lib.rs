@@ -1,9 +1,11 @@
 //! The Locus back-end web server (`locus node`): static files from a document root through a
 //! byte-bounded document cache (LRU/LFU/GDS/GDSF), an optional storage model or origin for
-//! misses, dynamic endpoints with real CPU cost from a class table, and an admin listener.
-//! Start one in-process with `NodeServer::start(NodeConfig)`.
+//! misses, dynamic endpoints with real CPU cost from a class table, an admin listener, and an
+//! optional handoff agent for the one-way switch (`[handoff]`). Start one in-process with
+//! `NodeServer::start(NodeConfig)`.
 
 mod admin;
+mod backend_forward;
 mod byte_range;
 mod byte_size;
 mod class_table;
@@ -17,20 +19,26 @@ mod doc_store;
 mod document_root;
 mod dynamic;
 mod error;
+mod handoff_agent;
 mod node_metrics;
 mod origin;
 mod out_queue;
+mod request_router;
 mod request_view;
 mod response;
 mod server;
 mod shared_pages;
 mod static_files;
 mod storage_model;
+mod upstream_relay;
 
 pub use byte_range::{RangeOutcome, evaluate_range};
 pub use byte_size::{ByteSize, InvalidByteSize};
 pub use class_table::{ClassConfig, ClassTable, CostDistribution, DynamicClass, dynamic_body};
-pub use config::{CacheConfig, ConfigError, NodeConfig, NodeLimits, StorageConfig, available_cpus};
+pub use config::{
+    CacheConfig, ConfigError, HandoffConfig, NodeConfig, NodeLimits, RehandoffPolicy, StorageConfig,
+    available_cpus,
+};
 pub use cpu_pool::{burn_cpu, thread_cpu_time};
 pub use document_root::{DocumentRoot, PathError, Resolved, decode_request_path};
 pub use error::NodeError;

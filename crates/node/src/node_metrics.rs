@@ -1,6 +1,6 @@
 //! Counters of a running node: one cache-line-aligned block per worker thread (so the hot
 //! path never shares a counter between cores), summed on read into `NodeStats`, plus the
-//! node-wide connection gauge.
+//! node-wide connection gauge and handoff counters.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -91,6 +91,16 @@ pub struct NodeMetrics {
     pub connections_total: AtomicU64,
     /// Connections closed at once because `max_connections` were open.
     pub connections_refused: AtomicU64,
+    /// Handed-off connections restored and answered `Ready`.
+    pub handoffs_accepted: AtomicU64,
+    /// Handed-off connections answered `Refused`.
+    pub handoffs_refused: AtomicU64,
+    /// Connections given back to the switch with `Rehandoff`.
+    pub rehandoffs: AtomicU64,
+    /// Requests fetched from another node and relayed (back-end forwarding).
+    pub backend_forwards: AtomicU64,
+    /// `Route` questions sent to the switch.
+    pub routes_asked: AtomicU64,
 }
 
 impl NodeMetrics {
@@ -102,6 +112,11 @@ impl NodeMetrics {
             active_connections: AtomicUsize::new(0),
             connections_total: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
+            handoffs_accepted: AtomicU64::new(0),
+            handoffs_refused: AtomicU64::new(0),
+            rehandoffs: AtomicU64::new(0),
+            backend_forwards: AtomicU64::new(0),
+            routes_asked: AtomicU64::new(0),
         }
     }
 
@@ -132,6 +147,11 @@ impl NodeMetrics {
             active_connections: self.active_connections.load(Ordering::Relaxed) as u64,
             connections_total: self.connections_total.load(Ordering::Relaxed),
             connections_refused: self.connections_refused.load(Ordering::Relaxed),
+            handoffs_accepted: self.handoffs_accepted.load(Ordering::Relaxed),
+            handoffs_refused: self.handoffs_refused.load(Ordering::Relaxed),
+            rehandoffs: self.rehandoffs.load(Ordering::Relaxed),
+            backend_forwards: self.backend_forwards.load(Ordering::Relaxed),
+            routes_asked: self.routes_asked.load(Ordering::Relaxed),
             statuses: COUNTED_STATUSES
                 .iter()
                 .map(|s| s.to_string())
@@ -164,6 +184,16 @@ pub struct NodeStats {
     pub active_connections: u64,
     pub connections_total: u64,
     pub connections_refused: u64,
+    /// Handed-off connections taken over (`Ready`).
+    pub handoffs_accepted: u64,
+    /// Handed-off connections refused (`Refused`).
+    pub handoffs_refused: u64,
+    /// Connections given back to the switch for another node (`Rehandoff`).
+    pub rehandoffs: u64,
+    /// Requests fetched from another node and relayed (back-end forwarding).
+    pub backend_forwards: u64,
+    /// `Route` questions sent to the switch.
+    pub routes_asked: u64,
     /// Responses per status code (codes with a count only).
     pub statuses: Vec<(String, u64)>,
 }

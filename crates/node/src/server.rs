@@ -1,33 +1,38 @@
 //! `NodeServer`: a running node. One thread per worker, each with its own single-threaded
 //! event loop and its own SO_REUSEPORT listener on the shared address (the kernel spreads
-//! connections; a connection never changes thread), an admin thread, and the CPU pool.
+//! connections; a connection never changes thread), an admin thread, the CPU pool, and with
+//! `[handoff]` the handoff agent's thread, whose restored connections are adopted by the
+//! workers round-robin (each worker's loop also takes them from its adoption queue).
 //! Accept errors back off instead of spinning; shutdown stops accepting, closes idle
 //! connections, lets in-flight requests finish within the drain timeout, and joins it all.
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
+use locus_handoff::{ControlConfig, ControlListener};
 use locus_http::Limits;
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
 
 use crate::admin::serve_admin;
 use crate::class_table::ClassTable;
 use crate::config::{ConfigError, NodeConfig, available_cpus};
 use crate::connection;
-use crate::context::{NodeContext, WorkerContext};
+use crate::context::{ConnectionSlot, NodeContext, WorkerContext, count};
 use crate::cpu_pool::CpuPool;
 use crate::doc_store::DocStore;
 use crate::document_root::DocumentRoot;
 use crate::error::NodeError;
+use crate::handoff_agent::{AdoptedConnection, HandoffAgent, cloned_connection_id};
 use crate::node_metrics::{NodeMetrics, NodeStats};
 use crate::origin::{OriginAddr, OriginPool};
+use crate::request_router::RequestRouter;
 use crate::storage_model::StorageModel;
 
 /// How long a worker sleeps after an accept error such as EMFILE.
@@ -38,6 +43,7 @@ const LISTEN_BACKLOG: i32 = 4096;
 pub struct NodeServer {
     addr: SocketAddr,
     admin_addr: Option<SocketAddr>,
+    handoff_addr: Option<SocketAddr>,
     node: Arc<NodeContext>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
@@ -76,42 +82,111 @@ fn is_connection_error(e: &io::Error) -> bool {
     ) || e.raw_os_error() == Some(libc::EPROTO)
 }
 
-/// Decrements the open-connection gauge when a connection task ends, however it ends.
-struct OpenConnection(Arc<WorkerContext>);
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.0.node.metrics.active_connections.fetch_sub(1, Ordering::Relaxed);
+/// The next restored connection for this worker; never resolves without an adoption queue
+/// (or once the agent is gone).
+async fn next_adopted(
+    adoptions: &mut Option<mpsc::UnboundedReceiver<AdoptedConnection>>,
+) -> AdoptedConnection {
+    if let Some(queue) = adoptions
+        && let Some(adopted) = queue.recv().await
+    {
+        return adopted;
     }
+    *adoptions = None;
+    std::future::pending().await
 }
 
-async fn accept_loop(listener: TcpListener, w: Arc<WorkerContext>) {
+/// Serve a connection restored after `Go`: the unsent part of its send queue first, then the
+/// node's own HTTP handling with per-request routing, or a kernel relay to the upstream.
+/// `Closed` is reported when it ends here.
+async fn serve_adopted(adopted: AdoptedConnection, w: &WorkerContext, agent: Arc<HandoffAgent>) {
+    let AdoptedConnection { stream, slot, id, unsent } = adopted;
+    let mut stream = match TcpStream::from_std(stream) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(%id, error = %e, "adopting a restored connection failed");
+            agent.connection_closed(id);
+            return;
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let limit = w.node.keepalive_timeout;
+    if !unsent.is_empty() {
+        let written = tokio::time::timeout(limit, stream.write_all(&unsent)).await;
+        if !matches!(written, Ok(Ok(()))) {
+            tracing::warn!(%id, bytes = unsent.len(), "writing the unsent part of the send queue failed");
+            agent.connection_closed(id);
+            return;
+        }
+        w.counters().sent(unsent.len() as u64);
+    }
+    match agent.upstream() {
+        Some(addr) => {
+            match tokio::time::timeout(limit, TcpStream::connect(addr)).await {
+                Ok(Ok(upstream)) => {
+                    let _ = upstream.set_nodelay(true);
+                    if let Err(e) = crate::upstream_relay::relay(&stream, &upstream, limit).await {
+                        tracing::debug!(%id, upstream = %addr, error = %e, "upstream relay ended");
+                    }
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(%id, upstream = %addr, error = %e, "connecting to the upstream failed")
+                }
+                Err(_) => tracing::warn!(%id, upstream = %addr, "connecting to the upstream timed out"),
+            }
+            agent.connection_closed(id);
+        }
+        None => {
+            let end = connection::serve(stream, w, Some(RequestRouter::handed_off(agent, id))).await;
+            tracing::debug!(%id, ?end, "handed-off connection done");
+        }
+    }
+    drop(slot);
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    w: Arc<WorkerContext>,
+    mut adoptions: Option<mpsc::UnboundedReceiver<AdoptedConnection>>,
+) {
     let node = w.node.clone();
     let mut shutdown = w.shutdown.clone();
     let mut connections = tokio::task::JoinSet::new();
     let mut last_warning: Option<std::time::Instant> = None;
+    let cloning = w.handoff.clone().filter(|a| a.clone_mode());
     loop {
         let accepted = tokio::select! {
             biased;
             _ = shutdown.changed() => break,
+            adopted = next_adopted(&mut adoptions) => {
+                while connections.try_join_next().is_some() {}
+                count(&node.metrics.connections_total);
+                if let Some(agent) = w.handoff.clone() {
+                    let w = w.clone();
+                    connections.spawn(async move { serve_adopted(adopted, &w, agent).await });
+                }
+                continue;
+            }
             accepted = listener.accept() => accepted,
         };
         match accepted {
-            Ok((stream, _peer)) => {
+            Ok((stream, peer)) => {
                 while connections.try_join_next().is_some() {}
-                let open = node.metrics.active_connections.fetch_add(1, Ordering::Relaxed);
-                if open >= node.limits.max_connections {
-                    node.metrics.active_connections.fetch_sub(1, Ordering::Relaxed);
-                    node.metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
+                let Some(slot) = ConnectionSlot::claim(&node) else {
+                    count(&node.metrics.connections_refused);
                     drop(stream);
                     continue;
-                }
-                node.metrics.connections_total.fetch_add(1, Ordering::Relaxed);
+                };
+                count(&node.metrics.connections_total);
                 let _ = stream.set_nodelay(true);
-                let guard = OpenConnection(w.clone());
+                let router = cloning.as_ref().and_then(|agent| {
+                    let id = cloned_connection_id(peer, stream.local_addr().ok()?)?;
+                    Some(RequestRouter::cloned(agent.clone(), id))
+                });
+                let w = w.clone();
                 connections.spawn(async move {
-                    connection::serve(stream, &guard.0).await;
-                    drop(guard);
+                    connection::serve(stream, &w, router).await;
+                    drop(slot);
                 });
             }
             Err(e) if is_connection_error(&e) => {}
@@ -207,6 +282,20 @@ impl NodeServer {
         };
         let admin_addr =
             admin_listener.as_ref().map(|l| l.local_addr()).transpose().map_err(NodeError::Start)?;
+        let handoff_listener = match &config.handoff {
+            Some(h) => {
+                let key = h.control_key()?;
+                let l = bind_listener(h.listen, false)
+                    .map_err(|source| NodeError::Bind { addr: h.listen, source })?;
+                Some((h.clone(), key, l))
+            }
+            None => None,
+        };
+        let handoff_addr = handoff_listener
+            .as_ref()
+            .map(|(_, _, l)| l.local_addr())
+            .transpose()
+            .map_err(NodeError::Start)?;
 
         let node_headers = Bytes::from(format!("Server: locus\r\nX-Locus-Node: {}\r\n", config.name));
         let node = Arc::new(NodeContext {
@@ -236,7 +325,16 @@ impl NodeServer {
         });
 
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let mut server = NodeServer { addr, admin_addr, node: node.clone(), shutdown, threads: Vec::new() };
+        let mut server =
+            NodeServer { addr, admin_addr, handoff_addr, node: node.clone(), shutdown, threads: Vec::new() };
+        let mut adoptions: Vec<Option<mpsc::UnboundedReceiver<AdoptedConnection>>> = Vec::new();
+        let agent = handoff_listener.as_ref().map(|(h, _, _)| {
+            let (senders, receivers): (Vec<_>, Vec<_>) =
+                (0..workers).map(|_| mpsc::unbounded_channel()).unzip();
+            adoptions = receivers.into_iter().map(Some).collect();
+            Arc::new(HandoffAgent::new(node.clone(), h, senders))
+        });
+        adoptions.resize_with(workers, || None);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let mut expected = 0;
         for (index, listener) in listeners.into_iter().enumerate() {
@@ -244,11 +342,14 @@ impl NodeServer {
                 index,
                 node: node.clone(),
                 origin_pool: origin.clone().map(OriginPool::new),
+                peer_pool: Default::default(),
+                handoff: agent.clone(),
                 shutdown: shutdown_rx.clone(),
             });
+            let adoption = adoptions[index].take();
             let setup = move || {
                 let listener = TcpListener::from_std(listener)?;
-                Ok(move || accept_loop(listener, w))
+                Ok(move || accept_loop(listener, w, adoption))
             };
             let thread = spawn_event_loop(format!("node-w{index}"), setup, ready_tx.clone())
                 .map_err(NodeError::Start)?;
@@ -266,6 +367,18 @@ impl NodeServer {
             server.threads.push(thread);
             expected += 1;
         }
+        if let (Some((_, key, listener)), Some(agent)) = (handoff_listener, agent) {
+            let rx = shutdown_rx.clone();
+            let setup = move || {
+                let listener = ControlListener::from_std(listener, &key, ControlConfig::default())
+                    .map_err(io::Error::other)?;
+                Ok(move || agent.run(listener, rx))
+            };
+            let thread =
+                spawn_event_loop("node-handoff".into(), setup, ready_tx.clone()).map_err(NodeError::Start)?;
+            server.threads.push(thread);
+            expected += 1;
+        }
         drop(ready_tx);
         for _ in 0..expected {
             match ready_rx.recv() {
@@ -276,7 +389,7 @@ impl NodeServer {
                 }
             }
         }
-        tracing::info!(name = %config.name, %addr, admin = ?admin_addr, workers, "node started");
+        tracing::info!(name = %config.name, %addr, admin = ?admin_addr, handoff = ?handoff_addr, workers, "node started");
         Ok(server)
     }
 
@@ -288,6 +401,11 @@ impl NodeServer {
     /// The admin listener's address, if configured.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin_addr
+    }
+
+    /// The handoff agent's control listener address, if the agent runs.
+    pub fn handoff_addr(&self) -> Option<SocketAddr> {
+        self.handoff_addr
     }
 
     /// The node's counters now.
@@ -310,7 +428,7 @@ impl NodeServer {
         if self.threads.is_empty() {
             return;
         }
-        self.node.shutting_down.store(true, Ordering::Relaxed);
+        self.node.shutting_down.store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = self.shutdown.send(true);
         for t in self.threads.drain(..) {
             let _ = t.join();
