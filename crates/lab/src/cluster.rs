@@ -73,6 +73,14 @@ impl<'n> LabCluster<'n> {
         spec: &ClusterSpec,
     ) -> Result<LabCluster<'n>, LabError> {
         std::fs::create_dir_all(scratch).map_err(|e| LabError::io(scratch, e))?;
+        let handoff = spec.switch == SwitchKind::Locus && spec.mode == "handoff";
+        let key_file = if handoff {
+            let path = scratch.join("handoff.key");
+            servers::write_handoff_key(&path)?;
+            Some(path)
+        } else {
+            None
+        };
         let mut nodes = Vec::with_capacity(spec.nodes);
         for i in 1..=spec.nodes {
             let node = NodeSpec {
@@ -82,6 +90,7 @@ impl<'n> LabCluster<'n> {
                 max_object: Some(spec.node.max_object.clone()),
                 storage: spec.node.storage.clone(),
                 admin: true,
+                handoff_key_file: key_file.clone(),
                 ..NodeSpec::new(&format!("node{i}"), &spec.root)
             };
             nodes.push(servers::locus_node(net, locus, scratch, &node)?);
@@ -101,6 +110,9 @@ impl<'n> LabCluster<'n> {
                     max_connections: 9000,
                     admin: true,
                     splice_min_bytes: spec.splice_min_bytes,
+                    handoff_key_file: key_file.clone(),
+                    handoff_agents: nodes.iter().filter_map(|n| n.agent).collect(),
+                    handoff_pin_dir: None,
                 };
                 servers::locus_switch(net, locus, scratch, listen, &named, &s)?
             }

@@ -103,6 +103,8 @@ pub struct Server {
     pub process: ChildGuard,
     /// Its output.
     pub log: PathBuf,
+    /// Its handoff agent's control address, if it runs one.
+    pub agent: Option<SocketAddr>,
 }
 
 impl Server {
@@ -154,7 +156,7 @@ fn start(
         Ok(Ok(()))
     })?;
     outcome.map_err(fail)?;
-    Ok(Server { name: name.to_string(), addr, admin, process, log })
+    Ok(Server { name: name.to_string(), addr, admin, process, log, agent: None })
 }
 
 /// How to start a `locus node`.
@@ -174,6 +176,8 @@ pub struct NodeSpec {
     pub storage: Option<String>,
     /// Start the admin listener (port 9090 in the lab).
     pub admin: bool,
+    /// Run the handoff agent (control port 7100 in the lab) with this key file.
+    pub handoff_key_file: Option<PathBuf>,
 }
 
 impl NodeSpec {
@@ -188,6 +192,7 @@ impl NodeSpec {
             max_object: None,
             storage: None,
             admin: false,
+            handoff_key_file: None,
         }
     }
 }
@@ -196,6 +201,27 @@ impl NodeSpec {
 pub const HTTP_PORT: u16 = 80;
 /// Port of the Locus admin listeners in the lab.
 pub const ADMIN_PORT: u16 = 9090;
+/// Port of the nodes' handoff agents in the lab.
+pub const AGENT_PORT: u16 = 7100;
+
+/// Write a new random control-channel key (hex) to `path`, readable by its owner only.
+pub fn write_handoff_key(path: &Path) -> Result<(), LabError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut key = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut key))
+        .map_err(|e| LabError::io(Path::new("/dev/urandom"), e))?;
+    let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, hex.as_bytes()))
+        .map_err(|e| LabError::io(path, e))
+}
 
 /// `locus node` on its role's host.
 pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> Result<Server, LabError> {
@@ -218,7 +244,17 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
             cmd.args([flag, v]);
         }
     }
-    start(net, &spec.role, cmd, addr, admin, scratch)
+    let agent = match &spec.handoff_key_file {
+        Some(key) => {
+            let agent = net.listen_addr(&spec.role, AGENT_PORT)?;
+            cmd.args(["--handoff-listen", &agent.to_string(), "--handoff-key-file"]).arg(key);
+            Some(agent)
+        }
+        None => None,
+    };
+    let mut server = start(net, &spec.role, cmd, addr, admin, scratch)?;
+    server.agent = agent;
+    Ok(server)
 }
 
 /// How to start a `locus switch`.
@@ -232,6 +268,11 @@ pub struct SwitchSpec {
     pub admin: bool,
     /// `[limits] splice_min_bytes` (0 turns splice(2) relaying off); `None`: the default.
     pub splice_min_bytes: Option<u64>,
+    /// Handoff mode: the key file, the nodes' agent addresses (in node order), and a bpffs
+    /// directory to pin the forwarder's maps in.
+    pub handoff_key_file: Option<PathBuf>,
+    pub handoff_agents: Vec<SocketAddr>,
+    pub handoff_pin_dir: Option<PathBuf>,
 }
 
 /// `locus switch` on the switch host, listening on `listen`, in front of `nodes` (name and
@@ -269,8 +310,21 @@ pub fn locus_switch(
     if let Some(a) = admin {
         cmd.args(["--admin", &a.to_string()]);
     }
-    for (name, addr) in nodes {
-        cmd.args(["--node", &format!("{name}={addr}")]);
+    for (i, (name, addr)) in nodes.iter().enumerate() {
+        match spec.handoff_agents.get(i) {
+            Some(agent) => cmd.args(["--node", &format!("{name}={addr}@{agent}")]),
+            None => cmd.args(["--node", &format!("{name}={addr}")]),
+        };
+    }
+    if let Some(key) = &spec.handoff_key_file {
+        cmd.arg("--handoff-key-file").arg(key);
+        if net.lab().is_some() {
+            // The forwarder steers the clients' packets to the nodes across the lab's LAN.
+            cmd.args(["--handoff-interface", "eth0"]);
+        }
+    }
+    if let Some(dir) = &spec.handoff_pin_dir {
+        cmd.arg("--handoff-pin-dir").arg(dir);
     }
     start(net, "locus-switch", cmd, listen, admin, scratch)
 }

@@ -105,7 +105,7 @@ fn live_choices(policy: PolicyConfig, nodes: &[NodeServer]) -> Vec<usize> {
         nodes: nodes
             .iter()
             .enumerate()
-            .map(|(i, n)| NodeEntry { name: Some(format!("n{i}")), addr: n.addr(), weight: 1 })
+            .map(|(i, n)| NodeEntry { name: Some(format!("n{i}")), addr: n.addr(), weight: 1, handoff: None })
             .collect(),
         // Health checks must not take a node out during the test.
         health: HealthConfig { interval_ms: 600_000, ..HealthConfig::default() },

@@ -97,8 +97,25 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
             })
         })
         .collect();
+    let handoff = shared.handoff.as_ref().map(|p| {
+        let h = &p.counters;
+        json!({
+            "handoffs": h.handoffs.load(Relaxed),
+            "rehandoffs": h.rehandoffs.load(Relaxed),
+            "refused": h.refused.load(Relaxed),
+            "failed": h.failed.load(Relaxed),
+            "served_here": h.served_here.load(Relaxed),
+            "routes": h.routes.load(Relaxed),
+            "closed": h.closed.load(Relaxed),
+            "channels_up": h.channels_up.load(Relaxed),
+            "on_nodes_now": p.handed_off_now(),
+            "forwarding_entries": p.forwarding_entries(),
+            "forwarder": p.has_forwarder(),
+        })
+    });
     json!({
         "mode": shared.config.mode.as_str(),
+        "handoff": handoff,
         "policy": snap.policy,
         "mapping_entries": snap.mapping_len,
         "in_flight": snap.in_flight,
@@ -198,6 +215,25 @@ pub fn metrics_text(shared: &Shared) -> String {
     reg.register("node_load", "Requests in flight on the node", load);
     reg.register("node_requests", "Requests sent to the node", requests);
     reg.register("node_failures", "Connection failures to the node", failures);
+    if let Some(p) = shared.handoff.as_ref() {
+        let h = &p.counters;
+        for (name, help, v) in [
+            ("handoffs", "Connections handed off to nodes", &h.handoffs),
+            ("rehandoffs", "Connections moved from node to node", &h.rehandoffs),
+            ("handoffs_refused", "Handoffs refused by nodes", &h.refused),
+            ("handoffs_failed", "Handoffs failed (no answer, channel lost, dump failed)", &h.failed),
+            ("handoffs_served_here", "Connections restored and served by the switch itself", &h.served_here),
+            ("handoff_routes", "Route questions answered", &h.routes),
+            ("handoff_closed", "Handed-off connections reported closed", &h.closed),
+        ] {
+            reg.register(name, help, counter(v.load(Relaxed)));
+        }
+        reg.register(
+            "handoff_on_nodes",
+            "Handed-off connections living on nodes",
+            gauge(p.handed_off_now() as i64),
+        );
+    }
     let mut text = String::new();
     if let Err(e) = encode(&mut text, &reg) {
         tracing::warn!("metrics encoding failed: {e}");

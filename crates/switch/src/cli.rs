@@ -20,18 +20,27 @@ pub struct SwitchArgs {
     /// Admin address for /locus/status and /metrics.
     #[arg(long)]
     pub admin: Option<SocketAddr>,
-    /// Forwarding mode: proxy (every request routed) or splice (first request routed, then a
-    /// kernel-spliced tunnel).
+    /// Forwarding mode: proxy (every request routed), splice (first request routed, then a
+    /// kernel-spliced tunnel) or handoff (the connection moves to the node; one-way).
     #[arg(long)]
     pub mode: Option<String>,
     /// Policy name with default parameters: rr, wrr, lc, wlc, p2c, hash, chash, maglev,
     /// chash-bounded, lard, lard-r.
     #[arg(long)]
     pub policy: Option<String>,
-    /// A node, as `ADDR`, `NAME=ADDR` or `NAME=ADDR*WEIGHT`; repeat for each node (replaces
-    /// the file's nodes).
-    #[arg(long = "node", value_name = "[NAME=]ADDR[*WEIGHT]")]
+    /// A node, as `ADDR`, `NAME=ADDR`, `NAME=ADDR*WEIGHT`, with `@AGENT` (its handoff agent's
+    /// address) for handoff mode; repeat for each node (replaces the file's nodes).
+    #[arg(long = "node", value_name = "[NAME=]ADDR[*WEIGHT][@AGENT]")]
     pub nodes: Vec<String>,
+    /// Handoff mode: file with the control channel's key in hex.
+    #[arg(long, value_name = "FILE")]
+    pub handoff_key_file: Option<PathBuf>,
+    /// Handoff mode: interface to attach the tc forwarder to (none: nodes on this host).
+    #[arg(long, value_name = "IFACE")]
+    pub handoff_interface: Option<String>,
+    /// Handoff mode: bpffs directory to pin the forwarder's maps in (survives restarts).
+    #[arg(long, value_name = "DIR")]
+    pub handoff_pin_dir: Option<PathBuf>,
     /// Worker threads (0 = one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -46,9 +55,19 @@ pub struct SwitchArgs {
     pub check: bool,
 }
 
-/// Parse `[NAME=]ADDR[*WEIGHT]`.
+/// Parse `[NAME=]ADDR[*WEIGHT][@AGENT]`.
 pub fn parse_node(spec: &str) -> anyhow::Result<NodeEntry> {
-    let (name, rest) = match spec.split_once('=') {
+    let (spec_main, handoff) = match spec.split_once('@') {
+        Some((m, a)) => (
+            m,
+            Some(
+                a.parse::<SocketAddr>()
+                    .with_context(|| format!("node `{spec}`: agent `{a}` is not an IP:port"))?,
+            ),
+        ),
+        None => (spec, None),
+    };
+    let (name, rest) = match spec_main.split_once('=') {
         Some((n, r)) => (Some(n.to_string()), r),
         None => (None, spec),
     };
@@ -58,7 +77,7 @@ pub fn parse_node(spec: &str) -> anyhow::Result<NodeEntry> {
     };
     let addr =
         addr.parse::<SocketAddr>().with_context(|| format!("node `{spec}`: `{addr}` is not an IP:port"))?;
-    Ok(NodeEntry { name, addr, weight })
+    Ok(NodeEntry { name, addr, weight, handoff })
 }
 
 impl SwitchArgs {
@@ -91,6 +110,15 @@ impl SwitchArgs {
         }
         if let Some(m) = self.max_connections {
             config.limits.max_connections = m;
+        }
+        if let Some(k) = &self.handoff_key_file {
+            config.handoff.key_file = Some(k.clone());
+        }
+        if let Some(i) = &self.handoff_interface {
+            config.handoff.interface = Some(i.clone());
+        }
+        if let Some(d) = &self.handoff_pin_dir {
+            config.handoff.pin_dir = Some(d.clone());
         }
         config.validate()?;
         Ok(config)
@@ -141,6 +169,9 @@ mod tests {
         assert_eq!((n.name, n.weight), (None, 1));
         assert!(parse_node("web=localhost:80").unwrap_err().to_string().contains("not an IP:port"));
         assert!(parse_node("127.0.0.1:1*x").unwrap_err().to_string().contains("bad weight"));
+        let n = parse_node("n1=10.0.0.2:80*2@10.0.0.2:7100").unwrap();
+        assert_eq!((n.weight, n.handoff), (2, Some("10.0.0.2:7100".parse().unwrap())));
+        assert!(parse_node("10.0.0.2:80@agent").unwrap_err().to_string().contains("not an IP:port"));
     }
 
     #[test]

@@ -20,6 +20,16 @@ pub enum Mode {
     /// node sockets are joined with splice(2) for the rest of the connection (a TCP gateway,
     /// as ClubWeb's two-way kernel switch: later requests on it go to the same node).
     Splice,
+    /// One-way: the first request is parsed and routed, then the client's TCP connection
+    /// itself moves to the node (TCP_REPAIR, over the authenticated control channel; the tc
+    /// forwarder sends the client's later packets to the node); the response never passes
+    /// the switch. Needs `[handoff]` and an agent address on every node.
+    Handoff,
+    /// One-way, content-blind: the tc forwarder picks a node at each client's SYN
+    /// (`handoff.l4_selection`) and forwards every packet of the connection to it without the
+    /// switch terminating TCP (LVS-DR style). Nodes running the agent with cloning ask the
+    /// switch's policy per request and hand connections on (Socket Cloning).
+    L4,
 }
 
 impl Mode {
@@ -28,6 +38,8 @@ impl Mode {
         match self {
             Mode::Proxy => "proxy",
             Mode::Splice => "splice",
+            Mode::Handoff => "handoff",
+            Mode::L4 => "l4",
         }
     }
 }
@@ -38,10 +50,11 @@ impl std::str::FromStr for Mode {
         match s {
             "proxy" => Ok(Mode::Proxy),
             "splice" => Ok(Mode::Splice),
-            "handoff" | "l4" => Err(ConfigError::Invalid(format!(
-                "mode `{s}` is not available in this build yet; available: proxy, splice"
+            "handoff" => Ok(Mode::Handoff),
+            "l4" => Ok(Mode::L4),
+            other => Err(ConfigError::Invalid(format!(
+                "unknown mode `{other}`; available: proxy, splice, handoff, l4"
             ))),
-            other => Err(ConfigError::Invalid(format!("unknown mode `{other}`; available: proxy, splice"))),
         }
     }
 }
@@ -58,6 +71,73 @@ pub struct NodeEntry {
     /// Weight for weighted policies.
     #[serde(default = "one")]
     pub weight: u32,
+    /// Address of the node's handoff agent (control channel); handoff mode needs it.
+    #[serde(default)]
+    pub handoff: Option<SocketAddr>,
+}
+
+/// Handoff mode: the control channel's key, the packet forwarder, and the timings.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HandoffSettings {
+    /// File holding the key shared with the node agents, in hex (at least 16 bytes).
+    pub key_file: Option<PathBuf>,
+    /// The key in hex, inline (prefer `key_file`: the configuration may be world-readable).
+    pub key: Option<String>,
+    /// Interface to attach the tc forwarder to (the one clients and nodes are reached on).
+    /// Absent: no forwarder, for a switch whose nodes run on the same host (tests, a
+    /// single-machine deployment): the kernel delivers the client's packets to whichever
+    /// socket holds the connection.
+    pub interface: Option<String>,
+    /// bpffs directory to pin the forwarder's maps in, so handed-off connections survive a
+    /// restart of the switch (the next switch adopts them). Absent: not pinned.
+    pub pin_dir: Option<PathBuf>,
+    /// Longest wait for a node's Ready before the switch serves the request itself.
+    pub ready_timeout_ms: u64,
+    /// After a node reports a connection closed, keep its forwarding entry this long (the
+    /// close's last ACK must still reach the node).
+    pub close_linger_ms: u64,
+    /// Forwarding entries no packet matched for this long are deleted (closes never reported).
+    pub expire_idle_s: u64,
+    /// Time between reconnection attempts to an agent whose control channel is down.
+    pub reconnect_ms: u64,
+    /// l4 mode: how the forwarder picks a node at a SYN: rr, wrr, lc or hash (of the
+    /// client's address and port).
+    pub l4_selection: String,
+}
+
+impl Default for HandoffSettings {
+    fn default() -> HandoffSettings {
+        HandoffSettings {
+            key_file: None,
+            key: None,
+            interface: None,
+            pin_dir: None,
+            ready_timeout_ms: 2_000,
+            close_linger_ms: 1_000,
+            expire_idle_s: 900,
+            reconnect_ms: 500,
+            l4_selection: "rr".into(),
+        }
+    }
+}
+
+impl HandoffSettings {
+    /// The control-channel key, from `key_file` or `key`.
+    pub fn load_key(&self) -> Result<locus_handoff::ControlKey, ConfigError> {
+        let text = match (&self.key_file, &self.key) {
+            (Some(path), _) => std::fs::read_to_string(path)
+                .map_err(|source| ConfigError::Io { path: path.clone(), source })?,
+            (None, Some(key)) => key.clone(),
+            (None, None) => {
+                return Err(ConfigError::Invalid(
+                    "handoff mode needs a key: set handoff.key_file (a file with the key in hex)".into(),
+                ));
+            }
+        };
+        locus_handoff::ControlKey::from_hex(text.trim())
+            .map_err(|e| ConfigError::Invalid(format!("handoff key: {e}")))
+    }
 }
 
 fn one() -> u32 {
@@ -204,6 +284,9 @@ pub struct SwitchConfig {
     pub health: HealthConfig,
     #[serde(default)]
     pub limits: SwitchLimits,
+    /// Handoff mode's settings.
+    #[serde(default)]
+    pub handoff: HandoffSettings,
 }
 
 fn yes() -> bool {
@@ -231,6 +314,7 @@ impl Default for SwitchConfig {
             nodes: Vec::new(),
             health: HealthConfig::default(),
             limits: SwitchLimits::default(),
+            handoff: HandoffSettings::default(),
         }
     }
 }
@@ -315,6 +399,50 @@ impl SwitchConfig {
         }
         locus_policy::build(&self.policy, &self.weights())
             .map_err(|e| ConfigError::Invalid(format!("policy: {e}")))?;
+        if self.mode == Mode::L4 {
+            if self.handoff.interface.is_none() {
+                return Err(ConfigError::Invalid(
+                    "l4 mode needs handoff.interface (the forwarder directs the connections)".into(),
+                ));
+            }
+            if !matches!(self.listen, SocketAddr::V4(a) if !a.ip().is_unspecified()) {
+                return Err(ConfigError::Invalid(format!(
+                    "l4 mode needs a listen address on the virtual IP (IPv4), not {}",
+                    self.listen
+                )));
+            }
+            if !["rr", "wrr", "lc", "hash"].contains(&self.handoff.l4_selection.as_str()) {
+                return Err(ConfigError::Invalid(format!(
+                    "handoff.l4_selection `{}`: use rr, wrr, lc or hash",
+                    self.handoff.l4_selection
+                )));
+            }
+            if self.nodes.iter().any(|n| n.handoff.is_some()) {
+                self.handoff.load_key()?;
+            }
+        }
+        if self.mode == Mode::Handoff {
+            self.handoff.load_key()?;
+            if let Some((i, _)) = self.nodes.iter().enumerate().find(|(_, n)| n.handoff.is_none()) {
+                return Err(ConfigError::Invalid(format!(
+                    "node `{}`: handoff mode needs the address of its agent (handoff = \"ip:port\")",
+                    names[i]
+                )));
+            }
+            let h = &self.handoff;
+            for (key, v) in [
+                ("handoff.ready_timeout_ms", h.ready_timeout_ms),
+                ("handoff.expire_idle_s", h.expire_idle_s),
+                ("handoff.reconnect_ms", h.reconnect_ms),
+            ] {
+                if v == 0 {
+                    return Err(ConfigError::Invalid(format!("{key} must be greater than 0")));
+                }
+            }
+            if h.pin_dir.is_some() && h.interface.is_none() {
+                return Err(ConfigError::Invalid("handoff.pin_dir needs handoff.interface".into()));
+            }
+        }
         Ok(())
     }
 
@@ -408,10 +536,46 @@ max_connections = 500
     }
 
     #[test]
-    fn modes_not_built_yet_are_refused_clearly() {
+    fn handoff_mode_needs_a_key_and_an_agent_per_node() {
+        let base = "mode = \"handoff\"\n[[node]]\naddr=\"127.0.0.1:1\"\n";
+        let c = SwitchConfig::from_toml_str(base, "x").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("needs a key"));
+        let key = "00112233445566778899aabbccddeeff";
+        let text = format!("{base}[handoff]\nkey = \"{key}\"\n");
+        let c = SwitchConfig::from_toml_str(&text, "x").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("address of its agent"));
+        let text = format!(
+            "mode = \"handoff\"\n[[node]]\naddr=\"127.0.0.1:1\"\nhandoff=\"127.0.0.1:2\"\n[handoff]\nkey = \"{key}\"\n"
+        );
+        let c = SwitchConfig::from_toml_str(&text, "x").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.handoff.ready_timeout_ms, 2_000);
+        let text = format!("{text}key_file = \"/nonexistent/locus.key\"\n");
+        let c = SwitchConfig::from_toml_str(&text, "x").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("/nonexistent/locus.key"));
+    }
+
+    #[test]
+    fn l4_mode_needs_an_interface_a_virtual_ip_and_a_known_selection() {
+        let base = "mode = \"l4\"\n[[node]]\naddr=\"10.0.0.2:80\"\n";
+        let c = SwitchConfig::from_toml_str(base, "x").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("handoff.interface"));
+        let text = format!("{base}[handoff]\ninterface = \"eth0\"\n");
+        let c = SwitchConfig::from_toml_str(&text, "x").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("virtual IP"));
+        let text = format!("listen = \"10.0.0.100:80\"\n{text}l4_selection = \"random\"\n");
+        let c = SwitchConfig::from_toml_str(&text, "x").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("rr, wrr, lc or hash"));
+        let c = SwitchConfig::from_toml_str(&text.replace("random", "wrr"), "x").unwrap();
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn every_mode_parses_and_unknown_ones_are_refused_clearly() {
         assert_eq!("proxy".parse::<Mode>().unwrap(), Mode::Proxy);
         assert_eq!("splice".parse::<Mode>().unwrap(), Mode::Splice);
-        assert!("handoff".parse::<Mode>().unwrap_err().to_string().contains("not available"));
+        assert_eq!("handoff".parse::<Mode>().unwrap(), Mode::Handoff);
+        assert_eq!("l4".parse::<Mode>().unwrap(), Mode::L4);
         assert!("bogus".parse::<Mode>().unwrap_err().to_string().contains("unknown mode"));
     }
 }

@@ -79,7 +79,6 @@ pub struct DetachedAssignment {
     pub target_hash: u64,
 }
 
-#[cfg_attr(not(test), expect(dead_code, reason = "handoff mode (issue 5) is its user, being built"))]
 impl Assignment<'_> {
     /// Keep the request counted after this value is gone.
     pub fn detach(self) -> DetachedAssignment {
@@ -179,7 +178,6 @@ impl Dispatcher {
     }
 
     /// Complete a detached assignment.
-    #[cfg_attr(not(test), expect(dead_code, reason = "handoff mode (issue 5) is its user, being built"))]
     pub fn release(&self, d: DetachedAssignment) {
         self.complete(d.node, d.target_hash);
     }

@@ -9,6 +9,7 @@ pub mod cli;
 mod config;
 mod dispatch;
 mod forward;
+mod handoff;
 mod health;
 mod pool;
 mod server;
@@ -16,6 +17,7 @@ mod session;
 mod splice;
 mod state;
 
-pub use config::{ConfigError, HealthConfig, Mode, NodeEntry, SwitchConfig, SwitchLimits};
+pub use config::{ConfigError, HandoffSettings, HealthConfig, Mode, NodeEntry, SwitchConfig, SwitchLimits};
 pub use dispatch::{DispatchError, DispatchSnapshot};
+pub use handoff::HandoffSetupError;
 pub use server::{SwitchError, SwitchServer};

@@ -29,6 +29,8 @@ pub enum SwitchError {
     AccessLog { path: String, source: std::io::Error },
     #[error("cannot start thread: {0}")]
     Thread(std::io::Error),
+    #[error(transparent)]
+    Handoff(#[from] crate::handoff::HandoffSetupError),
 }
 
 /// A running switch.
@@ -58,7 +60,11 @@ impl SwitchServer {
     /// Validate `config`, bind every listener and start the threads.
     pub fn start(config: SwitchConfig) -> Result<SwitchServer, SwitchError> {
         let workers = config.worker_count();
-        let shared = Arc::new(Shared::new(config)?);
+        let mut shared = Shared::new(config)?;
+        if matches!(shared.config.mode, crate::Mode::Handoff | crate::Mode::L4) {
+            shared.handoff = Some(crate::handoff::HandoffPlane::start(&shared.config)?);
+        }
+        let shared = Arc::new(shared);
         let cfg = &shared.config;
         let listen_err = |addr, source| SwitchError::Listen { addr, source };
         let first = bind_listener(cfg.listen, true).map_err(|e| listen_err(cfg.listen, e))?;
@@ -138,6 +144,9 @@ impl SwitchServer {
         for t in self.threads {
             let _ = t.join();
         }
+        if let Some(plane) = &self.shared.handoff {
+            plane.release_forwarder();
+        }
     }
 }
 
@@ -163,6 +172,7 @@ fn worker_thread(
         };
         let worker = Rc::new(Worker::new(shared.clone(), log));
         let mut shutdown = shared.shutdown_tx.subscribe();
+        crate::handoff::start_links(&worker, shutdown.clone());
         let sweeper = {
             let worker = worker.clone();
             tokio::task::spawn_local(async move {
@@ -249,9 +259,13 @@ fn control_thread(shared: Arc<Shared>, admin_listener: Option<std::net::TcpListe
         let mut shutdown = shared.shutdown_tx.subscribe();
         let checks = health::spawn_checks(shared.clone());
         let admin = admin_listener.map(|l| tokio::spawn(admin::serve(shared.clone(), l)));
+        let housekeeping = crate::handoff::spawn_housekeeping(shared.clone());
         let _ = shutdown.wait_for(|&stop| stop).await;
         for c in checks {
             c.abort();
+        }
+        if let Some(h) = housekeeping {
+            h.abort();
         }
         if let Some(a) = admin {
             a.abort();

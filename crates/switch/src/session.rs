@@ -37,6 +37,8 @@ pub struct Worker {
     pub log: Option<RefCell<AccessLog>>,
     /// Client sessions open on this worker.
     pub active: Cell<usize>,
+    /// Handoff mode: this worker's control channels to the node agents, by node index.
+    pub links: Option<crate::handoff::WorkerLinks>,
 }
 
 const READ_BUFFER: usize = 8 * 1024;
@@ -53,6 +55,7 @@ impl Worker {
             pipes: RefCell::new(PipePool::new(64)),
             log: log.map(RefCell::new),
             active: Cell::new(0),
+            links: crate::handoff::make_links(&shared),
             shared,
         }
     }
@@ -108,6 +111,27 @@ struct Exchanged {
 
 /// Serve one accepted client connection until it closes.
 pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, shutdown: watch::Receiver<bool>) {
+    serve_with(worker, stream, peer, shutdown, true).await
+}
+
+/// Serve a connection the switch restored after a node refused it (or a re-handoff failed):
+/// by the proxy path, never handed off again. The caller counted it in `connections`.
+pub async fn serve_restored(
+    worker: Rc<Worker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+) {
+    serve_with(worker, stream, peer, shutdown, false).await
+}
+
+async fn serve_with(
+    worker: Rc<Worker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+    handoff_allowed: bool,
+) {
     let _ = stream.set_nodelay(true);
     worker.active.set(worker.active.get() + 1);
     let mut session = Session {
@@ -118,6 +142,7 @@ pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, shut
         resp: ResponseHead::default(),
         out: Vec::new(),
         shutdown,
+        handoff_allowed,
     };
     session.run().await;
     session.release_buffers();
@@ -135,6 +160,9 @@ struct Session {
     resp: ResponseHead,
     out: Vec<u8>,
     shutdown: watch::Receiver<bool>,
+    /// Handoff mode: whether this connection may still be handed to a node (not after a
+    /// refusal: the switch then serves it to the end).
+    handoff_allowed: bool,
 }
 
 impl Session {
@@ -285,7 +313,13 @@ impl Session {
         if shared.config.mode == Mode::Splice {
             return self.handle_tunnel(&shared, head).await;
         }
-        if head.expect_continue && head.body != BodyKind::Empty && shared.config.mode == Mode::Proxy {
+        if shared.config.mode == Mode::Handoff
+            && self.handoff_allowed
+            && let Some(next) = self.try_handoff(&shared, head).await
+        {
+            return next;
+        }
+        if head.expect_continue && head.body != BodyKind::Empty && shared.config.mode != Mode::Splice {
             // The switch answers the expectation itself and strips it towards the node.
             let t = shared.config.limits.node_timeout();
             if !matches!(
@@ -375,6 +409,81 @@ impl Session {
         drop(asg);
         self.worker.relay_buffers.borrow_mut().give(relay);
         next
+    }
+
+    /// Handoff mode: route the request, then move the connection itself to the node (hold its
+    /// packets, dump it with what was read put back, HandOver, Ready, forward, Go). `None`:
+    /// nothing was done (no channel to the node, no MAC, dump refused), serve by proxy. A
+    /// node's refusal restores the connection here and it is proxied from then on.
+    async fn try_handoff(&mut self, shared: &Arc<Shared>, head: &RequestHead) -> Option<Next> {
+        use locus_handoff::{ConnectionId, HandoffHint, disconnect_dumped, dump_connection_in_place};
+        use std::os::fd::AsFd;
+        let plane = shared.handoff.as_ref()?;
+        let (SocketAddr::V4(client), Ok(SocketAddr::V4(local))) = (self.peer, self.stream.local_addr())
+        else {
+            return None;
+        };
+        let asg = match self.dispatch(shared, head).await {
+            Ok(a) => a,
+            Err(e) => return Some(self.dispatch_failed(head, e).await),
+        };
+        let node = asg.node;
+        let link_up = self.worker.links.as_ref().and_then(|l| l.get(node.index())).is_some_and(|l| l.is_up());
+        if !link_up || !plane.can_steer_to(node) {
+            return None;
+        }
+        let key = locus_bpf::ConnKey::new(client, local);
+        let id = ConnectionId::from_tuple(client, local.port());
+        let target = head.path_str(&self.buf).to_string();
+        let hint = HandoffHint { target: target.clone(), request_len: self.buf.len() as u32 };
+        // Hold before the dump: from here the client's packets wait (it retransmits).
+        if let Err(e) = plane.hold(key, node) {
+            tracing::debug!(peer = %self.peer, "handoff: cannot hold, proxying: {e}");
+            return None;
+        }
+        let state = match dump_connection_in_place(self.stream.as_fd(), &self.buf) {
+            Ok(state) => state,
+            Err(e) => {
+                plane.unforward(key);
+                plane.counters.failed.fetch_add(1, Relaxed);
+                tracing::warn!(peer = %self.peer, "handoff: dump failed, proxying: {e}");
+                return None;
+            }
+        };
+        if let Err(e) = disconnect_dumped(self.stream.as_fd()) {
+            let _ = locus_handoff::resume_connection(self.stream.as_fd());
+            plane.unforward(key);
+            plane.counters.failed.fetch_add(1, Relaxed);
+            tracing::warn!(peer = %self.peer, "handoff: disconnect failed, proxying: {e}");
+            return None;
+        }
+        crate::handoff::register(plane, id, key, node, asg.detach(), target);
+        match crate::handoff::hand_over(&self.worker, node, id, key, state, hint).await {
+            Ok(()) => {
+                plane.counters.handoffs.fetch_add(1, Relaxed);
+                shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
+                self.log(head, 0, 0);
+                // The descriptor is closed when the session ends: in repair mode, silently.
+                Some(Next::Close)
+            }
+            Err((state, why)) => {
+                crate::handoff::unregister(shared, id);
+                tracing::info!(peer = %self.peer, node = %shared.nodes[node.index()].name, "handoff not taken, the switch serves the connection: {why}");
+                match crate::handoff::restore_here(plane, &state, key).await {
+                    Ok(stream) => {
+                        // The old descriptor (dumped, disconnected) closes silently here.
+                        self.stream = stream;
+                        self.buf.clear();
+                        self.handoff_allowed = false;
+                        Some(Next::Continue(0))
+                    }
+                    Err(e) => {
+                        tracing::warn!(peer = %self.peer, "handoff: cannot restore the connection here: {e}");
+                        Some(Next::Close)
+                    }
+                }
+            }
+        }
     }
 
     /// Splice mode: route the first request, send it to the node as received, then join the

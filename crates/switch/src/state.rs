@@ -62,6 +62,8 @@ pub struct Shared {
     pub connections: AtomicUsize,
     pub shutting_down: AtomicBool,
     pub shutdown_tx: watch::Sender<bool>,
+    /// Handoff mode's plane (None in the other modes).
+    pub handoff: Option<crate::handoff::HandoffPlane>,
 }
 
 impl Shared {
@@ -101,6 +103,7 @@ impl Shared {
             connections: AtomicUsize::new(0),
             shutting_down: AtomicBool::new(false),
             shutdown_tx,
+            handoff: None,
         })
     }
 

@@ -47,7 +47,12 @@ fn cluster(policy: PolicyConfig, n: usize) -> Cluster {
         nodes: nodes
             .iter()
             .enumerate()
-            .map(|(i, node)| NodeEntry { name: Some(format!("node{i}")), addr: node.addr(), weight: 1 })
+            .map(|(i, node)| NodeEntry {
+                name: Some(format!("node{i}")),
+                addr: node.addr(),
+                weight: 1,
+                handoff: None,
+            })
             .collect(),
         ..SwitchConfig::default()
     };

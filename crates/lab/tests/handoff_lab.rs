@@ -1,0 +1,454 @@
+//! Handoff mode end to end, as root in the lab's network namespaces (skipped, with a message,
+//! without root or `ip`): `locus switch --mode handoff` with its tc forwarder on the switch's
+//! interface, `locus node` with the handoff agent. Byte-exact 1 KB and 1 MB responses that do
+//! not pass the switch; keep-alive with a re-handoff between requests; a pipelined pair that
+//! crosses nodes; a switch restart with live handed-off connections; a wrong key refused; a
+//! node refusal (it lacks the virtual IP) served by the switch's proxy path.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use locus_lab::servers::{
+    HTTP_PORT, NodeSpec, Server, SwitchSpec, locus_node, locus_switch, write_handoff_key,
+};
+use locus_lab::{LabNetwork, Net, tear_down_everything};
+
+fn skip_reason() -> Option<String> {
+    LabNetwork::available().err()
+}
+
+/// The `locus` executable of this build profile, built first so that it is current.
+fn locus_binary() -> PathBuf {
+    static LOCUS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LOCUS
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test executable path");
+            let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
+            let target_dir = profile_dir.parent().expect("target dir");
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut build = Command::new(cargo);
+            build
+                .args(["build", "--quiet", "-p", "locus", "--manifest-path"])
+                .arg(&manifest)
+                .arg("--target-dir")
+                .arg(target_dir);
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                build.arg("--release");
+            }
+            assert!(build.status().expect("cargo build -p locus").success(), "cargo build -p locus failed");
+            profile_dir.join("locus")
+        })
+        .clone()
+}
+
+/// Tear everything down and end the test binary if a test runs past `limit`.
+fn watchdog(name: &'static str, limit: Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        eprintln!("{name}: still running after {limit:?}: tearing the lab down and exiting");
+        tear_down_everything();
+        std::process::exit(101);
+    });
+}
+
+/// Deterministic content of a site file.
+fn content(name: &str, len: usize) -> Vec<u8> {
+    let seed = name.bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    (0..len).map(|i| b'a' + ((i as u32).wrapping_mul(7).wrapping_add(seed) % 26) as u8).collect()
+}
+
+/// A private bpffs mount for the forwarder's pins, unmounted on drop.
+struct Bpffs(PathBuf);
+
+impl Bpffs {
+    fn new(dir: PathBuf) -> Bpffs {
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = Command::new("mount").args(["-t", "bpf", "bpf"]).arg(&dir).status().unwrap().success();
+        assert!(ok, "mount -t bpf on {}", dir.display());
+        Bpffs(dir)
+    }
+}
+
+impl Drop for Bpffs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A lab with nodes running the agent and a handoff switch.
+struct HandoffLab {
+    net: Net,
+    scratch: tempfile::TempDir,
+    nodes: Vec<Server>,
+    switch: Option<Server>,
+    key: PathBuf,
+    pins: Option<Bpffs>,
+    policy: String,
+}
+
+impl HandoffLab {
+    fn start(nodes: usize, policy: &str, pinned: bool) -> HandoffLab {
+        let net = Net::Namespaces(LabNetwork::create(nodes).expect("lab network"));
+        let scratch = tempfile::tempdir().unwrap();
+        let site = scratch.path().join("site");
+        std::fs::create_dir_all(&site).unwrap();
+        for (name, len) in [("f1k", 1024), ("f1m", 1 << 20)] {
+            std::fs::write(site.join(name), content(name, len)).unwrap();
+        }
+        for i in 0..32 {
+            let name = format!("t{i}");
+            std::fs::write(site.join(&name), content(&name, 2000 + i * 10)).unwrap();
+        }
+        let key = scratch.path().join("handoff.key");
+        write_handoff_key(&key).unwrap();
+        let locus = locus_binary();
+        let mut servers = Vec::new();
+        for i in 1..=nodes {
+            let spec = NodeSpec {
+                admin: true,
+                handoff_key_file: Some(key.clone()),
+                ..NodeSpec::new(&format!("node{i}"), &site)
+            };
+            servers.push(locus_node(&net, &locus, scratch.path(), &spec).expect("node starts"));
+        }
+        let pins = pinned.then(|| Bpffs::new(scratch.path().join("bpffs")));
+        let mut lab =
+            HandoffLab { net, scratch, nodes: servers, switch: None, key, pins, policy: policy.to_string() };
+        lab.start_switch(None);
+        lab
+    }
+
+    fn start_switch(&mut self, key: Option<&Path>) {
+        let spec = SwitchSpec {
+            policy: self.policy.clone(),
+            mode: "handoff".into(),
+            workers: 1,
+            max_connections: 1000,
+            admin: true,
+            splice_min_bytes: None,
+            handoff_key_file: Some(key.unwrap_or(&self.key).to_path_buf()),
+            handoff_agents: self.nodes.iter().map(|n| n.agent.expect("agent")).collect(),
+            handoff_pin_dir: self.pins.as_ref().map(|p| p.0.join("locus")),
+        };
+        let named: Vec<(String, SocketAddr)> = self.nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
+        let listen = self.net.switch_addr(HTTP_PORT).unwrap();
+        let switch = locus_switch(&self.net, &locus_binary(), self.scratch.path(), listen, &named, &spec)
+            .expect("switch");
+        self.switch = Some(switch);
+        // The switch connects its control channels to the agents right after it starts.
+        self.wait_for(|lab| lab.switch_status()["handoff"].is_object(), "switch status");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    /// SIGTERM the switch and wait for it to exit.
+    fn stop_switch(&mut self) {
+        let mut switch = self.switch.take().expect("a switch");
+        let pid = switch.process.pid();
+        Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+        for _ in 0..200 {
+            if switch.process.exited().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("switch did not exit on SIGTERM");
+    }
+
+    fn vip(&self) -> SocketAddr {
+        self.net.switch_addr(HTTP_PORT).unwrap()
+    }
+
+    /// Run `f` on the client host.
+    fn client<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        self.net.on_host("client", || Ok::<T, locus_lab::LabError>(f())).unwrap()
+    }
+
+    fn admin_get(&self, addr: SocketAddr) -> serde_json::Value {
+        self.client(|| {
+            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.write_all(b"GET /locus/status HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n").unwrap();
+            let mut out = Vec::new();
+            let _ = s.read_to_end(&mut out);
+            let text = String::from_utf8_lossy(&out).to_string();
+            let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+            serde_json::from_str(&body).unwrap_or(serde_json::Value::Null)
+        })
+    }
+
+    fn switch_status(&self) -> serde_json::Value {
+        self.admin_get(self.switch.as_ref().unwrap().admin.unwrap())
+    }
+
+    fn wait_for(&self, mut ok: impl FnMut(&HandoffLab) -> bool, what: &str) {
+        for _ in 0..100 {
+            if ok(self) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("waited in vain for {what}");
+    }
+
+    /// Bytes sent out of the switch's interface so far.
+    fn switch_tx_bytes(&self) -> u64 {
+        let ns = &self.net.lab().unwrap().host("switch").unwrap().namespace;
+        let out = Command::new("ip").args(["-n", ns, "-s", "-j", "link", "show", "eth0"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0]["stats64"]["tx"]["bytes"].as_u64().expect("tx bytes")
+    }
+
+    /// Which node serves `path` on a fresh connection.
+    fn node_of(&self, path: &str) -> String {
+        self.client(|| {
+            let mut c = Client::connect(self.vip());
+            c.get(path).node
+        })
+    }
+
+    /// Two targets the policy puts on different nodes.
+    fn targets_on_two_nodes(&self) -> (String, String) {
+        let first = "/t0".to_string();
+        let home = self.node_of(&first);
+        for i in 1..32 {
+            let other = format!("/t{i}");
+            if self.node_of(&other) != home {
+                return (first, other);
+            }
+        }
+        panic!("every target on {home}");
+    }
+}
+
+/// A response.
+struct Response {
+    status: u16,
+    node: String,
+    body: Vec<u8>,
+}
+
+/// A keep-alive HTTP/1.1 client on one connection.
+struct Client {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).expect("connect to the VIP");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Client { stream, buf: Vec::new() }
+    }
+
+    fn send(&mut self, paths: &[&str]) {
+        let mut out = Vec::new();
+        for p in paths {
+            out.extend_from_slice(format!("GET {p} HTTP/1.1\r\nHost: lab\r\n\r\n").as_bytes());
+        }
+        self.stream.write_all(&out).unwrap();
+    }
+
+    fn get(&mut self, path: &str) -> Response {
+        self.send(&[path]);
+        self.read_response()
+    }
+
+    fn fill(&mut self) {
+        let mut chunk = [0u8; 65536];
+        let n = self.stream.read(&mut chunk).expect("read a response");
+        assert!(n > 0, "connection closed before a full response");
+        self.buf.extend_from_slice(&chunk[..n]);
+    }
+
+    fn read_response(&mut self) -> Response {
+        let head_end = loop {
+            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            self.fill();
+        };
+        let head = String::from_utf8_lossy(&self.buf[..head_end]).to_string();
+        let status: u16 = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
+        let header = |name: &str| {
+            head.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+            })
+        };
+        let len: usize = header("content-length").and_then(|v| v.parse().ok()).expect("content-length");
+        let node = header("x-locus-node").unwrap_or_default();
+        while self.buf.len() < head_end + len {
+            self.fill();
+        }
+        let body = self.buf[head_end..head_end + len].to_vec();
+        self.buf.drain(..head_end + len);
+        Response { status, node, body }
+    }
+}
+
+fn handoff_counter(status: &serde_json::Value, name: &str) -> u64 {
+    status["handoff"][name].as_u64().unwrap_or_else(|| panic!("handoff.{name} in {status}"))
+}
+
+#[test]
+fn handoff_serves_1kb_and_1mb_byte_exact_and_the_responses_bypass_the_switch() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    watchdog("handoff byte-exact", Duration::from_secs(180));
+    let lab = HandoffLab::start(2, "lard", false);
+    let vip = lab.vip();
+    let tx_before = lab.switch_tx_bytes();
+    let served = lab.client(|| {
+        let mut nodes = Vec::new();
+        for (path, name, len) in [("/f1k", "f1k", 1024), ("/f1m", "f1m", 1 << 20)] {
+            for _ in 0..3 {
+                let mut c = Client::connect(vip);
+                let r = c.get(path);
+                assert_eq!(r.status, 200);
+                assert!(r.body == content(name, len), "{path}: body differs");
+                nodes.push(r.node);
+            }
+        }
+        nodes
+    });
+    assert!(served.iter().all(|n| n.starts_with("node")), "{served:?}");
+    let tx = lab.switch_tx_bytes() - tx_before;
+    // Three 1 MB responses went to the client; through the switch they would be > 3 MB.
+    assert!(tx < 256 * 1024, "the switch sent {tx} bytes: responses passed through it");
+    let status = lab.switch_status();
+    assert_eq!(handoff_counter(&status, "handoffs"), 6, "{status}");
+    assert_eq!(handoff_counter(&status, "served_here"), 0, "{status}");
+    // The nodes report the closes; the switch forgets the connections.
+    lab.wait_for(|l| handoff_counter(&l.switch_status(), "on_nodes_now") == 0, "Closed from the nodes");
+}
+
+#[test]
+fn keep_alive_requests_move_between_nodes_and_a_pipelined_pair_crosses_nodes() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    watchdog("handoff re-handoff", Duration::from_secs(180));
+    let lab = HandoffLab::start(2, "hash", false);
+    let (a, b) = lab.targets_on_two_nodes();
+    let (node_a, node_b) = (lab.node_of(&a), lab.node_of(&b));
+    let vip = lab.vip();
+    lab.client(|| {
+        let mut c = Client::connect(vip);
+        for path in [&a, &b, &a, &b] {
+            let r = c.get(path);
+            assert_eq!(r.status, 200);
+            assert_eq!(r.body, content(&path[1..], r.body.len()), "{path}");
+            let want = if path == &a { &node_a } else { &node_b };
+            assert_eq!(&r.node, want, "{path} on the node the policy chose");
+        }
+        // Pipelined: both requests in one segment; the second one moves the connection.
+        let mut c = Client::connect(vip);
+        c.send(&[&a, &b]);
+        let (ra, rb) = (c.read_response(), c.read_response());
+        assert_eq!((ra.node.as_str(), rb.node.as_str()), (node_a.as_str(), node_b.as_str()));
+        assert_eq!(ra.body, content(&a[1..], ra.body.len()));
+        assert_eq!(rb.body, content(&b[1..], rb.body.len()));
+    });
+    let status = lab.switch_status();
+    assert!(handoff_counter(&status, "rehandoffs") >= 4, "{status}");
+    assert_eq!(handoff_counter(&status, "served_here"), 0, "{status}");
+}
+
+#[test]
+fn handed_off_connections_survive_a_switch_restart() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    watchdog("handoff restart", Duration::from_secs(180));
+    let mut lab = HandoffLab::start(2, "hash", true);
+    let (a, b) = lab.targets_on_two_nodes();
+    let node_b = lab.node_of(&b);
+    let vip = lab.vip();
+    let mut client = lab.client(|| {
+        let mut c = Client::connect(vip);
+        assert_eq!(c.get(&a).status, 200);
+        c
+    });
+    lab.stop_switch();
+    // The forwarder keeps steering the connection while no switch runs.
+    lab.client(|| {
+        let r = client.get(&a);
+        assert_eq!((r.status, r.body.len()), (200, content(&a[1..], r.body.len()).len()));
+    });
+    lab.start_switch(None);
+    // The new switch adopts the pinned entries and moves the connection on.
+    lab.client(|| {
+        let r = client.get(&b);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.node, node_b);
+        assert_eq!(r.body, content(&b[1..], r.body.len()));
+    });
+    drop(client);
+    let status = lab.switch_status();
+    assert!(handoff_counter(&status, "rehandoffs") >= 1, "{status}");
+}
+
+#[test]
+fn a_switch_with_the_wrong_key_hands_nothing_off_and_still_serves() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    watchdog("handoff wrong key", Duration::from_secs(120));
+    let mut lab = HandoffLab::start(2, "lard", false);
+    lab.stop_switch();
+    let wrong = lab.scratch.path().join("wrong.key");
+    write_handoff_key(&wrong).unwrap();
+    lab.start_switch(Some(&wrong));
+    let vip = lab.vip();
+    lab.client(|| {
+        let mut c = Client::connect(vip);
+        let r = c.get("/f1k");
+        assert_eq!((r.status, r.body == content("f1k", 1024)), (200, true));
+    });
+    let status = lab.switch_status();
+    assert_eq!(handoff_counter(&status, "handoffs"), 0, "{status}");
+    for node in &lab.nodes {
+        let s = lab.admin_get(node.admin.unwrap());
+        assert_eq!(s["handoff"]["handoffs_accepted"].as_u64(), Some(0), "{s}");
+    }
+}
+
+#[test]
+fn a_node_that_refuses_a_connection_leaves_it_to_the_switch_and_the_client_sees_no_error() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    watchdog("handoff refusal", Duration::from_secs(120));
+    let lab = HandoffLab::start(1, "lard", false);
+    // Without the virtual IP the node cannot restore the client's connection.
+    let ns = lab.net.lab().unwrap().host("node1").unwrap().namespace.clone();
+    let vip = lab.vip();
+    let ok = Command::new("ip")
+        .args(["-n", &ns, "addr", "del", &format!("{}/32", vip.ip()), "dev", "lo"])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    lab.client(|| {
+        let mut c = Client::connect(vip);
+        for _ in 0..2 {
+            let r = c.get("/f1m");
+            assert_eq!((r.status, r.body == content("f1m", 1 << 20)), (200, true));
+        }
+    });
+    let status = lab.switch_status();
+    assert_eq!(handoff_counter(&status, "refused"), 1, "{status}");
+    assert_eq!(handoff_counter(&status, "served_here"), 1, "{status}");
+    assert_eq!(handoff_counter(&status, "handoffs"), 0, "{status}");
+}

@@ -1,0 +1,214 @@
+//! Integration tests of the switch in handoff mode on loopback, with in-process Locus nodes
+//! running the handoff agent (root only: TCP_REPAIR needs CAP_NET_ADMIN; skipped otherwise).
+//! On one host no packet forwarder is needed: the kernel delivers the client's packets to
+//! whichever socket holds the connection. Responses come from the nodes themselves (the
+//! switch relays no byte), keep-alive and pipelined requests move between nodes as the
+//! policy says, closes are reported, and a switch whose key the agents reject serves by proxy.
+
+mod common;
+
+use common::*;
+use locus_node::{HandoffConfig, NodeConfig, NodeServer};
+use locus_policy::PolicyConfig;
+use locus_switch::{HandoffSettings, Mode, NodeEntry, SwitchConfig, SwitchServer};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const KEY: &str = "6c6f6375732d746573742d6b65792d6f662d33322d62797465732d2d2d2d2d21";
+const OTHER_KEY: &str = "0123456789abcdef0123456789abcdef";
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+struct Cluster {
+    nodes: Vec<NodeServer>,
+    switch: SwitchServer,
+    _root: tempfile::TempDir,
+}
+
+fn site(root: &Path) {
+    for i in 0..40 {
+        std::fs::write(root.join(format!("f{i}.txt")), format!("file {i}\n").repeat(i + 1)).unwrap();
+    }
+    std::fs::write(root.join("big.bin"), pattern(3 << 20, 11)).unwrap();
+}
+
+fn cluster(policy: &str, n: usize, switch_key: &str) -> Cluster {
+    // RUST_LOG=locus_switch=debug,locus_node=debug shows both sides of the protocol.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let root = tempfile::tempdir().unwrap();
+    site(root.path());
+    let nodes: Vec<NodeServer> = (0..n)
+        .map(|i| {
+            NodeServer::start(NodeConfig {
+                name: format!("node{i}"),
+                root: root.path().to_path_buf(),
+                workers: 1,
+                handoff: Some(HandoffConfig {
+                    listen: "127.0.0.1:0".parse().unwrap(),
+                    key: Some(KEY.into()),
+                    ..HandoffConfig::default()
+                }),
+                ..NodeConfig::default()
+            })
+            .unwrap()
+        })
+        .collect();
+    let config = SwitchConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        workers: 2,
+        mode: Mode::Handoff,
+        policy: PolicyConfig::from_name(policy).unwrap(),
+        nodes: nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| NodeEntry {
+                name: Some(format!("node{i}")),
+                addr: node.addr(),
+                weight: 1,
+                handoff: node.handoff_addr(),
+            })
+            .collect(),
+        handoff: HandoffSettings { key: Some(switch_key.into()), ..HandoffSettings::default() },
+        ..SwitchConfig::default()
+    };
+    let switch = SwitchServer::start(config).unwrap();
+    let c = Cluster { nodes, switch, _root: root };
+    // Both workers connect a control channel to each agent.
+    if switch_key == KEY {
+        c.wait_for(|s| s["handoff"]["channels_up"] == 2 * n, "control channels");
+    }
+    c
+}
+
+impl Cluster {
+    fn status(&self) -> serde_json::Value {
+        self.switch.status()
+    }
+
+    fn counter(&self, name: &str) -> u64 {
+        let s = self.status();
+        s["handoff"][name].as_u64().unwrap_or_else(|| panic!("handoff.{name} in {s}"))
+    }
+
+    fn wait_for(&self, ok: impl Fn(&serde_json::Value) -> bool, what: &str) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            if ok(&self.status()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("waited in vain for {what}: {}", self.status());
+    }
+
+    fn get(&self, client: &mut Client, path: &str) -> Response {
+        client.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        client.read_response(false).expect("a response")
+    }
+
+    fn node_of(&self, path: &str) -> String {
+        let mut c = Client::connect(self.switch.addr());
+        self.get(&mut c, path).header("x-locus-node").expect("X-Locus-Node").to_string()
+    }
+
+    fn stop(self) {
+        self.switch.shutdown();
+        for n in self.nodes {
+            n.shutdown();
+        }
+    }
+}
+
+#[test]
+fn handoff_serves_small_and_large_files_byte_exact_from_the_nodes_themselves() {
+    if !is_root() {
+        eprintln!("skipped: handoff needs CAP_NET_ADMIN (run as root)");
+        return;
+    }
+    let c = cluster("lard", 2, KEY);
+    let big = pattern(3 << 20, 11);
+    for round in 0..3 {
+        let mut client = Client::connect(c.switch.addr());
+        let r = c.get(&mut client, "/big.bin");
+        assert_eq!(r.status, 200);
+        assert!(r.body == big, "round {round}: big body differs");
+        assert!(r.header("x-locus-node").is_some_and(|n| n.starts_with("node")));
+        let mut client = Client::connect(c.switch.addr());
+        let r = c.get(&mut client, "/f3.txt");
+        assert_eq!((r.status, r.body.as_slice()), (200, "file 3\n".repeat(4).as_bytes()));
+    }
+    let s = c.status();
+    assert_eq!(s["handoff"]["handoffs"], 6, "{s}");
+    assert_eq!(s["handoff"]["served_here"], 0, "{s}");
+    // Not one response byte went through the switch.
+    assert_eq!(s["bytes_to_clients"], 0, "{s}");
+    // The clients closed: the agents report it and the nodes' load goes back to zero.
+    c.wait_for(|s| s["handoff"]["on_nodes_now"] == 0 && s["in_flight"] == 0, "closes reported");
+    assert!(c.counter("closed") >= 6);
+    c.stop();
+}
+
+#[test]
+fn keep_alive_and_pipelined_requests_move_to_the_node_the_policy_picks() {
+    if !is_root() {
+        eprintln!("skipped: handoff needs CAP_NET_ADMIN (run as root)");
+        return;
+    }
+    let c = cluster("hash", 2, KEY);
+    let a = "/f1.txt".to_string();
+    let home = c.node_of(&a);
+    let b = (2..40).map(|i| format!("/f{i}.txt")).find(|p| c.node_of(p) != home).expect("two nodes used");
+    let other = c.node_of(&b);
+    let body = |p: &str| {
+        let i: usize = p.trim_start_matches("/f").trim_end_matches(".txt").parse().unwrap();
+        format!("file {i}\n").repeat(i + 1).into_bytes()
+    };
+    let mut client = Client::connect(c.switch.addr());
+    for path in [&a, &b, &a, &b, &b] {
+        let r = c.get(&mut client, path);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, body(path), "{path}");
+        let want = if path == &a { &home } else { &other };
+        assert_eq!(r.header("x-locus-node"), Some(want.as_str()), "{path}");
+    }
+    assert!(c.counter("rehandoffs") >= 3, "{}", c.status());
+    drop(client);
+    // A pipelined pair whose second request belongs to the other node.
+    let mut client = Client::connect(c.switch.addr());
+    client.send(format!("GET {a} HTTP/1.1\r\nHost: t\r\n\r\nGET {b} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+    let (ra, rb) = (client.read_response(false).unwrap(), client.read_response(false).unwrap());
+    assert_eq!((&ra.body, &rb.body), (&body(&a), &body(&b)));
+    assert_eq!(ra.header("x-locus-node"), Some(home.as_str()));
+    assert_eq!(rb.header("x-locus-node"), Some(other.as_str()));
+    assert_eq!(c.counter("served_here"), 0);
+    drop(client);
+    c.wait_for(|s| s["handoff"]["on_nodes_now"] == 0 && s["in_flight"] == 0, "closes reported");
+    c.stop();
+}
+
+#[test]
+fn a_switch_whose_key_the_agents_reject_hands_nothing_off_and_serves_by_proxy() {
+    if !is_root() {
+        eprintln!("skipped: handoff needs CAP_NET_ADMIN (run as root)");
+        return;
+    }
+    let c = cluster("lard", 2, OTHER_KEY);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut client = Client::connect(c.switch.addr());
+    for _ in 0..3 {
+        let r = c.get(&mut client, "/f5.txt");
+        assert_eq!((r.status, r.body), (200, "file 5\n".repeat(6).into_bytes()));
+    }
+    assert_eq!(c.counter("handoffs"), 0);
+    for n in &c.nodes {
+        let s = n.status();
+        assert_eq!(s["handoffs_accepted"], 0, "{s}");
+    }
+    c.stop();
+}
