@@ -113,6 +113,7 @@ impl<'n> LabCluster<'n> {
                     handoff_key_file: key_file.clone(),
                     handoff_agents: nodes.iter().filter_map(|n| n.agent).collect(),
                     handoff_pin_dir: None,
+                    l4_selection: None,
                 };
                 servers::locus_switch(net, locus, scratch, listen, &named, &s)?
             }

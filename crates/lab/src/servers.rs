@@ -178,6 +178,13 @@ pub struct NodeSpec {
     pub admin: bool,
     /// Run the handoff agent (control port 7100 in the lab) with this key file.
     pub handoff_key_file: Option<PathBuf>,
+    /// Agent option: clone l4 connections (ask the switch where each request goes).
+    pub handoff_clone: bool,
+    /// Agent option: `handoff` or `forward` (back-end forwarding) for requests routed away.
+    pub handoff_rehandoff: Option<String>,
+    /// Listen on every address (0.0.0.0), so that connections to the virtual IP that the l4
+    /// forwarder steers here are accepted too.
+    pub listen_any: bool,
 }
 
 impl NodeSpec {
@@ -193,6 +200,9 @@ impl NodeSpec {
             storage: None,
             admin: false,
             handoff_key_file: None,
+            handoff_clone: false,
+            handoff_rehandoff: None,
+            listen_any: false,
         }
     }
 }
@@ -228,7 +238,9 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
     let addr = net.listen_addr(&spec.role, HTTP_PORT)?;
     let admin = if spec.admin { Some(net.listen_addr(&spec.role, ADMIN_PORT)?) } else { None };
     let mut cmd = net.command(&spec.role, locus)?;
-    cmd.arg("node").args(["--listen", &addr.to_string(), "--root"]).arg(&spec.root);
+    let listen =
+        if spec.listen_any { SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), addr.port()) } else { addr };
+    cmd.arg("node").args(["--listen", &listen.to_string(), "--root"]).arg(&spec.root);
     cmd.args(["--name", &spec.role, "--workers", &spec.workers.to_string()]);
     if let Some(a) = admin {
         cmd.args(["--admin", &a.to_string()]);
@@ -248,6 +260,12 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
         Some(key) => {
             let agent = net.listen_addr(&spec.role, AGENT_PORT)?;
             cmd.args(["--handoff-listen", &agent.to_string(), "--handoff-key-file"]).arg(key);
+            if spec.handoff_clone {
+                cmd.arg("--handoff-clone");
+            }
+            if let Some(r) = &spec.handoff_rehandoff {
+                cmd.args(["--handoff-rehandoff", r]);
+            }
             Some(agent)
         }
         None => None,
@@ -268,11 +286,13 @@ pub struct SwitchSpec {
     pub admin: bool,
     /// `[limits] splice_min_bytes` (0 turns splice(2) relaying off); `None`: the default.
     pub splice_min_bytes: Option<u64>,
-    /// Handoff mode: the key file, the nodes' agent addresses (in node order), and a bpffs
-    /// directory to pin the forwarder's maps in.
+    /// Handoff and l4 modes: the key file, the nodes' agent addresses (in node order), and a
+    /// bpffs directory to pin the forwarder's maps in.
     pub handoff_key_file: Option<PathBuf>,
     pub handoff_agents: Vec<SocketAddr>,
     pub handoff_pin_dir: Option<PathBuf>,
+    /// l4 mode: how the forwarder picks a node at a SYN (rr, wrr, lc, hash); `None`: rr.
+    pub l4_selection: Option<String>,
 }
 
 /// `locus switch` on the switch host, listening on `listen`, in front of `nodes` (name and
@@ -318,10 +338,13 @@ pub fn locus_switch(
     }
     if let Some(key) = &spec.handoff_key_file {
         cmd.arg("--handoff-key-file").arg(key);
-        if net.lab().is_some() {
-            // The forwarder steers the clients' packets to the nodes across the lab's LAN.
-            cmd.args(["--handoff-interface", "eth0"]);
-        }
+    }
+    if net.lab().is_some() && (spec.mode == "handoff" || spec.mode == "l4") {
+        // The forwarder steers the clients' packets to the nodes across the lab's LAN.
+        cmd.args(["--handoff-interface", "eth0"]);
+    }
+    if let Some(s) = &spec.l4_selection {
+        cmd.args(["--l4-selection", s]);
     }
     if let Some(dir) = &spec.handoff_pin_dir {
         cmd.arg("--handoff-pin-dir").arg(dir);

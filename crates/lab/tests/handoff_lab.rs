@@ -5,6 +5,7 @@
 //! crosses nodes; a switch restart with live handed-off connections; a wrong key refused; a
 //! node refusal (it lacks the virtual IP) served by the switch's proxy path.
 
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -89,10 +90,19 @@ struct HandoffLab {
     key: PathBuf,
     pins: Option<Bpffs>,
     policy: String,
+    mode: String,
+    /// Nodes run the agent (always in handoff mode; in l4 mode, for cloning).
+    agents: bool,
 }
 
 impl HandoffLab {
     fn start(nodes: usize, policy: &str, pinned: bool) -> HandoffLab {
+        HandoffLab::start_mode(nodes, policy, pinned, "handoff", true)
+    }
+
+    /// `mode` "handoff" or "l4"; `agents`: nodes run the agent (in l4 mode: with cloning).
+    fn start_mode(nodes: usize, policy: &str, pinned: bool, mode: &str, agents: bool) -> HandoffLab {
+        let l4 = mode == "l4";
         let net = Net::Namespaces(LabNetwork::create(nodes).expect("lab network"));
         let scratch = tempfile::tempdir().unwrap();
         let site = scratch.path().join("site");
@@ -111,14 +121,25 @@ impl HandoffLab {
         for i in 1..=nodes {
             let spec = NodeSpec {
                 admin: true,
-                handoff_key_file: Some(key.clone()),
+                handoff_key_file: agents.then(|| key.clone()),
+                handoff_clone: l4 && agents,
+                listen_any: l4,
                 ..NodeSpec::new(&format!("node{i}"), &site)
             };
             servers.push(locus_node(&net, &locus, scratch.path(), &spec).expect("node starts"));
         }
         let pins = pinned.then(|| Bpffs::new(scratch.path().join("bpffs")));
-        let mut lab =
-            HandoffLab { net, scratch, nodes: servers, switch: None, key, pins, policy: policy.to_string() };
+        let mut lab = HandoffLab {
+            net,
+            scratch,
+            nodes: servers,
+            switch: None,
+            key,
+            pins,
+            policy: policy.to_string(),
+            mode: mode.to_string(),
+            agents,
+        };
         lab.start_switch(None);
         lab
     }
@@ -126,14 +147,15 @@ impl HandoffLab {
     fn start_switch(&mut self, key: Option<&Path>) {
         let spec = SwitchSpec {
             policy: self.policy.clone(),
-            mode: "handoff".into(),
+            mode: self.mode.clone(),
             workers: 1,
             max_connections: 1000,
             admin: true,
             splice_min_bytes: None,
-            handoff_key_file: Some(key.unwrap_or(&self.key).to_path_buf()),
-            handoff_agents: self.nodes.iter().map(|n| n.agent.expect("agent")).collect(),
+            handoff_key_file: self.agents.then(|| key.unwrap_or(&self.key).to_path_buf()),
+            handoff_agents: self.nodes.iter().filter_map(|n| n.agent).collect(),
             handoff_pin_dir: self.pins.as_ref().map(|p| p.0.join("locus")),
+            l4_selection: None,
         };
         let named: Vec<(String, SocketAddr)> = self.nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
         let listen = self.net.switch_addr(HTTP_PORT).unwrap();
@@ -141,7 +163,7 @@ impl HandoffLab {
             .expect("switch");
         self.switch = Some(switch);
         // The switch connects its control channels to the agents right after it starts.
-        if key.is_none() {
+        if key.is_none() && self.agents {
             let n = self.nodes.len() as u64;
             self.wait_for(|lab| lab.switch_status()["handoff"]["channels_up"] == n, "control channels");
         } else {
@@ -457,4 +479,70 @@ fn a_node_that_refuses_a_connection_leaves_it_to_the_switch_and_the_client_sees_
     assert_eq!(handoff_counter(&status, "refused"), 1, "{status}");
     assert_eq!(handoff_counter(&status, "served_here"), 1, "{status}");
     assert_eq!(handoff_counter(&status, "handoffs"), 0, "{status}");
+}
+
+#[test]
+fn l4_directs_each_connection_at_its_syn_without_terminating_it() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    watchdog("l4 round robin", Duration::from_secs(120));
+    let lab = HandoffLab::start_mode(2, "lard", false, "l4", false);
+    let vip = lab.vip();
+    let tx_before = lab.switch_tx_bytes();
+    let nodes: Vec<String> = lab.client(|| {
+        (0..6)
+            .map(|_| {
+                let mut c = Client::connect(vip);
+                let r = c.get("/f1m");
+                assert!(r.status == 200 && r.body == content("f1m", 1 << 20));
+                // Keep-alive: the connection stays on the node picked at its SYN.
+                let again = c.get("/f1k");
+                assert_eq!(again.node, r.node);
+                r.node
+            })
+            .collect()
+    });
+    let used: HashSet<&String> = nodes.iter().collect();
+    assert_eq!(used.len(), 2, "round robin at the SYN uses both nodes: {nodes:?}");
+    let tx = lab.switch_tx_bytes() - tx_before;
+    assert!(tx < 512 * 1024, "the switch sent {tx} bytes for 6 MB of responses");
+    let status = lab.switch_status();
+    assert_eq!(status["mode"], "l4", "{status}");
+}
+
+#[test]
+fn l4_nodes_clone_connections_to_the_node_the_switch_policy_picks() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    watchdog("l4 cloning", Duration::from_secs(180));
+    let lab = HandoffLab::start_mode(2, "hash", false, "l4", true);
+    let vip = lab.vip();
+    let served: HashMap<String, HashSet<String>> = lab.client(|| {
+        let mut served: HashMap<String, HashSet<String>> = HashMap::new();
+        for _round in 0..4 {
+            for i in 0..8 {
+                let path = format!("/t{i}");
+                let mut c = Client::connect(vip);
+                let r = c.get(&path);
+                assert_eq!(r.status, 200);
+                assert_eq!(r.body, content(&path[1..], 2000 + i * 10), "{path}");
+                served.entry(path).or_default().insert(r.node);
+            }
+        }
+        served
+    });
+    for (path, nodes) in &served {
+        assert_eq!(nodes.len(), 1, "{path} served by {nodes:?}: the policy keeps a target on one node");
+    }
+    let used: HashSet<&String> = served.values().flatten().collect();
+    assert_eq!(used.len(), 2, "targets on both nodes: {served:?}");
+    let status = lab.switch_status();
+    assert!(handoff_counter(&status, "routes") >= 32, "{status}");
+    // Round robin at the SYN sends about half the connections to the other node first.
+    assert!(handoff_counter(&status, "rehandoffs") >= 4, "{status}");
+    assert_eq!(handoff_counter(&status, "served_here"), 0, "{status}");
 }

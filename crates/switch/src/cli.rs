@@ -41,6 +41,9 @@ pub struct SwitchArgs {
     /// Handoff mode: bpffs directory to pin the forwarder's maps in (survives restarts).
     #[arg(long, value_name = "DIR")]
     pub handoff_pin_dir: Option<PathBuf>,
+    /// l4 mode: how the forwarder picks a node at a client's SYN: rr, wrr, lc or hash.
+    #[arg(long, value_name = "SELECTION")]
+    pub l4_selection: Option<String>,
     /// Worker threads (0 = one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -119,6 +122,9 @@ impl SwitchArgs {
         }
         if let Some(d) = &self.handoff_pin_dir {
             config.handoff.pin_dir = Some(d.clone());
+        }
+        if let Some(s) = &self.l4_selection {
+            config.handoff.l4_selection = s.clone();
         }
         config.validate()?;
         Ok(config)

@@ -113,6 +113,7 @@ fn locus_switch(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started>
         handoff_key_file: None,
         handoff_agents: Vec::new(),
         handoff_pin_dir: None,
+        l4_selection: None,
     };
     // Each switch gets a scratch folder of its own: the lab names logs by program.
     let scratch = env.scratch.join(format!("switch-{mode}"));
