@@ -37,6 +37,7 @@ pub fn status_json(node: &NodeContext) -> serde_json::Value {
         "rehandoffs": s.rehandoffs,
         "backend_forwards": s.backend_forwards,
         "routes_asked": s.routes_asked,
+        "handoff_channels": s.handoff_channels,
         "requests_total": s.requests,
         "in_flight": s.in_flight,
         "bytes_sent": s.bytes_sent,
@@ -89,6 +90,7 @@ pub fn metrics_text(node: &NodeContext) -> String {
     );
     counter(&mut registry, "backend_forwards", "Requests fetched from another node", s.backend_forwards);
     counter(&mut registry, "routes_asked", "Route questions sent to the switch", s.routes_asked);
+    gauge(&mut registry, "handoff_channels", "Live control channels from switches", s.handoff_channels);
     gauge(&mut registry, "active_connections", "Open client connections", s.active_connections);
     gauge(&mut registry, "in_flight", "Requests being handled", s.in_flight);
     gauge(&mut registry, "cache_used_bytes", "Bytes of cached documents", used);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use locus_core::NodeId;
 use locus_handoff::{
-    ConnectionId, ControlChannel, ControlError, ControlListener, ControlReceiver, ControlSender,
+    ConnectionId, ControlChannel, ControlConfig, ControlError, ControlKey, ControlReceiver, ControlSender,
     HandoffMessage, PreparedSocket, RestoreOptions, TcpRepairState, restore_prepared,
 };
 use parking_lot::Mutex;
@@ -23,7 +23,7 @@ use crate::context::{ConnectionSlot, NodeContext, count};
 
 /// How often restored connections are checked for a `Go` that did not come.
 const GO_SWEEP: Duration = Duration::from_millis(100);
-/// Pause after an accept error of the control listener (not a failed handshake).
+/// Pause after an accept error of the control listener.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// A restored connection on its way to a worker event loop, after `Go`.
@@ -95,7 +95,8 @@ pub struct HandoffAgent {
     next_serial: AtomicU64,
     cluster: Mutex<Option<ClusterView>>,
     awaiting_go: Mutex<HashMap<ConnectionId, AwaitingGo>>,
-    routes: Mutex<HashMap<ConnectionId, oneshot::Sender<RouteAnswer>>>,
+    /// Connections waiting for `RouteTo`, with the channel their `Route` went out on.
+    routes: Mutex<HashMap<ConnectionId, (u64, oneshot::Sender<RouteAnswer>)>>,
     /// `Closed` reports waiting for a channel, oldest first.
     closed_backlog: Mutex<VecDeque<ConnectionId>>,
     prepared: Mutex<Vec<PreparedSocket>>,
@@ -144,32 +145,50 @@ impl HandoffAgent {
         self.clone_mode
     }
 
-    /// Accept control channels and serve them until `shutdown`; then drop every connection
-    /// still waiting for `Go`, silently.
-    pub async fn run(self: Arc<Self>, listener: ControlListener, mut shutdown: watch::Receiver<bool>) {
+    /// Accept control channels on `listener` (authenticated with `key`, each handshake in a
+    /// task of its own so a slow peer delays no other) and serve them until `shutdown`; then
+    /// drop every connection still waiting for `Go`, silently.
+    pub async fn run(
+        self: Arc<Self>,
+        listener: tokio::net::TcpListener,
+        key: ControlKey,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
         self.refill_prepared();
         let mut tasks = tokio::task::JoinSet::new();
         let mut sweep = tokio::time::interval(GO_SWEEP);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (channels_tx, mut channels_rx) = mpsc::unbounded_channel();
         loop {
             tokio::select! {
                 biased;
                 _ = shutdown.changed() => break,
+                Some(channel) = channels_rx.recv() => {
+                    while tasks.try_join_next().is_some() {}
+                    self.open_channel(channel, &mut tasks);
+                }
                 accepted = listener.accept() => match accepted {
-                    Ok(channel) => {
-                        while tasks.try_join_next().is_some() {}
-                        self.open_channel(channel, &mut tasks);
+                    Ok((stream, peer)) => {
+                        let (key, channels_tx) = (key.clone(), channels_tx.clone());
+                        tasks.spawn(async move {
+                            match ControlChannel::respond(stream, &key, ControlConfig::default()).await {
+                                Ok(channel) => {
+                                    let _ = channels_tx.send(channel);
+                                }
+                                Err(e) => tracing::warn!(%peer, error = %e, "handoff control channel refused"),
+                            }
+                        });
                     }
-                    Err(ControlError::Io { during, source }) => {
-                        tracing::warn!(during, error = %source, "handoff control listener: accept failed");
+                    Err(e) => {
+                        tracing::warn!(error = %e, "handoff control listener: accept failed");
                         tokio::time::sleep(ACCEPT_BACKOFF).await;
                     }
-                    Err(e) => tracing::warn!(error = %e, "handoff control channel refused"),
                 },
                 _ = sweep.tick() => self.expire_awaiting_go(),
             }
         }
         self.channels.lock().clear();
+        self.node.metrics.handoff_channels.store(0, Ordering::Relaxed);
         let waiting: Vec<AwaitingGo> = self.awaiting_go.lock().drain().map(|(_, a)| a).collect();
         for a in waiting {
             close_silently(a.stream);
@@ -186,6 +205,7 @@ impl HandoffAgent {
         let backlog: Vec<ConnectionId> = {
             let mut channels = self.channels.lock();
             channels.push(ChannelOutbox { serial, outbox: outbox.clone() });
+            self.node.metrics.handoff_channels.store(channels.len() as u64, Ordering::Relaxed);
             self.closed_backlog.lock().drain(..).collect()
         };
         tracing::info!(%peer, channel = serial, backlog = backlog.len(), "handoff control channel up");
@@ -258,8 +278,14 @@ impl HandoffAgent {
         self.forget_channel(serial);
     }
 
+    /// Channel `serial` is gone: stop using it, and let the connections waiting for an
+    /// answer on it serve their requests locally now.
     fn forget_channel(&self, serial: u64) {
-        self.channels.lock().retain(|c| c.serial != serial);
+        let mut channels = self.channels.lock();
+        channels.retain(|c| c.serial != serial);
+        self.node.metrics.handoff_channels.store(channels.len() as u64, Ordering::Relaxed);
+        drop(channels);
+        self.routes.lock().retain(|_, (on, _)| *on != serial);
     }
 
     /// Handle one message from the switch; true when a prepared socket was used up.
@@ -299,7 +325,7 @@ impl HandoffAgent {
             }
             HandoffMessage::RouteTo { id, node } => {
                 match self.routes.lock().remove(&id) {
-                    Some(waiting) => {
+                    Some((_, waiting)) => {
                         let _ = waiting.send(RouteAnswer { node, channel: serial });
                     }
                     None => tracing::debug!(%id, node = node.0, "RouteTo for no waiting request (too late?)"),
@@ -445,7 +471,7 @@ impl HandoffAgent {
     pub async fn route(&self, id: ConnectionId, target: &str) -> RouteDecision {
         let Some((serial, outbox)) = self.newest_channel() else { return RouteDecision::Local };
         let (answer_tx, answer_rx) = oneshot::channel();
-        self.routes.lock().insert(id, answer_tx);
+        self.routes.lock().insert(id, (serial, answer_tx));
         count(&self.node.metrics.routes_asked);
         if outbox.send(HandoffMessage::Route { id, target: target.to_string() }).is_err() {
             self.routes.lock().remove(&id);
@@ -453,7 +479,11 @@ impl HandoffAgent {
         }
         let answer = match tokio::time::timeout(self.route_timeout, answer_rx).await {
             Ok(Ok(answer)) => answer,
-            _ => {
+            Ok(Err(_)) => {
+                tracing::warn!(%id, channel = serial, "control channel lost while waiting for RouteTo; serving locally");
+                return RouteDecision::Local;
+            }
+            Err(_) => {
                 self.routes.lock().remove(&id);
                 tracing::warn!(%id, channel = serial, timeout = ?self.route_timeout, "no RouteTo in time; serving locally");
                 return RouteDecision::Local;

@@ -101,6 +101,8 @@ pub struct NodeMetrics {
     pub backend_forwards: AtomicU64,
     /// `Route` questions sent to the switch.
     pub routes_asked: AtomicU64,
+    /// Live control channels from switches (a gauge).
+    pub handoff_channels: AtomicU64,
 }
 
 impl NodeMetrics {
@@ -117,6 +119,7 @@ impl NodeMetrics {
             rehandoffs: AtomicU64::new(0),
             backend_forwards: AtomicU64::new(0),
             routes_asked: AtomicU64::new(0),
+            handoff_channels: AtomicU64::new(0),
         }
     }
 
@@ -152,6 +155,7 @@ impl NodeMetrics {
             rehandoffs: self.rehandoffs.load(Ordering::Relaxed),
             backend_forwards: self.backend_forwards.load(Ordering::Relaxed),
             routes_asked: self.routes_asked.load(Ordering::Relaxed),
+            handoff_channels: self.handoff_channels.load(Ordering::Relaxed),
             statuses: COUNTED_STATUSES
                 .iter()
                 .map(|s| s.to_string())
@@ -194,6 +198,8 @@ pub struct NodeStats {
     pub backend_forwards: u64,
     /// `Route` questions sent to the switch.
     pub routes_asked: u64,
+    /// Live control channels from switches now.
+    pub handoff_channels: u64,
     /// Responses per status code (codes with a count only).
     pub statuses: Vec<(String, u64)>,
 }

@@ -13,7 +13,6 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
-use locus_handoff::{ControlConfig, ControlListener};
 use locus_http::Limits;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::AsyncWriteExt;
@@ -370,9 +369,8 @@ impl NodeServer {
         if let (Some((_, key, listener)), Some(agent)) = (handoff_listener, agent) {
             let rx = shutdown_rx.clone();
             let setup = move || {
-                let listener = ControlListener::from_std(listener, &key, ControlConfig::default())
-                    .map_err(io::Error::other)?;
-                Ok(move || agent.run(listener, rx))
+                let listener = TcpListener::from_std(listener)?;
+                Ok(move || agent.run(listener, key, rx))
             };
             let thread =
                 spawn_event_loop("node-handoff".into(), setup, ready_tx.clone()).map_err(NodeError::Start)?;
