@@ -11,6 +11,8 @@ pub enum BenchCommand {
     Proxy(ProxyArgs),
     /// The load generator against wrk on one cached URL, with verification on.
     Load(LoadBenchArgs),
+    /// Latency of one TCP handoff (dump → HandOver → restore → Ready) on loopback.
+    Handoff(crate::handoff::HandoffArgs),
 }
 
 /// Flags of `locus bench load`.
@@ -77,6 +79,7 @@ pub struct ProxyArgs {
 /// Run a `locus bench` subcommand.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
+        BenchCommand::Handoff(a) => crate::handoff::run(a),
         BenchCommand::Load(a) => {
             let c = crate::load_vs_wrk::run_load_bench(a.size, a.connections, a.seconds, a.threads)?;
             if a.json {

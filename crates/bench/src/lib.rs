@@ -6,6 +6,7 @@
 
 pub mod cli;
 mod demo;
+pub mod handoff;
 mod idle;
 mod load_vs_wrk;
 mod proxy;

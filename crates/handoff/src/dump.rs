@@ -1,16 +1,17 @@
 //! `dump_connection`: take an established TCP connection out of the kernel with TCP_REPAIR, in
 //! the order verified on kernel 6.18 (repair on, TCP_INFO, MSS, timestamp, window, queue
 //! sizes, receive queue, send queue, addresses), then close the socket silently (no FIN/RST);
-//! `dump_connection_in_place`, `disconnect_dumped` and `resume_connection` to close later or
-//! to carry on instead.
+//! `dump_connection_in_place` (`_at`: addresses known), `disconnect_dumped` and
+//! `resume_connection` to close later or to carry on instead.
 
+use std::net::SocketAddrV4;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use crate::error::{DumpError, RepairError, TcpStateName};
 use crate::repair_state::TcpRepairState;
 use crate::sockopt::{
-    self, TCP_NO_QUEUE, TCP_RECV_QUEUE, TCP_REPAIR_OFF_NO_WP, TCP_REPAIR_ON, TCP_SEND_QUEUE,
-    TCP_STATE_ESTABLISHED, TCPI_OPT_SACK, TCPI_OPT_TIMESTAMPS, TCPI_OPT_WSCALE, TcpInfoHead,
+    self, TCP_INFO_NOTSENT_END, TCP_NO_QUEUE, TCP_RECV_QUEUE, TCP_REPAIR_OFF_NO_WP, TCP_REPAIR_ON,
+    TCP_SEND_QUEUE, TCP_STATE_ESTABLISHED, TCPI_OPT_SACK, TCPI_OPT_TIMESTAMPS, TCPI_OPT_WSCALE,
 };
 
 /// Dump the established TCP/IPv4 connection `socket` and close it silently.
@@ -45,9 +46,30 @@ pub fn dump_connection_in_place(
     socket: BorrowedFd<'_>,
     consumed: &[u8],
 ) -> Result<TcpRepairState, RepairError> {
+    dump_in_place(socket, consumed, None)
+}
+
+/// [`dump_connection_in_place`] of a connection whose addresses the caller has already (a
+/// switch has the client's from `accept` and its own from the listener, made before the
+/// critical path): two system calls fewer. The addresses are taken as given: wrong ones make
+/// a state whose restore talks to the wrong peer.
+pub fn dump_connection_in_place_at(
+    socket: BorrowedFd<'_>,
+    consumed: &[u8],
+    local: SocketAddrV4,
+    peer: SocketAddrV4,
+) -> Result<TcpRepairState, RepairError> {
+    dump_in_place(socket, consumed, Some((local, peer)))
+}
+
+fn dump_in_place(
+    socket: BorrowedFd<'_>,
+    consumed: &[u8],
+    addresses: Option<(SocketAddrV4, SocketAddrV4)>,
+) -> Result<TcpRepairState, RepairError> {
     let fd = socket.as_raw_fd();
     sockopt::set_int(fd, libc::SOL_TCP, libc::TCP_REPAIR, TCP_REPAIR_ON, "TCP_REPAIR=1")?;
-    dump_in_repair_mode(fd, consumed).inspect_err(|_| {
+    dump_in_repair_mode(fd, consumed, addresses).inspect_err(|_| {
         // Best effort: give the socket back usable, without the window probe, so the peer
         // sees nothing of the failed attempt.
         let _ = resume_connection(socket);
@@ -73,8 +95,12 @@ pub fn resume_connection(socket: BorrowedFd<'_>) -> Result<(), RepairError> {
 }
 
 /// The dump proper, on a socket already in repair mode.
-fn dump_in_repair_mode(fd: RawFd, consumed: &[u8]) -> Result<TcpRepairState, RepairError> {
-    let info: TcpInfoHead = sockopt::get_option(fd, libc::SOL_TCP, libc::TCP_INFO, "TCP_INFO")?;
+fn dump_in_repair_mode(
+    fd: RawFd,
+    consumed: &[u8],
+    addresses: Option<(SocketAddrV4, SocketAddrV4)>,
+) -> Result<TcpRepairState, RepairError> {
+    let (info, info_len) = sockopt::get_tcp_info(fd, "TCP_INFO")?;
     if info.state != TCP_STATE_ESTABLISHED {
         return Err(RepairError::NotEstablished(TcpStateName(info.state)));
     }
@@ -88,8 +114,17 @@ fn dump_in_repair_mode(fd: RawFd, consumed: &[u8]) -> Result<TcpRepairState, Rep
     };
     let window = sockopt::get_repair_window(fd, "TCP_REPAIR_WINDOW")?;
     let inq = sockopt::receive_queue_len(fd)?;
-    let outq = sockopt::send_queue_len(fd)?;
-    let unsent = if outq > 0 { sockopt::unsent_len(fd)? } else { 0 };
+    // The send queue's shape from TCP_INFO where the kernel gives it: nothing in flight means
+    // the queue is just the unsent bytes (SIOCOUTQ is `write_seq - snd_una`, SIOCOUTQNSD
+    // `write_seq - snd_nxt`, and `snd_una == snd_nxt` when no segment is in flight).
+    let (outq, unsent) = if info_len >= TCP_INFO_NOTSENT_END {
+        let unsent = info.notsent_bytes as usize;
+        let outq = if info.unacked == 0 { unsent } else { sockopt::send_queue_len(fd)? };
+        (outq, unsent)
+    } else {
+        let outq = sockopt::send_queue_len(fd)?;
+        (outq, if outq > 0 { sockopt::unsent_len(fd)? } else { 0 })
+    };
     if unsent > outq {
         return Err(RepairError::InvalidState("SIOCOUTQNSD larger than SIOCOUTQ"));
     }
@@ -116,8 +151,13 @@ fn dump_in_repair_mode(fd: RawFd, consumed: &[u8]) -> Result<TcpRepairState, Rep
     // repair mode is silent whatever the queue, and `resume_connection` resets it), so the
     // call is saved.
 
-    let local = sockopt::socket_address(fd, false, "getsockname")?;
-    let peer = sockopt::socket_address(fd, true, "getpeername")?;
+    let (local, peer) = match addresses {
+        Some(known) => known,
+        None => (
+            sockopt::socket_address(fd, false, "getsockname")?,
+            sockopt::socket_address(fd, true, "getpeername")?,
+        ),
+    };
     let window_scaling = info.options & TCPI_OPT_WSCALE != 0;
     Ok(TcpRepairState {
         local,

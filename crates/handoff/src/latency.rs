@@ -3,7 +3,7 @@
 //! (dump, HandOver over an authenticated control channel, restore on the "node" thread, Ready).
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::control::auth::ControlKey;
 use crate::control::channel::{ControlChannel, ControlConfig, ControlListener};
 use crate::control::message::{ConnectionId, HandoffHint, HandoffMessage};
-use crate::dump::{disconnect_dumped, dump_connection_in_place};
+use crate::dump::{disconnect_dumped, dump_connection_in_place_at};
 use crate::error::{DumpError, HandoffError};
 use crate::restore::{PreparedSocket, RestoreOptions, restore_prepared};
 
@@ -66,19 +66,31 @@ pub enum ThreadPlacement {
     OneCpu,
     /// Wherever the scheduler puts them.
     Free,
+    /// Each on a CPU of its own (the caller's and another one), both busy-polling their
+    /// control socket instead of sleeping: no wake-up at all, each message is seen as soon
+    /// as it is there — what a node agent with a dedicated control thread and CPU pays. Burns
+    /// both CPUs for the measurement; needs two CPUs.
+    TwoCpus,
 }
+
+/// How long a busy-polling thread (in [`ThreadPlacement::TwoCpus`]) spins before it sleeps:
+/// longer than the switch takes to set a batch up, so every handoff finds the node polling.
+const BUSY_POLL: Duration = Duration::from_millis(200);
 
 /// Hand off `count` established connections on loopback, one at a time, and report the
 /// latency of each: from the start of the dump on the switch thread until the switch has
 /// the node's `Ready` — the dump, encoding and authenticating the `HandOver`, the node
 /// thread waking up, checking and decoding it, the restore, and the `Ready` coming back over
-/// the control channel (tokio, one runtime per thread, like two processes).
+/// the control channel (the handshake in tokio, then each side on a blocking socket, like
+/// two processes with a control thread each; in [`ThreadPlacement::TwoCpus`] busy-polling).
 ///
 /// As the product would: the switch closes the dumped descriptor after the handoff (it
 /// disconnects it silently first, which one host needs), and the node restores onto a socket
-/// made ahead ([`crate::PreparedSocket`]; it tops its pool up between batches, while idle).
-/// Connections are made in batches of 250 outside the timing; after each batch the switch sends `Go` and every client checks the
-/// node's response byte for byte, so a broken restore fails the measurement.
+/// made and bound ahead ([`crate::PreparedSocket::bound`]; it tops its pool up between
+/// batches, while idle); the switch dumps with the addresses it has from its listener and
+/// `accept`. Connections are made in batches of 250 outside the timing; after each batch the
+/// switch sends `Go` and every client checks the node's response byte for byte, so a broken
+/// restore fails the measurement.
 ///
 /// Both threads run on one CPU ([`ThreadPlacement::OneCpu`]): on a small VM a wake-up across
 /// CPUs costs tens of µs of hypervisor work (an idle vCPU must be woken) that two real
@@ -92,21 +104,34 @@ pub fn measure_handoff_latency_with(
     count: usize,
     placement: ThreadPlacement,
 ) -> Result<HandoffLatency, HandoffError> {
-    let cpu = match placement {
-        // SAFETY: sched_getcpu has no arguments.
-        ThreadPlacement::OneCpu => Some(unsafe { libc::sched_getcpu() }).filter(|cpu| *cpu >= 0),
-        ThreadPlacement::Free => None,
+    // SAFETY: sched_getcpu has no arguments.
+    let here = Some(unsafe { libc::sched_getcpu() }).filter(|cpu| *cpu >= 0);
+    let (switch_cpu, node_cpu, busy_poll) = match placement {
+        ThreadPlacement::OneCpu => (here, here, None),
+        ThreadPlacement::Free => (None, None, None),
+        ThreadPlacement::TwoCpus => {
+            let here = here.ok_or_else(|| HandoffError::Protocol("sched_getcpu failed".into()))?;
+            let other = allowed_cpus()?.into_iter().find(|cpu| *cpu != here).ok_or_else(|| {
+                HandoffError::Protocol("two CPUs placement: this thread may run on one CPU only".into())
+            })?;
+            (Some(here), Some(other), Some(BUSY_POLL))
+        }
     };
     let (key, _) = ControlKey::generate();
     let service =
         TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| HandoffError::io("bind service", e))?;
+    let service_addr = match service.local_addr() {
+        Ok(SocketAddr::V4(addr)) => addr,
+        Ok(SocketAddr::V6(_)) => return Err(HandoffError::Protocol("service bound to IPv6".into())),
+        Err(e) => return Err(HandoffError::io("service address", e)),
+    };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<SocketAddr, HandoffError>>();
     let node_key = key.clone();
     let node = std::thread::Builder::new()
         .name("handoff-node".into())
         .spawn(move || {
-            pin_to(cpu)?;
-            run_node(node_key, ready_tx)
+            pin_to(node_cpu)?;
+            run_node(node_key, service_addr, busy_poll, ready_tx)
         })
         .map_err(|e| HandoffError::io("spawn node thread", e))?;
     let control_addr = match ready_rx.recv_timeout(Duration::from_secs(10)) {
@@ -120,8 +145,8 @@ pub fn measure_handoff_latency_with(
     let switch = std::thread::Builder::new()
         .name("handoff-switch".into())
         .spawn(move || {
-            pin_to(cpu)?;
-            run_switch(count, &service, control_addr, &key)
+            pin_to(switch_cpu)?;
+            run_switch(count, &service, control_addr, &key, busy_poll)
         })
         .map_err(|e| HandoffError::io("spawn switch thread", e))?;
     let switch = switch.join().map_err(|_| HandoffError::Protocol("switch thread panicked".into()))?;
@@ -163,6 +188,20 @@ fn pin_to(cpu: Option<i32>) -> Result<(), HandoffError> {
     Ok(())
 }
 
+/// The CPUs the calling thread may run on.
+fn allowed_cpus() -> Result<Vec<i32>, HandoffError> {
+    // SAFETY: an all-zero cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sched_getaffinity writes at most the given size into a live cpu_set_t; 0 is
+    // this thread.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Err(HandoffError::io("sched_getaffinity", std::io::Error::last_os_error()));
+    }
+    let cpus = 0..libc::CPU_SETSIZE;
+    // SAFETY: CPU_ISSET reads one bit of the live set; every `cpu` is below CPU_SETSIZE.
+    Ok(cpus.filter(|cpu| unsafe { libc::CPU_ISSET(*cpu as usize, &set) }).collect())
+}
+
 /// The `q` quantile (nearest rank) of `values`, 0 for none.
 fn percentile(values: &mut [f64], q: f64) -> f64 {
     if values.is_empty() {
@@ -188,76 +227,85 @@ fn control_config() -> ControlConfig {
 /// socket was restored.
 type NodeRecord = (ConnectionId, f64, Instant);
 
-/// A batch's worth of sockets made ahead.
-fn prepared_sockets(options: &RestoreOptions) -> Result<Vec<PreparedSocket>, HandoffError> {
-    (0..BATCH).map(|_| PreparedSocket::new(options).map_err(HandoffError::from)).collect()
+/// A batch's worth of sockets made ahead, bound to the service address.
+fn prepared_sockets(
+    options: &RestoreOptions,
+    service: SocketAddrV4,
+) -> Result<Vec<PreparedSocket>, HandoffError> {
+    (0..BATCH).map(|_| PreparedSocket::bound(options, service).map_err(HandoffError::from)).collect()
 }
 
-/// The node: accept the switch's control channel, restore every HandOver (on a socket made
-/// ahead) and answer Ready, write the response on Go, drop the sockets on Closed (and make
-/// the next batch's sockets then, while idle).
+/// The node: accept the switch's control channel (the handshake in a tokio runtime, then on
+/// a blocking socket, as an agent's dedicated control thread), restore every HandOver (on a
+/// socket made and bound ahead) and answer Ready, write the response on Go, drop the sockets
+/// on Closed (and make the next batch's sockets then, while idle).
 fn run_node(
     key: ControlKey,
+    service: SocketAddrV4,
+    busy_poll: Option<Duration>,
     ready: std::sync::mpsc::Sender<Result<SocketAddr, HandoffError>>,
 ) -> Result<Vec<NodeRecord>, HandoffError> {
     let rt = runtime()?;
-    rt.block_on(async move {
+    let channel = rt.block_on(async move {
         let listener =
             match ControlListener::bind_with((Ipv4Addr::LOCALHOST, 0), &key, control_config()).await {
                 Ok(l) => l,
                 Err(e) => {
                     let _ = ready.send(Err(e.into()));
-                    return Ok(Vec::new());
+                    return Ok(None);
                 }
             };
         let _ = ready.send(listener.local_addr().map_err(HandoffError::from));
-        let mut channel = listener.accept().await?;
-        let mut restored: Vec<(ConnectionId, TcpStream)> = Vec::with_capacity(BATCH);
-        let mut records = Vec::new();
-        let options = RestoreOptions::default();
-        let mut pool = prepared_sockets(&options)?;
-        loop {
-            let message = match channel.recv().await {
-                Ok(m) => m,
-                Err(crate::error::ControlError::Closed { .. }) => return Ok(records),
-                Err(e) => return Err(e.into()),
-            };
-            match message {
-                HandoffMessage::HandOver { id, state, .. } => {
-                    let t = Instant::now();
-                    let socket = match pool.pop() {
-                        Some(socket) => socket,
-                        None => PreparedSocket::new(&options)?,
-                    };
-                    let result = restore_prepared(socket, &state, &options);
-                    let done = Instant::now();
-                    records.push((id, (done - t).as_secs_f64() * 1e6, done));
-                    match result {
-                        Ok(stream) => {
-                            restored.push((id, stream));
-                            channel.send(&HandoffMessage::Ready { id }).await?;
-                        }
-                        Err(e) => {
-                            let reason = e.to_string();
-                            channel.send(&HandoffMessage::Refused { id, reason }).await?;
-                        }
+        let channel = listener.accept().await?;
+        Ok::<_, HandoffError>(Some(channel.into_blocking()?))
+    })?;
+    drop(rt);
+    let Some(mut channel) = channel else { return Ok(Vec::new()) };
+    channel.set_busy_poll(busy_poll);
+    let mut restored: Vec<(ConnectionId, TcpStream)> = Vec::with_capacity(BATCH);
+    let mut records = Vec::new();
+    let options = RestoreOptions::default();
+    let mut pool = prepared_sockets(&options, service)?;
+    loop {
+        let message = match channel.recv() {
+            Ok(m) => m,
+            Err(crate::error::ControlError::Closed { .. }) => return Ok(records),
+            Err(e) => return Err(e.into()),
+        };
+        match message {
+            HandoffMessage::HandOver { id, state, .. } => {
+                let t = Instant::now();
+                let socket = match pool.pop() {
+                    Some(socket) => socket,
+                    None => PreparedSocket::bound(&options, service)?,
+                };
+                let result = restore_prepared(socket, &state, &options);
+                let done = Instant::now();
+                records.push((id, (done - t).as_secs_f64() * 1e6, done));
+                match result {
+                    Ok(stream) => {
+                        restored.push((id, stream));
+                        channel.send(&HandoffMessage::Ready { id })?;
+                    }
+                    Err(e) => {
+                        let reason = e.to_string();
+                        channel.send(&HandoffMessage::Refused { id, reason })?;
                     }
                 }
-                HandoffMessage::Go { id } => {
-                    let stream = restored.iter_mut().find(|(i, _)| *i == id).map(|(_, s)| s);
-                    let stream =
-                        stream.ok_or_else(|| HandoffError::Protocol(format!("Go for unknown {id}")))?;
-                    stream.write_all(RESPONSE).map_err(|e| HandoffError::io("node write", e))?;
-                }
-                HandoffMessage::Closed { .. } => {
-                    restored.clear();
-                    // Idle between batches: top the pool up, as an agent does when idle.
-                    pool = prepared_sockets(&options)?;
-                }
-                other => return Err(HandoffError::Protocol(format!("node got {}", other.kind_name()))),
             }
+            HandoffMessage::Go { id } => {
+                let stream = restored.iter_mut().find(|(i, _)| *i == id).map(|(_, s)| s);
+                let stream = stream.ok_or_else(|| HandoffError::Protocol(format!("Go for unknown {id}")))?;
+                stream.write_all(RESPONSE).map_err(|e| HandoffError::io("node write", e))?;
+            }
+            HandoffMessage::Closed { .. } => {
+                restored.clear();
+                // Idle between batches: top the pool up, as an agent does when idle.
+                pool = prepared_sockets(&options, service)?;
+            }
+            other => return Err(HandoffError::Protocol(format!("node got {}", other.kind_name()))),
         }
-    })
+    }
 }
 
 /// The switch and the clients: batches of connections, each handed off and timed, then
@@ -268,83 +316,92 @@ fn run_switch(
     service: &TcpListener,
     control_addr: SocketAddr,
     key: &ControlKey,
+    busy_poll: Option<Duration>,
 ) -> Result<(Vec<f64>, Vec<f64>, Vec<Instant>), HandoffError> {
+    let service_addr = match service.local_addr() {
+        Ok(SocketAddr::V4(addr)) => addr,
+        Ok(SocketAddr::V6(_)) => return Err(HandoffError::Protocol("service bound to IPv6".into())),
+        Err(e) => return Err(HandoffError::io("service address", e)),
+    };
     let rt = runtime()?;
-    let service_addr = service.local_addr().map_err(|e| HandoffError::io("service address", e))?;
-    rt.block_on(async {
-        let mut channel = ControlChannel::connect_with(control_addr, key, control_config()).await?;
-        let mut total = Vec::with_capacity(count);
-        let mut dump_times = Vec::with_capacity(count);
-        let mut starts = Vec::with_capacity(count);
-        let mut next_id = 0u64;
-        let mut request = [0u8; REQUEST.len()];
-        while total.len() < count {
-            let batch = BATCH.min(count - total.len());
-            let mut clients = Vec::with_capacity(batch);
-            let mut accepted = Vec::with_capacity(batch);
-            for _ in 0..batch {
-                let mut client =
-                    TcpStream::connect(service_addr).map_err(|e| HandoffError::io("client connect", e))?;
-                let (mut server, _) = service.accept().map_err(|e| HandoffError::io("accept", e))?;
-                client.write_all(REQUEST).map_err(|e| HandoffError::io("client write", e))?;
-                server.read_exact(&mut request).map_err(|e| HandoffError::io("switch read", e))?;
-                clients.push(client);
-                accepted.push(server);
-            }
-            let mut ids = Vec::with_capacity(batch);
-            for server in accepted {
-                let id = ConnectionId(next_id);
-                next_id += 1;
-                let t0 = Instant::now();
-                let state = dump_connection_in_place(server.as_fd(), &request)
-                    .map_err(|error| DumpError { error, socket: None })?;
-                // Out of the kernel's tables now (the node restores it on this same host); the
-                // descriptor is closed after the handoff, off the critical path.
-                disconnect_dumped(server.as_fd())?;
-                let t_dump = t0.elapsed();
-                let hint = HandoffHint { target: "/bench".into(), request_len: REQUEST.len() as u32 };
-                channel.send(&HandoffMessage::HandOver { id, state, hint }).await?;
-                match channel.recv().await? {
-                    HandoffMessage::Ready { id: ready } if ready == id => {}
-                    HandoffMessage::Refused { reason, .. } => {
-                        return Err(HandoffError::Protocol(format!("node refused {id}: {reason}")));
-                    }
-                    other => {
-                        return Err(HandoffError::Protocol(format!(
-                            "expected Ready, got {}",
-                            other.kind_name()
-                        )));
-                    }
-                }
-                total.push(t0.elapsed().as_secs_f64() * 1e6);
-                drop(server);
-                dump_times.push(t_dump.as_secs_f64() * 1e6);
-                starts.push(t0);
-                ids.push(id);
-            }
-            // Outside the timing: every handed-off connection must work.
-            for (id, client) in ids.iter().zip(clients.iter_mut()) {
-                channel.send(&HandoffMessage::Go { id: *id }).await?;
-                client
-                    .set_read_timeout(Some(Duration::from_secs(5)))
-                    .map_err(|e| HandoffError::io("timeout", e))?;
-                let mut seen = [0u8; REQUEST.len() + RESPONSE.len()];
-                client
-                    .read_exact(&mut seen[..RESPONSE.len()])
-                    .map_err(|e| HandoffError::io("client read of the node's response", e))?;
-                if &seen[..RESPONSE.len()] != RESPONSE {
-                    return Err(HandoffError::Protocol(format!("{id}: wrong response bytes")));
-                }
-            }
-            // Abortive close (RST): no TIME_WAIT, so ports are reused freely.
-            for client in &clients {
-                set_linger_zero(client);
-            }
-            drop(clients);
-            channel.send(&HandoffMessage::Closed { id: ConnectionId(u64::MAX) }).await?;
+    let mut channel = rt.block_on(async {
+        let channel = ControlChannel::connect_with(control_addr, key, control_config()).await?;
+        Ok::<_, HandoffError>(channel.into_blocking()?)
+    })?;
+    drop(rt);
+    channel.set_busy_poll(busy_poll);
+    let mut total = Vec::with_capacity(count);
+    let mut dump_times = Vec::with_capacity(count);
+    let mut starts = Vec::with_capacity(count);
+    let mut next_id = 0u64;
+    let mut request = [0u8; REQUEST.len()];
+    while total.len() < count {
+        let batch = BATCH.min(count - total.len());
+        let mut clients = Vec::with_capacity(batch);
+        let mut accepted = Vec::with_capacity(batch);
+        for _ in 0..batch {
+            let mut client =
+                TcpStream::connect(service_addr).map_err(|e| HandoffError::io("client connect", e))?;
+            let (mut server, peer) = service.accept().map_err(|e| HandoffError::io("accept", e))?;
+            let SocketAddr::V4(peer) = peer else {
+                return Err(HandoffError::Protocol("IPv6 client on an IPv4 listener".into()));
+            };
+            client.write_all(REQUEST).map_err(|e| HandoffError::io("client write", e))?;
+            server.read_exact(&mut request).map_err(|e| HandoffError::io("switch read", e))?;
+            clients.push(client);
+            accepted.push((server, peer));
         }
-        Ok((total, dump_times, starts))
-    })
+        let mut ids = Vec::with_capacity(batch);
+        for (server, peer) in accepted {
+            let id = ConnectionId(next_id);
+            next_id += 1;
+            let t0 = Instant::now();
+            // The addresses come from the listener and `accept`, as a switch has them.
+            let state = dump_connection_in_place_at(server.as_fd(), &request, service_addr, peer)
+                .map_err(|error| DumpError { error, socket: None })?;
+            // Out of the kernel's tables now (the node restores it on this same host); the
+            // descriptor is closed after the handoff, off the critical path.
+            disconnect_dumped(server.as_fd())?;
+            let t_dump = t0.elapsed();
+            let hint = HandoffHint { target: "/bench".into(), request_len: REQUEST.len() as u32 };
+            channel.send(&HandoffMessage::HandOver { id, state, hint })?;
+            match channel.recv()? {
+                HandoffMessage::Ready { id: ready } if ready == id => {}
+                HandoffMessage::Refused { reason, .. } => {
+                    return Err(HandoffError::Protocol(format!("node refused {id}: {reason}")));
+                }
+                other => {
+                    return Err(HandoffError::Protocol(format!("expected Ready, got {}", other.kind_name())));
+                }
+            }
+            total.push(t0.elapsed().as_secs_f64() * 1e6);
+            drop(server);
+            dump_times.push(t_dump.as_secs_f64() * 1e6);
+            starts.push(t0);
+            ids.push(id);
+        }
+        // Outside the timing: every handed-off connection must work.
+        for (id, client) in ids.iter().zip(clients.iter_mut()) {
+            channel.send(&HandoffMessage::Go { id: *id })?;
+            client
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .map_err(|e| HandoffError::io("timeout", e))?;
+            let mut seen = [0u8; RESPONSE.len()];
+            client
+                .read_exact(&mut seen)
+                .map_err(|e| HandoffError::io("client read of the node's response", e))?;
+            if seen != RESPONSE {
+                return Err(HandoffError::Protocol(format!("{id}: wrong response bytes")));
+            }
+        }
+        // Abortive close (RST): no TIME_WAIT, so ports are reused freely.
+        for client in &clients {
+            set_linger_zero(client);
+        }
+        drop(clients);
+        channel.send(&HandoffMessage::Closed { id: ConnectionId(u64::MAX) })?;
+    }
+    Ok((total, dump_times, starts))
 }
 
 /// SO_LINGER {on, 0}: close with RST.

@@ -1,9 +1,10 @@
 //! `restore_connection`: re-create a dumped TCP connection with TCP_REPAIR, in the order
-//! verified on kernel 6.18 (socket and repair on — possibly made ahead as a `PreparedSocket` —,
-//! buffers, queue sequences, bind, connect, repair options, timestamp, queues, window, repair
-//! off). The unsent part of the send queue is the caller's to write.
+//! verified on kernel 6.18 (socket, repair on, send queue selected — possibly made ahead as a
+//! `PreparedSocket`, and bound too —, buffers, queue sequences, bind, connect, repair
+//! options, timestamp, queues, window, repair off). The unsent part of the send queue is the
+//! caller's to write.
 
-use std::net::TcpStream;
+use std::net::{SocketAddrV4, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::error::RepairError;
@@ -37,21 +38,51 @@ const DEFAULT_RECEIVE_ROOM: usize = 64 * 1024;
 
 /// A new TCP socket already in repair mode, ready for `restore_prepared`. Making a socket is
 /// the dearest step of a restore (about 4 µs here), so a node agent keeps a few of these made
-/// ahead, off the critical path, and makes the next one after answering `Ready`.
+/// ahead, off the critical path, and makes the next one after answering `Ready`. Made with
+/// [`PreparedSocket::bound`], it is bound to the service address too, which saves the restore
+/// its `bind`.
 #[derive(Debug)]
 pub struct PreparedSocket {
     socket: OwnedFd,
+    /// The local address it is bound to already, if any.
+    local: Option<SocketAddrV4>,
 }
 
 impl PreparedSocket {
-    /// `socket()` (non-blocking if `options.nonblocking`) and `TCP_REPAIR=1` (which also
-    /// forces address reuse: the bind of the restore succeeds next to a listener on the same
-    /// port).
+    /// `socket()` (non-blocking if `options.nonblocking`), `TCP_REPAIR=1` (which also forces
+    /// address reuse: the bind of the restore succeeds next to a listener on the same port)
+    /// and the send queue selected (the restore's first step).
     pub fn new(options: &RestoreOptions) -> Result<PreparedSocket, RepairError> {
         let socket = sockopt::tcp_socket(options.nonblocking)?;
-        sockopt::set_int(socket.as_raw_fd(), libc::SOL_TCP, libc::TCP_REPAIR, TCP_REPAIR_ON, "TCP_REPAIR=1")?;
-        Ok(PreparedSocket { socket })
+        let fd = socket.as_raw_fd();
+        sockopt::set_int(fd, libc::SOL_TCP, libc::TCP_REPAIR, TCP_REPAIR_ON, "TCP_REPAIR=1")?;
+        sockopt::set_int(fd, libc::SOL_TCP, libc::TCP_REPAIR_QUEUE, TCP_SEND_QUEUE, "TCP_REPAIR_QUEUE=SEND")?;
+        Ok(PreparedSocket { socket, local: None })
     }
+
+    /// `new`, then bound to `local` (with IP_FREEBIND first if `options.freebind`): the
+    /// service address the connections handed to this node have (the virtual IP and port).
+    /// Only states with that local address can be restored onto it. Many sockets may be
+    /// bound ahead to one address: in repair mode a bind reuses the address by force.
+    pub fn bound(options: &RestoreOptions, local: SocketAddrV4) -> Result<PreparedSocket, RepairError> {
+        let mut prepared = PreparedSocket::new(options)?;
+        bind_local(&prepared.socket, local, options)?;
+        prepared.local = Some(local);
+        Ok(prepared)
+    }
+
+    /// The local address the socket is bound to, if it is.
+    pub fn local_addr(&self) -> Option<SocketAddrV4> {
+        self.local
+    }
+}
+
+/// IP_FREEBIND if asked, and bind to `local`.
+fn bind_local(socket: &OwnedFd, local: SocketAddrV4, options: &RestoreOptions) -> Result<(), RepairError> {
+    if options.freebind {
+        sockopt::set_int(socket.as_raw_fd(), libc::SOL_IP, libc::IP_FREEBIND, 1, "IP_FREEBIND")?;
+    }
+    sockopt::bind(socket.as_raw_fd(), local, "bind to the local address")
 }
 
 /// Re-create the connection of `state` as a connected socket owned by this host.
@@ -70,21 +101,31 @@ pub fn restore_connection(
 }
 
 /// `restore_connection` on a socket made ahead (its blocking mode is the one it was made
-/// with).
+/// with). A socket bound ahead ([`PreparedSocket::bound`]) takes only states with its local
+/// address.
 pub fn restore_prepared(
     socket: PreparedSocket,
     state: &TcpRepairState,
     options: &RestoreOptions,
 ) -> Result<TcpStream, RepairError> {
-    let socket = socket.socket;
-    restore_on(&socket, state, options)?;
+    let PreparedSocket { socket, local } = socket;
+    restore_on(&socket, state, options, local)?;
     Ok(TcpStream::from(socket))
 }
 
-/// The restore proper, on a socket in repair mode.
-fn restore_on(socket: &OwnedFd, state: &TcpRepairState, options: &RestoreOptions) -> Result<(), RepairError> {
+/// The restore proper, on a socket in repair mode with the send queue selected, bound to
+/// `bound` if that is given.
+fn restore_on(
+    socket: &OwnedFd,
+    state: &TcpRepairState,
+    options: &RestoreOptions,
+    bound: Option<SocketAddrV4>,
+) -> Result<(), RepairError> {
     if state.unsent_len as usize > state.send_queue.len() {
         return Err(RepairError::InvalidState("unsent part longer than the send queue"));
+    }
+    if bound.is_some_and(|local| local != state.local) {
+        return Err(RepairError::InvalidState("socket bound ahead to another local address"));
     }
     let fd = socket.as_raw_fd();
     let (tcp, sock) = (libc::SOL_TCP, libc::SOL_SOCKET);
@@ -99,16 +140,10 @@ fn restore_on(socket: &OwnedFd, state: &TcpRepairState, options: &RestoreOptions
     }
 
     // Queue sequence numbers, before connect (after it they are refused with EPERM). The send
-    // queue's first, so the receive queue stays selected for writing it after connect.
+    // queue's first (selected when the socket was made), so the receive queue stays selected
+    // for writing it after connect.
     let send_start = state.send_seq.wrapping_sub(state.send_queue.len() as u32);
     let recv_start = state.recv_seq.wrapping_sub(state.recv_queue.len() as u32);
-    sockopt::set_int(
-        fd,
-        tcp,
-        libc::TCP_REPAIR_QUEUE,
-        TCP_SEND_QUEUE,
-        "TCP_REPAIR_QUEUE=SEND before connect",
-    )?;
     sockopt::set_option(fd, tcp, libc::TCP_QUEUE_SEQ, &send_start, "TCP_QUEUE_SEQ (send) before connect")?;
     sockopt::set_int(
         fd,
@@ -119,10 +154,9 @@ fn restore_on(socket: &OwnedFd, state: &TcpRepairState, options: &RestoreOptions
     )?;
     sockopt::set_option(fd, tcp, libc::TCP_QUEUE_SEQ, &recv_start, "TCP_QUEUE_SEQ (receive) before connect")?;
 
-    if options.freebind {
-        sockopt::set_int(fd, libc::SOL_IP, libc::IP_FREEBIND, 1, "IP_FREEBIND")?;
+    if bound.is_none() {
+        bind_local(socket, state.local, options)?;
     }
-    sockopt::bind(fd, state.local, "bind to the local address")?;
     sockopt::connect(fd, state.peer, "connect to the peer (repair mode)")?;
 
     // Negotiated options, all in one call (refused before connect with EPERM).

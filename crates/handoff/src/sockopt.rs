@@ -51,7 +51,8 @@ pub(crate) struct TcpRepairOpt {
     pub(crate) value: u32,
 }
 
-/// The head of `struct tcp_info`: all a dump needs (state, options, window scales).
+/// The head of `struct tcp_info`, up to `tcpi_min_rtt`: all a dump needs (state, options,
+/// window scales, and the send queue's shape: segments in flight, bytes not yet sent).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct TcpInfoHead {
@@ -64,6 +65,33 @@ pub(crate) struct TcpInfoHead {
     /// `tcpi_snd_wscale : 4, tcpi_rcv_wscale : 4` (snd in the low bits).
     pub(crate) wscale: u8,
     delivery_rate_app_limited: u8,
+    /// rto, ato, snd_mss, rcv_mss.
+    timers: [u32; 4],
+    /// `tp->packets_out`: segments sent and not yet acknowledged.
+    pub(crate) unacked: u32,
+    /// sacked … total_retrans.
+    counters: [u32; 19],
+    /// pacing_rate, max_pacing_rate, bytes_acked, bytes_received.
+    rates: [u64; 4],
+    segs: [u32; 2],
+    /// `write_seq - snd_nxt`: bytes queued and never sent (as SIOCOUTQNSD).
+    pub(crate) notsent_bytes: u32,
+    min_rtt: u32,
+}
+
+/// Bytes of `struct tcp_info` up to and including `tcpi_notsent_bytes` (Linux 4.6 and later).
+pub(crate) const TCP_INFO_NOTSENT_END: usize = 148;
+
+/// TCP_INFO, and how many bytes of it the kernel filled.
+pub(crate) fn get_tcp_info(fd: RawFd, step: &'static str) -> Result<(TcpInfoHead, usize), RepairError> {
+    let mut value = TcpInfoHead::default();
+    let mut len = socklen::<TcpInfoHead>();
+    // SAFETY: `value` is a live `TcpInfoHead` of `len` bytes the kernel may write to; `len` is
+    // updated with the bytes written. The struct is plain integers, valid for any bytes.
+    let rc = unsafe {
+        libc::getsockopt(fd, libc::SOL_TCP, libc::TCP_INFO, (&mut value as *mut TcpInfoHead).cast(), &mut len)
+    };
+    if rc != 0 { Err(fail(step)) } else { Ok((value, len as usize)) }
 }
 
 fn fail(step: &'static str) -> RepairError {
@@ -275,4 +303,18 @@ pub(crate) fn tcp_socket(nonblocking: bool) -> Result<std::os::fd::OwnedFd, Repa
     }
     // SAFETY: `fd` is a new descriptor that nothing else owns.
     Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_info_head_has_the_kernel_layout_up_to_notsent_bytes() {
+        assert_eq!(std::mem::offset_of!(TcpInfoHead, options), 5);
+        assert_eq!(std::mem::offset_of!(TcpInfoHead, unacked), 24);
+        assert_eq!(std::mem::offset_of!(TcpInfoHead, rates), 104);
+        assert_eq!(std::mem::offset_of!(TcpInfoHead, notsent_bytes) + 4, TCP_INFO_NOTSENT_END);
+        assert_eq!(size_of::<TcpInfoHead>(), 152);
+    }
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use locus_core::NodeId;
 use locus_handoff::{
-    ConnectionId, ControlChannel, ControlConfig, ControlError, ControlKey, ControlListener, HandoffHint,
-    HandoffMessage, TcpRepairState, TcpRepairWindow,
+    BlockingControlChannel, ConnectionId, ControlChannel, ControlConfig, ControlError, ControlKey,
+    ControlListener, HandoffHint, HandoffMessage, TcpRepairState, TcpRepairWindow,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -383,4 +383,101 @@ async fn recv_within_times_out_and_loses_nothing() {
     })
     .await
     .unwrap();
+}
+
+/// A channel pair made blocking: (initiator, responder), each moved to a thread of its own.
+async fn blocking_pair() -> (BlockingControlChannel, BlockingControlChannel) {
+    let (a, b) = channel_pair().await;
+    (a.into_blocking().unwrap(), b.into_blocking().unwrap())
+}
+
+#[tokio::test]
+async fn a_channel_made_blocking_keeps_its_session_and_talks_to_an_async_peer() {
+    let (initiator, mut responder) = channel_pair().await;
+    // Something sent before the switch to blocking is received after it, in order.
+    responder.send(&HandoffMessage::Go { id: ConnectionId(1) }).await.unwrap();
+    let mut blocking = initiator.into_blocking().unwrap();
+    let messages = every_message();
+    let sent = messages.clone();
+    let peer = std::thread::spawn(move || {
+        let first = blocking.recv().unwrap();
+        let echoed: Vec<HandoffMessage> = (0..sent.len()).map(|_| blocking.recv().unwrap()).collect();
+        for m in &sent {
+            blocking.send(m).unwrap();
+        }
+        (first, echoed)
+    });
+    for m in &messages {
+        responder.send(m).await.unwrap();
+    }
+    for m in &messages {
+        assert_eq!(&responder.recv().await.unwrap(), m);
+    }
+    let (first, echoed) = tokio::task::spawn_blocking(move || peer.join().unwrap()).await.unwrap();
+    assert_eq!(first, HandoffMessage::Go { id: ConnectionId(1) });
+    assert_eq!(echoed, messages);
+}
+
+#[tokio::test]
+async fn blocking_channels_sleeping_or_busy_polling_exchange_every_message() {
+    let (mut initiator, mut responder) = blocking_pair().await;
+    responder.set_busy_poll(Some(Duration::from_millis(50)));
+    let messages = every_message();
+    let expected = messages.clone();
+    let echo = std::thread::spawn(move || {
+        for _ in 0..expected.len() {
+            let m = responder.recv().unwrap();
+            responder.send(&m).unwrap();
+        }
+    });
+    for m in &messages {
+        initiator.send(m).unwrap();
+        assert_eq!(&initiator.recv().unwrap(), m);
+    }
+    echo.join().unwrap();
+}
+
+#[tokio::test]
+async fn a_blocking_recv_times_out_at_its_limit_and_loses_nothing() {
+    let (mut initiator, mut responder) = blocking_pair().await;
+    for spin in [None, Some(Duration::from_millis(20))] {
+        initiator.set_busy_poll(spin);
+        let started = std::time::Instant::now();
+        match initiator.recv_within(Duration::from_millis(100)) {
+            Err(ControlError::Timeout { during: "recv", .. }) => {}
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(90) && waited < Duration::from_secs(2), "{waited:?}");
+    }
+    responder.send(&HandoffMessage::Go { id: ConnectionId(9) }).unwrap();
+    assert_eq!(initiator.recv().unwrap(), HandoffMessage::Go { id: ConnectionId(9) });
+}
+
+#[tokio::test]
+async fn a_tampered_frame_drops_a_blocking_channel() {
+    let (initiator, responder) = meddled_pair(Box::new(|index, mut frame, _| {
+        if index == 1 {
+            let last = frame.len() - 1;
+            frame[last] ^= 1;
+        }
+        vec![frame]
+    }))
+    .await;
+    let mut responder = responder.into_blocking().unwrap();
+    let mut initiator = initiator;
+    initiator.send(&HandoffMessage::Go { id: ConnectionId(1) }).await.unwrap();
+    initiator.send(&HandoffMessage::Go { id: ConnectionId(2) }).await.unwrap();
+    let got = tokio::task::spawn_blocking(move || {
+        let first = responder.recv();
+        let second = responder.recv();
+        let third = responder.recv();
+        (first, second, third)
+    })
+    .await
+    .unwrap();
+    assert_eq!(got.0.unwrap(), HandoffMessage::Go { id: ConnectionId(1) });
+    assert!(matches!(got.1, Err(ControlError::BadTag { seq: 1 })), "{:?}", got.1);
+    assert!(matches!(got.2, Err(ControlError::Poisoned)), "{:?}", got.2);
+    assert_dropped(&mut initiator).await;
 }

@@ -488,3 +488,61 @@ fn a_nonblocking_restore_gives_a_socket_tokio_can_take() {
     client.read_exact(&mut got).unwrap();
     assert_eq!(&got, b"HTTP/1.1 204 No Content\r\n\r\n");
 }
+
+#[test]
+fn dumping_with_known_addresses_gives_the_state_the_lookups_give() {
+    if skip_unless_root() {
+        return;
+    }
+    let (listener, mut client, server) = connected_pair();
+    client.write_all(b"request").unwrap();
+    wait_until("the request", || bytes_available(&server) == 7);
+    let looked_up = dump_connection_in_place(server.as_fd(), b"GET ").unwrap();
+    resume_connection(server.as_fd()).unwrap();
+    let local = match listener.local_addr().unwrap() {
+        std::net::SocketAddr::V4(a) => a,
+        other => panic!("{other}"),
+    };
+    let peer = match client.local_addr().unwrap() {
+        std::net::SocketAddr::V4(a) => a,
+        other => panic!("{other}"),
+    };
+    let known = locus_handoff::dump_connection_in_place_at(server.as_fd(), b"GET ", local, peer).unwrap();
+    // The timestamp clock moves between the two dumps; everything else is the same.
+    assert_eq!(TcpRepairState { timestamp: looked_up.timestamp, ..known.clone() }, looked_up);
+    assert_eq!((known.local, known.peer), (local, peer));
+    assert_eq!(known.recv_queue, b"GET request");
+}
+
+#[test]
+fn a_socket_bound_ahead_restores_only_its_own_address_and_the_client_continues() {
+    if skip_unless_root() {
+        return;
+    }
+    let (listener, mut client, server) = connected_pair();
+    client.write_all(b"ping").unwrap();
+    wait_until("the request", || bytes_available(&server) == 4);
+    let state = dump_connection_in_place(server.as_fd(), b"").unwrap();
+    disconnect_dumped(server.as_fd()).unwrap();
+    let options = RestoreOptions::default();
+    let elsewhere = SocketAddrV4::new(Ipv4Addr::LOCALHOST, state.local.port().wrapping_add(1).max(1));
+    let wrong = PreparedSocket::bound(&options, elsewhere).unwrap();
+    assert_eq!(wrong.local_addr(), Some(elsewhere));
+    assert!(matches!(restore_prepared(wrong, &state, &options), Err(RepairError::InvalidState(_))));
+    // Bound next to the listener and to another socket bound ahead to the same address.
+    let local = match listener.local_addr().unwrap() {
+        std::net::SocketAddr::V4(a) => a,
+        other => panic!("{other}"),
+    };
+    let _spare = PreparedSocket::bound(&options, local).unwrap();
+    let prepared = PreparedSocket::bound(&options, local).unwrap();
+    let mut restored = restore_prepared(prepared, &state, &options).unwrap();
+    drop(server);
+    let mut got = [0u8; 4];
+    restored.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    restored.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"ping");
+    restored.write_all(b"pong").unwrap();
+    client.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"pong");
+}

@@ -14,6 +14,7 @@ use crate::control::auth::{
     ControlKey, FRAME_HEADER_LEN, FrameOpener, FrameSealer, GREETING, Handshake, NONCE_LEN, PROOF_LEN,
     TAG_LEN,
 };
+use crate::control::blocking::BlockingControlChannel;
 use crate::control::message::HandoffMessage;
 use crate::error::ControlError;
 
@@ -63,12 +64,127 @@ pub struct ControlSender {
 pub struct ControlReceiver {
     stream: OwnedReadHalf,
     opener: FrameOpener,
-    /// Bytes read and not yet used; they start at `start`.
-    buffer: Vec<u8>,
-    start: usize,
+    inbox: Inbox,
     config: ControlConfig,
     failed: bool,
     peer: SocketAddr,
+}
+
+/// Bytes read from a channel and not yet used (they start at `start`), and the frames in
+/// them: shared by the async and the blocking channel.
+pub(crate) struct Inbox {
+    buffer: Vec<u8>,
+    start: usize,
+}
+
+impl Inbox {
+    pub(crate) fn new(buffer: Vec<u8>) -> Inbox {
+        Inbox { buffer, start: 0 }
+    }
+
+    /// The buffer to append the next read to, with room for at least what completes the
+    /// frame being read (or 4 KiB).
+    pub(crate) fn room(&mut self) -> &mut Vec<u8> {
+        let wanted = self.bytes_wanted();
+        if self.start > 0 && self.buffer.capacity() - self.buffer.len() < wanted {
+            self.buffer.drain(..self.start);
+            self.start = 0;
+        }
+        self.buffer.reserve(wanted);
+        &mut self.buffer
+    }
+
+    /// Read into room at the end of the buffer with `read` (given initialised bytes, it
+    /// returns how many it filled), as `room` would.
+    pub(crate) fn read_with(
+        &mut self,
+        read: impl FnOnce(&mut [u8]) -> std::io::Result<usize>,
+    ) -> std::io::Result<usize> {
+        let wanted = self.bytes_wanted();
+        let buffer = self.room();
+        let filled = buffer.len();
+        buffer.resize(filled + wanted, 0);
+        let result = read(&mut buffer[filled..]);
+        let n = *result.as_ref().unwrap_or(&0);
+        buffer.truncate(filled + n.min(wanted));
+        result
+    }
+
+    /// How many more bytes complete the frame being read (at least a read's worth).
+    fn bytes_wanted(&self) -> usize {
+        let have = &self.buffer[self.start..];
+        if have.len() >= FRAME_HEADER_LEN {
+            let len = u32::from_le_bytes([have[0], have[1], have[2], have[3]]) as usize;
+            (FRAME_HEADER_LEN + len + TAG_LEN).saturating_sub(have.len()).max(4096)
+        } else {
+            4096
+        }
+    }
+
+    /// The next whole frame in the buffer, checked and decoded: `None` if incomplete; the
+    /// outer error (authentication, size) must drop the connection, the inner one (a message
+    /// that does not decode) need not.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn take_frame(
+        &mut self,
+        opener: &mut FrameOpener,
+        max_frame_len: usize,
+    ) -> Result<Option<Result<HandoffMessage, crate::error::DecodeError>>, ControlError> {
+        let have = &self.buffer[self.start..];
+        if have.len() < FRAME_HEADER_LEN {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes([have[0], have[1], have[2], have[3]]) as usize;
+        if len > max_frame_len {
+            return Err(ControlError::FrameTooLarge { len: len as u64, limit: max_frame_len });
+        }
+        let total = FRAME_HEADER_LEN + len + TAG_LEN;
+        if have.len() < total {
+            return Ok(None);
+        }
+        let payload = opener.open(&have[..total])?;
+        let message = HandoffMessage::decode(payload);
+        self.start += total;
+        if self.start == self.buffer.len() {
+            self.buffer.clear();
+            self.start = 0;
+            if self.buffer.capacity() > 1 << 20 {
+                self.buffer = Vec::new();
+            }
+        }
+        Ok(Some(message))
+    }
+
+    /// Forget everything buffered (after a failure).
+    pub(crate) fn discard(&mut self) {
+        self.buffer = Vec::new();
+        self.start = 0;
+    }
+
+    /// The bytes buffered and not yet used.
+    pub(crate) fn into_pending(mut self) -> Vec<u8> {
+        self.buffer.drain(..self.start);
+        self.buffer
+    }
+}
+
+/// Encode `message` as one sealed frame into `frame` (cleared first).
+pub(crate) fn seal_message(
+    frame: &mut Vec<u8>,
+    sealer: &mut FrameSealer,
+    message: &HandoffMessage,
+    max_frame_len: usize,
+) -> Result<(), ControlError> {
+    let len = message.encoded_len();
+    if len > max_frame_len {
+        return Err(ControlError::FrameTooLarge { len: len as u64, limit: max_frame_len });
+    }
+    frame.clear();
+    frame.reserve(FRAME_HEADER_LEN + len + TAG_LEN);
+    frame.resize(FRAME_HEADER_LEN, 0);
+    message.encode_into(frame);
+    sealer.seal(frame);
+    Ok(())
 }
 
 async fn within<T>(
@@ -79,7 +195,7 @@ async fn within<T>(
     tokio::time::timeout(limit, work).await.map_err(|_| ControlError::Timeout { during, after: limit })?
 }
 
-fn io_error(during: &'static str) -> impl Fn(std::io::Error) -> ControlError {
+pub(crate) fn io_error(during: &'static str) -> impl Fn(std::io::Error) -> ControlError {
     move |source| {
         if source.kind() == std::io::ErrorKind::UnexpectedEof {
             ControlError::Closed { during }
@@ -183,8 +299,7 @@ impl ControlChannel {
             receiver: ControlReceiver {
                 stream: read,
                 opener,
-                buffer: Vec::new(),
-                start: 0,
+                inbox: Inbox::new(Vec::new()),
                 config,
                 failed: false,
                 peer,
@@ -216,6 +331,30 @@ impl ControlChannel {
     pub fn into_split(self) -> (ControlSender, ControlReceiver) {
         (self.sender, self.receiver)
     }
+
+    /// The channel on a blocking socket, for a thread of its own: nothing between the socket
+    /// and the caller (see [`BlockingControlChannel`]). The session (keys, sequence numbers)
+    /// and anything already received carry over. Call it inside the runtime the channel was
+    /// made in (the socket leaves that runtime's reactor).
+    pub fn into_blocking(self) -> Result<BlockingControlChannel, ControlError> {
+        let ControlChannel { sender, receiver } = self;
+        if sender.failed || receiver.failed {
+            return Err(ControlError::Poisoned);
+        }
+        let stream = receiver.stream.reunite(sender.stream).map_err(|_| ControlError::Io {
+            during: "into_blocking",
+            source: std::io::Error::other("halves of two different streams"),
+        })?;
+        let stream = stream.into_std().map_err(io_error("into_blocking"))?;
+        BlockingControlChannel::from_parts(
+            stream,
+            sender.sealer,
+            receiver.opener,
+            receiver.inbox.into_pending(),
+            receiver.config,
+            receiver.peer,
+        )
+    }
 }
 
 impl ControlSender {
@@ -225,15 +364,7 @@ impl ControlSender {
         if self.failed {
             return Err(ControlError::Poisoned);
         }
-        let len = message.encoded_len();
-        if len > self.config.max_frame_len {
-            return Err(ControlError::FrameTooLarge { len: len as u64, limit: self.config.max_frame_len });
-        }
-        self.frame.clear();
-        self.frame.reserve(FRAME_HEADER_LEN + len + TAG_LEN);
-        self.frame.resize(FRAME_HEADER_LEN, 0);
-        message.encode_into(&mut self.frame);
-        self.sealer.seal(&mut self.frame);
+        seal_message(&mut self.frame, &mut self.sealer, message, self.config.max_frame_len)?;
         self.failed = true;
         let limit = self.config.send_timeout;
         within(limit, "send", async { self.stream.write_all(&self.frame).await.map_err(io_error("send")) })
@@ -271,7 +402,7 @@ impl ControlReceiver {
             return Err(ControlError::Poisoned);
         }
         loop {
-            match self.take_frame() {
+            match self.inbox.take_frame(&mut self.opener, self.config.max_frame_len) {
                 Ok(Some(message)) => return message.map_err(ControlError::Decode),
                 Ok(None) => {}
                 Err(error) => {
@@ -279,68 +410,18 @@ impl ControlReceiver {
                     return Err(error);
                 }
             }
-            let wanted = self.bytes_wanted();
-            if self.start > 0 && self.buffer.capacity() - self.buffer.len() < wanted {
-                self.buffer.drain(..self.start);
-                self.start = 0;
-            }
-            self.buffer.reserve(wanted);
-            let n = self.stream.read_buf(&mut self.buffer).await.map_err(io_error("recv"))?;
+            let n = self.stream.read_buf(self.inbox.room()).await.map_err(io_error("recv"))?;
             if n == 0 {
                 return Err(ControlError::Closed { during: "recv" });
             }
         }
     }
 
-    /// How many more bytes complete the frame being read (at least a read's worth).
-    fn bytes_wanted(&self) -> usize {
-        let have = &self.buffer[self.start..];
-        if have.len() >= FRAME_HEADER_LEN {
-            let len = u32::from_le_bytes([have[0], have[1], have[2], have[3]]) as usize;
-            (FRAME_HEADER_LEN + len + TAG_LEN).saturating_sub(have.len()).max(4096)
-        } else {
-            4096
-        }
-    }
-
-    /// The next whole frame in the buffer, checked and decoded: `None` if incomplete; the
-    /// outer error (authentication, size) drops the connection, the inner one (a message that
-    /// does not decode) does not.
-    #[allow(clippy::type_complexity)]
-    fn take_frame(
-        &mut self,
-    ) -> Result<Option<Result<HandoffMessage, crate::error::DecodeError>>, ControlError> {
-        let have = &self.buffer[self.start..];
-        if have.len() < FRAME_HEADER_LEN {
-            return Ok(None);
-        }
-        let len = u32::from_le_bytes([have[0], have[1], have[2], have[3]]) as usize;
-        if len > self.config.max_frame_len {
-            return Err(ControlError::FrameTooLarge { len: len as u64, limit: self.config.max_frame_len });
-        }
-        let total = FRAME_HEADER_LEN + len + TAG_LEN;
-        if have.len() < total {
-            return Ok(None);
-        }
-        let payload = self.opener.open(&have[..total])?;
-        let message = HandoffMessage::decode(payload);
-        self.start += total;
-        if self.start == self.buffer.len() {
-            self.buffer.clear();
-            self.start = 0;
-            if self.buffer.capacity() > 1 << 20 {
-                self.buffer = Vec::new();
-            }
-        }
-        Ok(Some(message))
-    }
-
     /// After a failed frame: refuse everything further and close the connection both ways,
     /// so the peer sees it dropped.
     fn drop_connection(&mut self) {
         self.failed = true;
-        self.buffer = Vec::new();
-        self.start = 0;
+        self.inbox.discard();
         let fd = self.stream.as_ref().as_raw_fd();
         // SAFETY: shutdown on a descriptor owned by the stream, which stays open; it only
         // changes the connection's state.
