@@ -38,14 +38,19 @@ pub struct LoadBenchArgs {
 /// Flags of `locus bench proxy`.
 #[derive(clap::Args, Debug)]
 pub struct ProxyArgs {
-    /// Print one JSON object per measured path and size.
+    /// Print one JSON object per measured path, size and keep-alive setting.
     #[arg(long)]
     pub json: bool,
-    /// File sizes in bytes, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1024,65536")]
+    /// File sizes, comma-separated: bytes, or with a binary suffix (`k`, `m`). The full sweep
+    /// is `100,1k,4k,16k,64k,256k,1m`.
+    #[arg(long, value_delimiter = ',', default_value = "1k,64k", value_parser = crate::proxy::parse_size)]
     pub sizes: Vec<u64>,
+    /// Keep-alive settings to measure: both, on, or off (a new connection per request,
+    /// `Connection: close`).
+    #[arg(long, default_value = "both")]
+    pub keepalive: crate::proxy::KeepAliveChoice,
     /// Seconds per wrk run.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 2)]
     pub seconds: u32,
     /// wrk connections.
     #[arg(long, default_value_t = 32)]
@@ -62,11 +67,12 @@ pub struct ProxyArgs {
     /// Worker threads per Locus node.
     #[arg(long, default_value_t = 1)]
     pub node_workers: u32,
-    /// Idle keep-alive connections to hold against the switch (0 to skip).
+    /// Idle keep-alive connections to hold against the proxy-mode switch (0 to skip).
     #[arg(long, default_value_t = 10_000)]
     pub idle_connections: usize,
-    /// Paths to measure, comma-separated: direct, direct-nginx, locus, haproxy.
-    #[arg(long, value_delimiter = ',', default_value = "direct,direct-nginx,locus,haproxy")]
+    /// Paths to measure, comma-separated (default: all): direct, direct-nginx, proxy, splice,
+    /// haproxy, nginx. `direct` (the efficiency's denominator) is always measured.
+    #[arg(long, value_delimiter = ',')]
     pub paths: Vec<String>,
     /// Keep configurations and server logs in this folder.
     #[arg(long)]
@@ -74,6 +80,32 @@ pub struct ProxyArgs {
     /// Network: namespaces (a host per role on a bridge, needs root), loopback, or auto.
     #[arg(long, default_value = "auto")]
     pub net: crate::proxy::NetChoice,
+}
+
+impl ProxyArgs {
+    /// The benchmark's settings: path names checked (and `direct` added), counts at least 1.
+    pub fn options(&self) -> anyhow::Result<ProxyBenchOptions> {
+        let paths = if self.paths.is_empty() {
+            crate::proxy::PATHS.iter().map(|p| p.name.to_string()).collect()
+        } else {
+            crate::proxy::resolve_paths(&self.paths)?.iter().map(|p| p.name.to_string()).collect()
+        };
+        Ok(ProxyBenchOptions {
+            sizes: self.sizes.clone(),
+            keepalive: self.keepalive.settings(),
+            seconds: self.seconds.max(1),
+            connections: self.connections.max(1),
+            wrk_threads: 1,
+            rounds: self.rounds.max(1),
+            policy: self.policy.clone(),
+            switch_workers: self.switch_workers.max(1),
+            node_workers: self.node_workers.max(1),
+            idle_connections: self.idle_connections,
+            paths,
+            keep: self.keep.clone(),
+            net: self.net,
+        })
+    }
 }
 
 /// Run a `locus bench` subcommand.
@@ -90,25 +122,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Proxy(a) => {
-            for p in &a.paths {
-                if !["direct", "direct-nginx", "locus", "haproxy"].contains(&p.as_str()) {
-                    anyhow::bail!("unknown path `{p}`: use direct, direct-nginx, locus or haproxy");
-                }
-            }
-            let opts = ProxyBenchOptions {
-                sizes: a.sizes,
-                seconds: a.seconds.max(1),
-                connections: a.connections.max(1),
-                wrk_threads: 1,
-                rounds: a.rounds.max(1),
-                policy: a.policy,
-                switch_workers: a.switch_workers.max(1),
-                node_workers: a.node_workers.max(1),
-                idle_connections: a.idle_connections,
-                paths: a.paths,
-                keep: a.keep,
-                net: a.net,
-            };
+            let opts = a.options()?;
             let json = a.json;
             let rows = run_proxy_bench(&opts, |line| eprintln!("{line}"))?;
             if json {

@@ -1,20 +1,28 @@
-//! `locus bench proxy`: two Locus nodes behind the Locus switch and behind HAProxy, plus
-//! NGINX serving the same files, in the lab's namespaces (or on loopback); wrk measures every path for every file size
-//! in the same run, rounds interleaved so that drift hits every path alike; then the switch's
+//! `locus bench proxy`: two Locus nodes behind each load balancer of [`paths::PATHS`] (the Locus
+//! switch per mode, HAProxy, NGINX), in the lab's namespaces or on loopback; wrk measures every
+//! path per file size, with and without keep-alive, in one run, rounds interleaved so drift hits
+//! every path alike; each row's efficiency is its rps ÷ one node's directly. Then the switch's
 //! resident memory with thousands of idle keep-alive connections.
 
+mod paths;
+mod table;
+
 use crate::idle::hold_idle_connections;
-use crate::wrk::{WrkResult, run_wrk};
+use crate::wrk::{WrkLoad, WrkResult, run_wrk};
 use anyhow::Context;
-use locus_lab::{HaproxyBalance, LabNetwork, Net, NodeSpec, SwitchSpec, find_program, rss_mb, servers};
+use locus_lab::{LabNetwork, Net, NodeSpec, find_program, rss_mb, servers};
+pub use paths::{DIRECT, IDLE_PATH, PATHS, PathKind, resolve_paths};
 use serde::Serialize;
 use std::path::PathBuf;
+pub use table::markdown_table;
 
 /// Settings of one benchmark run.
 #[derive(Clone, Debug)]
 pub struct ProxyBenchOptions {
     /// File sizes in bytes.
     pub sizes: Vec<u64>,
+    /// Keep-alive settings to measure, in order (true: keep-alive, false: `Connection: close`).
+    pub keepalive: Vec<bool>,
     /// Seconds per wrk run.
     pub seconds: u32,
     /// wrk connections.
@@ -29,9 +37,9 @@ pub struct ProxyBenchOptions {
     pub switch_workers: u32,
     /// Worker threads per Locus node (NGINX has one worker process).
     pub node_workers: u32,
-    /// Idle keep-alive connections to hold against the switch (0 skips that part).
+    /// Idle keep-alive connections to hold against the proxy-mode switch (0 skips that part).
     pub idle_connections: usize,
-    /// Paths to measure: any of direct, direct-nginx, locus, haproxy.
+    /// Paths to measure, names from [`PATHS`]; `direct` is always added.
     pub paths: Vec<String>,
     /// Keep the scratch folder (configurations and server logs) here.
     pub keep: Option<PathBuf>,
@@ -71,11 +79,64 @@ impl NetChoice {
     }
 }
 
+/// Which keep-alive settings to measure (`--keepalive`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeepAliveChoice {
+    /// Keep-alive, then a connection per request.
+    Both,
+    On,
+    /// A connection per request (`Connection: close`).
+    Off,
+}
+
+impl KeepAliveChoice {
+    /// The settings in measuring order (true: keep-alive).
+    pub fn settings(self) -> Vec<bool> {
+        match self {
+            KeepAliveChoice::Both => vec![true, false],
+            KeepAliveChoice::On => vec![true],
+            KeepAliveChoice::Off => vec![false],
+        }
+    }
+}
+
+impl std::str::FromStr for KeepAliveChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<KeepAliveChoice, String> {
+        match s {
+            "both" => Ok(KeepAliveChoice::Both),
+            "on" => Ok(KeepAliveChoice::On),
+            "off" => Ok(KeepAliveChoice::Off),
+            _ => Err(format!("unknown keep-alive setting `{s}`: use both, on or off")),
+        }
+    }
+}
+
+/// A file size: bytes, or with a binary suffix `k` / `m` (`KiB`, `MiB` also accepted).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let (digits, scale) = if let Some(d) = lower.strip_suffix("kib").or_else(|| lower.strip_suffix('k')) {
+        (d, 1u64 << 10)
+    } else if let Some(d) = lower.strip_suffix("mib").or_else(|| lower.strip_suffix('m')) {
+        (d, 1 << 20)
+    } else {
+        (lower.strip_suffix('b').unwrap_or(&lower), 1)
+    };
+    let n: u64 = digits.trim().parse().map_err(|_| format!("bad size `{s}`: use e.g. 100, 4k, 1m"))?;
+    match n.checked_mul(scale) {
+        Some(0) => Err(format!("size `{s}` must be at least 1 byte")),
+        Some(v) => Ok(v),
+        None => Err(format!("size `{s}` is too large")),
+    }
+}
+
 impl Default for ProxyBenchOptions {
     fn default() -> ProxyBenchOptions {
         ProxyBenchOptions {
             sizes: vec![1024, 65536],
-            seconds: 5,
+            keepalive: KeepAliveChoice::Both.settings(),
+            seconds: 2,
             connections: 32,
             wrk_threads: 1,
             rounds: 3,
@@ -83,7 +144,7 @@ impl Default for ProxyBenchOptions {
             switch_workers: 2,
             node_workers: 1,
             idle_connections: 10_000,
-            paths: ["direct", "direct-nginx", "locus", "haproxy"].map(String::from).to_vec(),
+            paths: PATHS.iter().map(|p| p.name.to_string()).collect(),
             keep: None,
             net: NetChoice::Auto,
         }
@@ -94,8 +155,22 @@ impl Default for ProxyBenchOptions {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(untagged)]
 pub enum ProxyRow {
-    Throughput { path: String, size: u64, keepalive: bool, rps: f64, p50_ms: f64, p99_ms: f64, errors: u64 },
-    Idle { path: String, connections: usize, rss_mb: f64 },
+    Throughput {
+        path: String,
+        size: u64,
+        keepalive: bool,
+        rps: f64,
+        /// rps ÷ rps of `direct` at the same size and keep-alive (null if that was 0).
+        efficiency: Option<f64>,
+        p50_ms: f64,
+        p99_ms: f64,
+        errors: u64,
+    },
+    Idle {
+        path: String,
+        connections: usize,
+        rss_mb: f64,
+    },
 }
 
 fn median_by_rps(mut runs: Vec<WrkResult>) -> WrkResult {
@@ -103,11 +178,69 @@ fn median_by_rps(mut runs: Vec<WrkResult>) -> WrkResult {
     runs.swap_remove(runs.len() / 2)
 }
 
+/// The rows of one size and keep-alive setting from each path's median run; efficiency is
+/// relative to the `direct` path's run.
+fn point_rows(size: u64, keepalive: bool, medians: Vec<(&str, WrkResult)>) -> Vec<ProxyRow> {
+    let base = medians.iter().find(|(p, _)| *p == DIRECT).map(|(_, r)| r.rps);
+    medians
+        .into_iter()
+        .map(|(path, m)| ProxyRow::Throughput {
+            path: path.to_string(),
+            size,
+            keepalive,
+            rps: m.rps,
+            efficiency: base.filter(|b| *b > 0.0).map(|b| (m.rps / b * 10_000.0).round() / 10_000.0),
+            p50_ms: m.p50_ms,
+            p99_ms: m.p99_ms,
+            errors: m.errors,
+        })
+        .collect()
+}
+
+/// TCP sockets in TIME_WAIT on `role`'s host (from the calling thread's network namespace).
+fn time_wait(net: &Net, role: &str) -> anyhow::Result<usize> {
+    net.on_host(role, || -> anyhow::Result<usize> {
+        let mut n = 0;
+        for table in ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"] {
+            let text = std::fs::read_to_string(table).with_context(|| format!("reading {table}"))?;
+            // Fields: sl local_address rem_address st …; state 06 is TIME_WAIT.
+            n += text.lines().skip(1).filter(|l| l.split_whitespace().nth(3) == Some("06")).count();
+        }
+        Ok(n)
+    })
+}
+
+/// Where TCP connections sit in TIME_WAIT after connection-per-request runs: per host in the
+/// lab (they expire after 60 s), for the one host on loopback.
+fn time_wait_note(net: &Net) -> anyhow::Result<String> {
+    if net.lab().is_none() {
+        return Ok(format!("  TIME_WAIT {}", time_wait(net, "client")?));
+    }
+    let mut note = String::from("  TIME_WAIT");
+    for role in ["client", "switch", "node1", "node2"] {
+        note.push_str(&format!(" {role} {}", time_wait(net, role)?));
+    }
+    Ok(note)
+}
+
+/// A sysctl under /proc/sys/net as `role`'s host sees it.
+fn net_sysctl(net: &Net, role: &str, key: &str) -> anyhow::Result<String> {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    net.on_host(role, || -> anyhow::Result<String> {
+        Ok(std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {path}"))?
+            .trim()
+            .replace('\t', " "))
+    })
+}
+
 /// Run the benchmark; `progress` receives a line per finished measurement.
 pub fn run_proxy_bench(
     opts: &ProxyBenchOptions,
     mut progress: impl FnMut(&str),
 ) -> anyhow::Result<Vec<ProxyRow>> {
+    let kinds = resolve_paths(&opts.paths)?;
+    anyhow::ensure!(!opts.sizes.is_empty() && !opts.keepalive.is_empty(), "no sizes or keep-alive settings");
     let wrk = find_program("wrk").context("wrk not found (apt-get install wrk)")?;
     let locus = std::env::current_exe().context("locating the locus executable")?;
     let scratch_dir = tempfile::Builder::new().prefix("locus-bench-").tempdir()?;
@@ -124,98 +257,86 @@ pub fn run_proxy_bench(
         let body: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
         std::fs::write(root.join(format!("{size}.bin")), body)?;
     }
+    let rounds = opts.rounds.max(1);
+    let runs = opts.sizes.len() * opts.keepalive.len() * kinds.len() * rounds as usize;
+    let warmups = opts.sizes.len() * kinds.len();
+    progress(&format!(
+        "{runs} wrk runs of {} s and {warmups} warm-ups of 1 s: about {:.1} min of load",
+        opts.seconds,
+        (runs as f64 * f64::from(opts.seconds) + warmups as f64) / 60.0
+    ));
     let net = opts.net.make()?;
     progress(&format!("network: {}", net.describe()));
+    if opts.keepalive.contains(&false) {
+        for role in ["client", "switch"] {
+            progress(&format!(
+                "{role}: ip_local_port_range {}, tcp_tw_reuse {}",
+                net_sysctl(&net, role, "net.ipv4.ip_local_port_range")?,
+                net_sysctl(&net, role, "net.ipv4.tcp_tw_reuse")?
+            ));
+        }
+    }
     let node = |role: &str| NodeSpec { workers: opts.node_workers, ..NodeSpec::new(role, &root) };
     let node1 = servers::locus_node(&net, &locus, &scratch, &node("node1"))?;
     let node2 = servers::locus_node(&net, &locus, &scratch, &node("node2"))?;
     let nodes = [("node1".to_string(), node1.addr), ("node2".to_string(), node2.addr)];
-    let switch_spec = SwitchSpec {
-        policy: opts.policy.clone(),
-        mode: "proxy".into(),
-        workers: opts.switch_workers,
-        max_connections: opts.idle_connections + 1000,
-        admin: false,
-        splice_min_bytes: None,
-    };
-    let switch =
-        servers::locus_switch(&net, &locus, &scratch, net.listen_addr("switch", 80)?, &nodes, &switch_spec)?;
-    let haproxy = if opts.paths.iter().any(|p| p == "haproxy") {
-        let listen = net.listen_addr("switch", 81)?;
-        Some(servers::haproxy(
-            &net,
-            &scratch,
-            listen,
-            &nodes,
-            HaproxyBalance::UriChashBounded,
-            opts.switch_workers,
-        )?)
-    } else {
-        None
-    };
-    let nginx = if opts.paths.iter().any(|p| p == "direct-nginx") {
-        Some(servers::nginx_static(&net, &scratch, "node1", &root)?)
-    } else {
-        None
-    };
-
-    let target = |path: &str| -> Option<std::net::SocketAddr> {
-        match path {
-            "direct" => Some(node1.addr),
-            "direct-nginx" => nginx.as_ref().map(|s| s.addr),
-            "locus" => Some(switch.addr),
-            "haproxy" => haproxy.as_ref().map(|s| s.addr),
-            _ => None,
+    let env = paths::Env { net: &net, locus: &locus, scratch: &scratch, root: &root, nodes: &nodes, opts };
+    // The idle connections are held against the proxy-mode switch, measured or not.
+    let idle_kind = PATHS.iter().find(|p| p.name == IDLE_PATH).expect("the proxy path exists");
+    let mut started = Vec::new();
+    for kind in kinds.iter().copied().chain((opts.idle_connections > 0).then_some(idle_kind)) {
+        if started.iter().all(|(k, _): &(&PathKind, _)| k.name != kind.name) {
+            let s = kind.start(&env).with_context(|| format!("starting path `{}`", kind.name))?;
+            progress(&format!("{:<13} {}", kind.name, s.addr));
+            started.push((kind, s));
         }
-    };
+    }
+    let target = |name: &str| started.iter().find(|(k, _)| k.name == name).map(|(_, s)| s.addr);
+
     let mut rows = Vec::new();
     for &size in &opts.sizes {
-        let mut runs: Vec<(String, Vec<WrkResult>)> =
-            opts.paths.iter().map(|p| (p.clone(), Vec::new())).collect();
         // Warm every path (caches, pools) before measuring.
-        for (path, _) in &runs {
-            let addr = target(path).with_context(|| format!("unknown path `{path}`"))?;
-            run_wrk(net.command("client", &wrk)?, &format!("http://{addr}/{size}.bin"), 1, 4, 1)?;
+        for kind in &kinds {
+            let addr = target(kind.name).expect("started above");
+            let warm = WrkLoad { threads: 1, connections: 4, seconds: 1, keepalive: true };
+            run_wrk(net.command("client", &wrk)?, &format!("http://{addr}/{size}.bin"), &warm)?;
         }
-        for round in 0..opts.rounds.max(1) {
-            for (path, results) in runs.iter_mut() {
-                let addr = target(path).expect("checked above");
-                let url = format!("http://{addr}/{size}.bin");
-                let r = run_wrk(
-                    net.command("client", &wrk)?,
-                    &url,
-                    opts.wrk_threads,
-                    opts.connections,
-                    opts.seconds,
-                )?;
-                progress(&format!(
-                    "size {size:>7} round {} {path:<13} {:>10.0} req/s  p50 {:.2} ms  p99 {:.2} ms  errors {}",
-                    round + 1,
-                    r.rps,
-                    r.p50_ms,
-                    r.p99_ms,
-                    r.errors
-                ));
-                results.push(r);
+        for &keepalive in &opts.keepalive {
+            let load = WrkLoad {
+                threads: opts.wrk_threads,
+                connections: opts.connections,
+                seconds: opts.seconds,
+                keepalive,
+            };
+            let mut results: Vec<Vec<WrkResult>> = vec![Vec::new(); kinds.len()];
+            for round in 0..rounds {
+                for (kind, results) in kinds.iter().zip(results.iter_mut()) {
+                    let addr = target(kind.name).expect("started above");
+                    let r =
+                        run_wrk(net.command("client", &wrk)?, &format!("http://{addr}/{size}.bin"), &load)?;
+                    let tw = if keepalive { String::new() } else { time_wait_note(&net)? };
+                    progress(&format!(
+                        "size {size:>7} keep-alive {:<3} round {} {:<13} {:>9.0} req/s  p50 {:.2} ms  p99 {:.2} ms  errors {}{tw}",
+                        if keepalive { "on" } else { "off" },
+                        round + 1,
+                        kind.name,
+                        r.rps,
+                        r.p50_ms,
+                        r.p99_ms,
+                        r.errors
+                    ));
+                    results.push(r);
+                }
             }
-        }
-        for (path, results) in runs {
-            let m = median_by_rps(results);
-            rows.push(ProxyRow::Throughput {
-                path,
-                size,
-                keepalive: true,
-                rps: m.rps,
-                p50_ms: m.p50_ms,
-                p99_ms: m.p99_ms,
-                errors: m.errors,
-            });
+            let medians = kinds.iter().map(|k| k.name).zip(results.into_iter().map(median_by_rps)).collect();
+            rows.extend(point_rows(size, keepalive, medians));
         }
     }
     if opts.idle_connections > 0 {
-        let path = format!("/{}.bin", opts.sizes.first().copied().unwrap_or(1024));
-        let switch_addr = switch.addr;
-        let pid = switch.process.pid();
+        let smallest = opts.sizes.iter().min().copied().expect("sizes checked above");
+        let path = format!("/{smallest}.bin");
+        let (_, proxy) = started.iter().find(|(k, _)| k.name == IDLE_PATH).expect("started above");
+        let (switch_addr, pid) = (proxy.addr, proxy.servers[0].process.pid());
         let n = opts.idle_connections;
         let (held, rss) = net.on_host("client", || -> anyhow::Result<_> {
             let held = hold_idle_connections(switch_addr, &path, n)?;
@@ -226,86 +347,35 @@ pub fn run_proxy_bench(
         progress(&format!("idle connections {held}: switch RSS {rss:.1} MiB"));
         rows.push(ProxyRow::Idle { path: "idle-connections".into(), connections: held, rss_mb: rss });
     }
-    drop((switch, haproxy, nginx, node1, node2));
+    drop(started);
+    drop((node1, node2));
     drop(net);
     Ok(rows)
-}
-
-/// A Markdown table of throughput rows, one line per size, with the ratios that matter.
-pub fn markdown_table(rows: &[ProxyRow]) -> String {
-    let mut sizes: Vec<u64> = rows
-        .iter()
-        .filter_map(|r| match r {
-            ProxyRow::Throughput { size, .. } => Some(*size),
-            _ => None,
-        })
-        .collect();
-    sizes.dedup();
-    let rps = |path: &str, size: u64| {
-        rows.iter().find_map(|r| match r {
-            ProxyRow::Throughput { path: p, size: s, rps, .. } if p == path && *s == size => Some(*rps),
-            _ => None,
-        })
-    };
-    let fmt = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.0}"));
-    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
-        _ => "—".into(),
-    };
-    let mut out = String::from(
-        "| size | Locus node direct | NGINX direct | through Locus | through HAProxy | Locus / HAProxy | node / NGINX |\n|---|---|---|---|---|---|---|\n",
-    );
-    for s in sizes {
-        let (d, n, l, h) = (rps("direct", s), rps("direct-nginx", s), rps("locus", s), rps("haproxy", s));
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
-            human_size(s),
-            fmt(d),
-            fmt(n),
-            fmt(l),
-            fmt(h),
-            ratio(l, h),
-            ratio(d, n)
-        ));
-    }
-    for r in rows {
-        if let ProxyRow::Idle { connections, rss_mb, .. } = r {
-            out.push_str(&format!(
-                "\nSwitch resident memory with {connections} idle keep-alive connections: {rss_mb:.1} MiB\n"
-            ));
-        }
-    }
-    out
-}
-
-fn human_size(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
-        format!("{} MiB", bytes >> 20)
-    } else if bytes >= 1024 && bytes.is_multiple_of(1024) {
-        format!("{} KiB", bytes >> 10)
-    } else {
-        format!("{bytes} B")
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn run(rps: f64) -> WrkResult {
+        WrkResult { rps, p50_ms: 0.5, p99_ms: 2.0, requests: 1, errors: 0 }
+    }
+
     #[test]
     fn rows_serialize_to_the_documented_json_shape() {
         let row = ProxyRow::Throughput {
-            path: "locus".into(),
+            path: "proxy".into(),
             size: 1024,
-            keepalive: true,
+            keepalive: false,
             rps: 1.5,
+            efficiency: Some(0.5),
             p50_ms: 0.25,
             p99_ms: 1.0,
             errors: 0,
         };
         assert_eq!(
             serde_json::to_string(&row).unwrap(),
-            r#"{"path":"locus","size":1024,"keepalive":true,"rps":1.5,"p50_ms":0.25,"p99_ms":1.0,"errors":0}"#
+            r#"{"path":"proxy","size":1024,"keepalive":false,"rps":1.5,"efficiency":0.5,"p50_ms":0.25,"p99_ms":1.0,"errors":0}"#
         );
         let idle = ProxyRow::Idle { path: "idle-connections".into(), connections: 10, rss_mb: 2.5 };
         assert_eq!(
@@ -316,23 +386,47 @@ mod tests {
 
     #[test]
     fn median_round_is_reported() {
-        let r = |rps| WrkResult { rps, p50_ms: 0.0, p99_ms: 0.0, requests: 1, errors: 0 };
-        assert_eq!(median_by_rps(vec![r(3.0), r(1.0), r(2.0)]).rps, 2.0);
+        assert_eq!(median_by_rps(vec![run(3.0), run(1.0), run(2.0)]).rps, 2.0);
     }
 
     #[test]
-    fn table_shows_ratios() {
-        let t = |path: &str, rps| ProxyRow::Throughput {
-            path: path.into(),
-            size: 65536,
-            keepalive: true,
-            rps,
-            p50_ms: 0.0,
-            p99_ms: 0.0,
-            errors: 0,
-        };
-        let md =
-            markdown_table(&[t("direct", 10.0), t("direct-nginx", 5.0), t("locus", 8.0), t("haproxy", 4.0)]);
-        assert!(md.contains("| 64 KiB | 10 | 5 | 8 | 4 | 2.00× | 2.00× |"), "{md}");
+    fn efficiency_is_relative_to_direct_at_the_same_point() {
+        let rows = point_rows(
+            4096,
+            true,
+            vec![("direct", run(200.0)), ("splice", run(150.0)), ("nginx", run(50.0))],
+        );
+        let eff: Vec<(String, Option<f64>)> = rows
+            .iter()
+            .map(|r| match r {
+                ProxyRow::Throughput { path, efficiency, .. } => (path.clone(), *efficiency),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(
+            eff,
+            [("direct".into(), Some(1.0)), ("splice".into(), Some(0.75)), ("nginx".into(), Some(0.25))]
+        );
+        let none = point_rows(4096, false, vec![("direct", run(0.0)), ("proxy", run(10.0))]);
+        assert!(matches!(none[1], ProxyRow::Throughput { efficiency: None, keepalive: false, .. }));
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        let parsed: Vec<u64> =
+            "100,1k,4k,16k,64k,256k,1m".split(',').map(|s| parse_size(s).unwrap()).collect();
+        assert_eq!(parsed, [100, 1024, 4096, 16384, 65536, 262144, 1 << 20]);
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert_eq!(parse_size("2MiB"), Ok(2 << 20));
+        assert_eq!(parse_size("1KiB"), Ok(1024));
+        assert!(parse_size("0").is_err() && parse_size("1g").is_err() && parse_size("k").is_err());
+    }
+
+    #[test]
+    fn keepalive_choices_map_to_settings() {
+        assert_eq!("both".parse::<KeepAliveChoice>().unwrap().settings(), [true, false]);
+        assert_eq!("on".parse::<KeepAliveChoice>().unwrap().settings(), [true]);
+        assert_eq!("off".parse::<KeepAliveChoice>().unwrap().settings(), [false]);
+        assert!("yes".parse::<KeepAliveChoice>().is_err());
     }
 }

@@ -1,5 +1,6 @@
 //! Running wrk and reading its report: requests per second, latency percentiles from
-//! `--latency`, socket errors and non-2xx/3xx responses.
+//! `--latency`, socket errors and non-2xx/3xx responses. Connection-per-request runs send
+//! `Connection: close`, so the server ends every connection after one response.
 
 use anyhow::{Context, bail};
 use std::process::Command;
@@ -14,20 +15,37 @@ pub struct WrkResult {
     pub errors: u64,
 }
 
-/// Run `wrk -t threads -c connections -d seconds --latency url`; `wrk` is the command to run
-/// (already placed on the client's host).
-pub fn run_wrk(
-    mut wrk: Command,
-    url: &str,
-    threads: u32,
-    connections: u32,
-    seconds: u32,
-) -> anyhow::Result<WrkResult> {
-    let out = wrk
-        .args(["-t", &threads.to_string(), "-c", &connections.to_string(), "-d", &format!("{seconds}s")])
-        .args(["--latency", "--timeout", "10s", url])
-        .output()
-        .with_context(|| format!("run {:?}", wrk.get_program()))?;
+/// How wrk loads a server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WrkLoad {
+    pub threads: u32,
+    pub connections: u32,
+    pub seconds: u32,
+    /// false: every request carries `Connection: close` (a new connection per request).
+    pub keepalive: bool,
+}
+
+impl WrkLoad {
+    /// wrk's arguments before the URL.
+    pub fn args(&self) -> Vec<String> {
+        let mut args: Vec<String> = ["-t", &self.threads.to_string(), "-c", &self.connections.to_string()]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        args.extend(["-d".to_string(), format!("{}s", self.seconds)]);
+        if !self.keepalive {
+            args.extend(["-H".to_string(), "Connection: close".to_string()]);
+        }
+        args.extend(["--latency", "--timeout", "10s"].map(String::from));
+        args
+    }
+}
+
+/// Run `wrk … --latency url` with `load`; `wrk` is the command to run (already placed on the
+/// client's host).
+pub fn run_wrk(mut wrk: Command, url: &str, load: &WrkLoad) -> anyhow::Result<WrkResult> {
+    let out =
+        wrk.args(load.args()).arg(url).output().with_context(|| format!("run {:?}", wrk.get_program()))?;
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         bail!("wrk failed on {url}: {}{}", text, String::from_utf8_lossy(&out.stderr));
@@ -118,6 +136,14 @@ Transfer/sec:     27.84MB
         assert_eq!(r.errors, 10);
         assert!((duration_ms("383.23us").unwrap() - 0.38323).abs() < 1e-9);
         assert_eq!(duration_ms("1.50s"), Some(1500.0));
+    }
+
+    #[test]
+    fn connection_per_request_runs_send_connection_close() {
+        let load = WrkLoad { threads: 1, connections: 32, seconds: 2, keepalive: false };
+        assert_eq!(load.args().join(" "), "-t 1 -c 32 -d 2s -H Connection: close --latency --timeout 10s");
+        let ka = WrkLoad { keepalive: true, ..load };
+        assert!(!ka.args().iter().any(|a| a.contains("Connection")));
     }
 
     #[test]

@@ -1,0 +1,171 @@
+//! The Markdown report of `locus bench proxy`: one line per file size and keep-alive setting,
+//! a column per path with its requests/s and efficiency (÷ one node directly), a legend, the
+//! errors if there were any, and the idle-connection memory.
+
+use super::ProxyRow;
+use super::paths::PATHS;
+
+/// Render throughput rows (in any order; lines follow first appearance) as a Markdown table.
+pub fn markdown_table(rows: &[ProxyRow]) -> String {
+    let mut points: Vec<(u64, bool)> = Vec::new();
+    let mut paths: Vec<&str> = Vec::new();
+    for r in rows {
+        if let ProxyRow::Throughput { path, size, keepalive, .. } = r {
+            if !points.contains(&(*size, *keepalive)) {
+                points.push((*size, *keepalive));
+            }
+            if !paths.contains(&path.as_str()) {
+                paths.push(path);
+            }
+        }
+    }
+    let find = |path: &str, size: u64, ka: bool| {
+        rows.iter().find_map(|r| match r {
+            ProxyRow::Throughput { path: p, size: s, keepalive: k, rps, efficiency, .. }
+                if p == path && *s == size && *k == ka =>
+            {
+                Some((*rps, *efficiency))
+            }
+            _ => None,
+        })
+    };
+    let mut out = String::new();
+    if !points.is_empty() {
+        out.push_str(
+            "Requests/s per path; in parentheses its efficiency, requests/s ÷ those of one Locus node \
+             directly (`direct`) at the same size and keep-alive setting.\n\n",
+        );
+        out.push_str("| size | keep-alive |");
+        for p in &paths {
+            out.push_str(&format!(" {p} |"));
+        }
+        out.push_str("\n|---|---|");
+        out.push_str(&"---:|".repeat(paths.len()));
+        out.push('\n');
+        for &(size, ka) in &points {
+            out.push_str(&format!("| {} | {} |", human_size(size), if ka { "on" } else { "off" }));
+            for p in &paths {
+                let cell = match find(p, size, ka) {
+                    Some((rps, Some(e))) => format!("{} ({e:.2})", thousands(rps)),
+                    Some((rps, None)) => thousands(rps),
+                    None => "—".into(),
+                };
+                out.push_str(&format!(" {cell} |"));
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+        for p in &paths {
+            let about = PATHS.iter().find(|k| k.name == *p).map_or("", |k| k.about);
+            out.push_str(&format!("- `{p}`: {about}\n"));
+        }
+        out.push_str("- keep-alive off: every request on a new connection (`Connection: close`)\n");
+    }
+    let errors: Vec<String> = rows
+        .iter()
+        .filter_map(|r| match r {
+            ProxyRow::Throughput { path, size, keepalive, errors, .. } if *errors > 0 => Some(format!(
+                "{path} at {} keep-alive {}: {errors}",
+                human_size(*size),
+                if *keepalive { "on" } else { "off" }
+            )),
+            _ => None,
+        })
+        .collect();
+    if !errors.is_empty() {
+        out.push_str(&format!(
+            "\nErrors (wrk's socket errors plus non-2xx/3xx responses, reported round): {}\n",
+            errors.join("; ")
+        ));
+    }
+    for r in rows {
+        if let ProxyRow::Idle { connections, rss_mb, .. } = r {
+            out.push_str(&format!(
+                "\nSwitch resident memory with {connections} idle keep-alive connections: {rss_mb:.1} MiB\n"
+            ));
+        }
+    }
+    out
+}
+
+/// `1234567.8` → `1,234,568`.
+fn thousands(v: f64) -> String {
+    let digits = format!("{:.0}", v.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+pub(super) fn human_size(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1024 && bytes.is_multiple_of(1024) {
+        format!("{} KiB", bytes >> 10)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(
+        path: &str,
+        size: u64,
+        keepalive: bool,
+        rps: f64,
+        efficiency: Option<f64>,
+        errors: u64,
+    ) -> ProxyRow {
+        ProxyRow::Throughput {
+            path: path.into(),
+            size,
+            keepalive,
+            rps,
+            efficiency,
+            p50_ms: 0.0,
+            p99_ms: 0.0,
+            errors,
+        }
+    }
+
+    #[test]
+    fn one_line_per_size_and_keepalive_with_rps_and_efficiency_per_path() {
+        let rows = [
+            row("direct", 1024, true, 81251.4, Some(1.0), 0),
+            row("proxy", 1024, true, 39461.0, Some(0.4857), 0),
+            row("nginx", 1024, true, 40000.0, Some(0.4923), 0),
+            row("direct", 1024, false, 20000.0, Some(1.0), 0),
+            row("proxy", 1024, false, 10000.0, Some(0.5), 7),
+            row("direct", 1 << 20, true, 1200.0, Some(1.0), 0),
+            ProxyRow::Idle { path: "idle-connections".into(), connections: 10_000, rss_mb: 32.14 },
+        ];
+        let md = markdown_table(&rows);
+        assert!(
+            md.contains("| size | keep-alive | direct | proxy | nginx |\n|---|---|---:|---:|---:|\n"),
+            "{md}"
+        );
+        assert!(md.contains("| 1 KiB | on | 81,251 (1.00) | 39,461 (0.49) | 40,000 (0.49) |"), "{md}");
+        assert!(md.contains("| 1 KiB | off | 20,000 (1.00) | 10,000 (0.50) | — |"), "{md}");
+        assert!(md.contains("| 1 MiB | on | 1,200 (1.00) | — | — |"), "{md}");
+        assert!(md.contains("- `nginx`: NGINX as the load balancer"), "{md}");
+        assert!(md.contains("proxy at 1 KiB keep-alive off: 7"), "{md}");
+        assert!(md.contains("10000 idle keep-alive connections: 32.1 MiB"), "{md}");
+    }
+
+    #[test]
+    fn numbers_get_thousands_separators_and_sizes_units() {
+        assert_eq!(thousands(999.6), "1,000");
+        assert_eq!(thousands(1234567.0), "1,234,567");
+        assert_eq!(thousands(12.0), "12");
+        assert_eq!(human_size(100), "100 B");
+        assert_eq!(human_size(262144), "256 KiB");
+        assert_eq!(human_size(1 << 20), "1 MiB");
+    }
+}
