@@ -1,11 +1,11 @@
-//! Compiles the forwarder's BPF C (`bpf/forward.c`) with clang into `$OUT_DIR/forward.o`, which
-//! the crate embeds with `include_bytes!`. Fails with a message naming the missing tool or header
+//! Compiles the BPF C (`bpf/forward.c`, the tc forwarder; `bpf/relay.c`, the sockmap relay) with
+//! clang into `$OUT_DIR/<name>.o`, which the crate embeds with `include_bytes!`. Fails with a message naming the missing tool or header
 //! (`apt-get install clang libbpf-dev`); `CLANG` overrides the compiler.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SOURCE: &str = "bpf/forward.c";
+const SOURCES: [&str; 2] = ["bpf/forward.c", "bpf/relay.c"];
 const INSTALL_HINT: &str = "the forwarder needs clang and the libbpf headers: `apt-get install clang libbpf-dev` (the quickstart installs them)";
 
 fn fail(message: String) -> ! {
@@ -17,10 +17,11 @@ fn fail(message: String) -> ! {
 }
 
 fn main() {
-    println!("cargo:rerun-if-changed={SOURCE}");
+    for source in SOURCES {
+        println!("cargo:rerun-if-changed={source}");
+    }
     println!("cargo:rerun-if-env-changed=CLANG");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let object = out.join("forward.o");
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".to_string());
 
     // `<asm/types.h>` lives in the multiarch include directory of the build host.
@@ -34,18 +35,22 @@ fn main() {
         fail("libbpf headers not found: no /usr/include/bpf/bpf_helpers.h".into());
     }
 
-    let output = Command::new(&clang)
-        .args(["-target", "bpf", "-O2", "-g", "-Wall"])
-        .arg(format!("-I{multiarch}"))
-        .args(["-c", SOURCE, "-o"])
-        .arg(&object)
-        .output()
-        .unwrap_or_else(|e| fail(format!("cannot run `{clang}` to compile {SOURCE}: {e}")));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
-        fail(format!("`{clang} -target bpf` failed on {SOURCE}:\n{stderr}"));
-    }
-    for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
-        println!("cargo:warning={line}");
+    for source in SOURCES {
+        let stem = Path::new(source).file_stem().expect("sources are files");
+        let object = out.join(stem).with_extension("o");
+        let output = Command::new(&clang)
+            .args(["-target", "bpf", "-O2", "-g", "-Wall"])
+            .arg(format!("-I{multiarch}"))
+            .args(["-c", source, "-o"])
+            .arg(&object)
+            .output()
+            .unwrap_or_else(|e| fail(format!("cannot run `{clang}` to compile {source}: {e}")));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if !output.status.success() {
+            fail(format!("`{clang} -target bpf` failed on {source}:\n{stderr}"));
+        }
+        for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+            println!("cargo:warning={line}");
+        }
     }
 }

@@ -108,3 +108,60 @@ pub enum ForwarderError {
 
 /// A result of this library.
 pub type Result<T, E = ForwarderError> = std::result::Result<T, E>;
+
+/// An error of the sockmap relay ([`crate::SockmapRelay`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// The embedded object could not be parsed or its maps created.
+    #[error("load the relay's BPF object: {0}")]
+    Load(#[source] aya::EbpfError),
+    /// The embedded object lacks a map or program, or one has an unexpected type.
+    #[error("the relay's BPF object: {0}")]
+    Object(String),
+    /// The kernel refused the verdict program or its attachment to the socket map.
+    #[error("{step} the relay's stream verdict program: {source}")]
+    Program {
+        /// `load` or `attach`.
+        step: &'static str,
+        /// Why.
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+    /// A map command (`bpf(2)`) failed.
+    #[error("{op} in map `{map}`: {source}")]
+    Map {
+        /// The operation (`insert`, `remove`, `lookup`).
+        op: &'static str,
+        /// The map's name.
+        map: &'static str,
+        /// The kernel's error.
+        #[source]
+        source: io::Error,
+    },
+    /// A socket operation (cookie, TCP_INFO, epoll registration, shutdown) failed.
+    #[error("{op} on a relayed socket: {source}")]
+    Socket {
+        /// The operation.
+        op: &'static str,
+        /// The kernel's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The relay's watcher (epoll, eventfd, thread) could not be set up.
+    #[error("start the relay's watcher: {0}")]
+    Watcher(#[source] io::Error),
+    /// The pair is not (or no longer) joined.
+    #[error("no joined pair {0}")]
+    UnknownPair(u64),
+    /// `wait` gave up before both directions ended.
+    #[error("pair {0} still relaying when the wait ended")]
+    StillRelaying(u64),
+    /// `unjoin` gave up waiting for bytes already redirected to reach the peer socket.
+    #[error("pair {pair}: {pending} redirected bytes not yet written to the peer when unjoin gave up")]
+    Undrained {
+        /// The pair.
+        pair: u64,
+        /// Bytes redirected but not yet queued on the peer socket.
+        pending: u64,
+    },
+}

@@ -41,15 +41,20 @@
 //! With `ForwarderOptions::pin_dir` the maps are pinned there and adopted by the next
 //! `Forwarder` with the same directory. Dropping a forwarder detaches the program (entries stay
 //! pinned); `keep_running` leaves it attached so forwarding continues while the switch restarts.
+//!
+//! # Sockmap relay
+//! [`SockmapRelay`] joins two TCP sockets in the kernel with a BPF sockmap (`bpf/relay.c`): the
+//! two-way alternative to the switch's splice(2) relay, measured against it by `benches/relay.rs`.
 
 mod error;
 mod forwarder;
 mod maps;
 mod net;
+mod sockmap;
 mod sys;
 mod table;
 
-pub use error::{ForwarderError, Result};
+pub use error::{ForwarderError, RelayError, Result};
 pub use forwarder::{
     Forwarder, ForwarderOptions, FrameRun, NodeSlot, SelectionMode, Stats, TC_PRIORITY, Verdict,
 };
@@ -58,4 +63,5 @@ pub use maps::{
     NODE_NONE,
 };
 pub use net::{Interface, MacAddr, Neighbour, interface, interface_by_index, neighbour, resolve_neighbour};
+pub use sockmap::{DRAIN_POLL, MAX_PAIRS, PairId, PairReport, SockmapRelay};
 pub use table::NodeTable;
