@@ -164,6 +164,7 @@ pub enum ProxyRow {
         efficiency: Option<f64>,
         p50_ms: f64,
         p99_ms: f64,
+        /// wrk's socket errors plus non-2xx/3xx responses, summed over all rounds.
         errors: u64,
     },
     Idle {
@@ -176,6 +177,13 @@ pub enum ProxyRow {
 fn median_by_rps(mut runs: Vec<WrkResult>) -> WrkResult {
     runs.sort_by(|a, b| a.rps.total_cmp(&b.rps));
     runs.swap_remove(runs.len() / 2)
+}
+
+/// A path's rounds as one result: the median round, with the errors of every round (an error
+/// in a round that was not the median must not disappear).
+fn summarize_rounds(runs: Vec<WrkResult>) -> WrkResult {
+    let errors = runs.iter().map(|r| r.errors).sum();
+    WrkResult { errors, ..median_by_rps(runs) }
 }
 
 /// The rows of one size and keep-alive setting from each path's median run; efficiency is
@@ -328,7 +336,8 @@ pub fn run_proxy_bench(
                     results.push(r);
                 }
             }
-            let medians = kinds.iter().map(|k| k.name).zip(results.into_iter().map(median_by_rps)).collect();
+            let medians =
+                kinds.iter().map(|k| k.name).zip(results.into_iter().map(summarize_rounds)).collect();
             rows.extend(point_rows(size, keepalive, medians));
         }
     }
@@ -387,6 +396,13 @@ mod tests {
     #[test]
     fn median_round_is_reported() {
         assert_eq!(median_by_rps(vec![run(3.0), run(1.0), run(2.0)]).rps, 2.0);
+    }
+
+    #[test]
+    fn errors_of_every_round_are_kept() {
+        let e = |rps, errors| WrkResult { errors, ..run(rps) };
+        let s = summarize_rounds(vec![e(3.0, 1), e(1.0, 4), e(2.0, 0)]);
+        assert_eq!((s.rps, s.errors), (2.0, 5));
     }
 
     #[test]

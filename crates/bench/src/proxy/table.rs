@@ -74,7 +74,7 @@ pub fn markdown_table(rows: &[ProxyRow]) -> String {
         .collect();
     if !errors.is_empty() {
         out.push_str(&format!(
-            "\nErrors (wrk's socket errors plus non-2xx/3xx responses, reported round): {}\n",
+            "\nErrors (wrk's socket errors plus non-2xx/3xx responses, all rounds): {}\n",
             errors.join("; ")
         ));
     }
