@@ -13,6 +13,7 @@ use anyhow::Context;
 use locus_lab::{LabNetwork, Net, NodeSpec, find_program, rss_mb, servers};
 pub use paths::{DIRECT, IDLE_PATH, PATHS, PathKind, resolve_paths};
 use serde::Serialize;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 pub use table::markdown_table;
 
@@ -288,24 +289,41 @@ pub fn run_proxy_bench(
     let node1 = servers::locus_node(&net, &locus, &scratch, &node("node1"))?;
     let node2 = servers::locus_node(&net, &locus, &scratch, &node("node2"))?;
     let nodes = [("node1".to_string(), node1.addr), ("node2".to_string(), node2.addr)];
-    let env = paths::Env { net: &net, locus: &locus, scratch: &scratch, root: &root, nodes: &nodes, opts };
+    let env = paths::Env {
+        net: &net,
+        locus: &locus,
+        scratch: &scratch,
+        root: &root,
+        nodes: &nodes,
+        opts,
+        one_way_nodes: Default::default(),
+    };
     // The idle connections are held against the proxy-mode switch, measured or not.
     let idle_kind = PATHS.iter().find(|p| p.name == IDLE_PATH).expect("the proxy path exists");
     let mut started = Vec::new();
     for kind in kinds.iter().copied().chain((opts.idle_connections > 0).then_some(idle_kind)) {
-        if started.iter().all(|(k, _): &(&PathKind, _)| k.name != kind.name) {
+        if !kind.exclusive && started.iter().all(|(k, _): &(&PathKind, _)| k.name != kind.name) {
             let s = kind.start(&env).with_context(|| format!("starting path `{}`", kind.name))?;
             progress(&format!("{:<13} {}", kind.name, s.addr));
             started.push((kind, s));
         }
     }
-    let target = |name: &str| started.iter().find(|(k, _)| k.name == name).map(|(_, s)| s.addr);
+    // A path that runs all along, or one started for this run only (stopped when the value
+    // is dropped).
+    let target = |kind: &PathKind| -> anyhow::Result<(SocketAddr, Option<paths::Started>)> {
+        if kind.exclusive {
+            let s = kind.start(&env).with_context(|| format!("starting path `{}`", kind.name))?;
+            return Ok((s.addr, Some(s)));
+        }
+        let addr = started.iter().find(|(k, _)| k.name == kind.name).map(|(_, s)| s.addr);
+        Ok((addr.expect("started above"), None))
+    };
 
     let mut rows = Vec::new();
     for &size in &opts.sizes {
         // Warm every path (caches, pools) before measuring.
         for kind in &kinds {
-            let addr = target(kind.name).expect("started above");
+            let (addr, _running) = target(kind)?;
             let warm = WrkLoad { threads: 1, connections: 4, seconds: 1, keepalive: true };
             run_wrk(net.command("client", &wrk)?, &format!("http://{addr}/{size}.bin"), &warm)?;
         }
@@ -319,7 +337,7 @@ pub fn run_proxy_bench(
             let mut results: Vec<Vec<WrkResult>> = vec![Vec::new(); kinds.len()];
             for round in 0..rounds {
                 for (kind, results) in kinds.iter().zip(results.iter_mut()) {
-                    let addr = target(kind.name).expect("started above");
+                    let (addr, _running) = target(kind)?;
                     let r =
                         run_wrk(net.command("client", &wrk)?, &format!("http://{addr}/{size}.bin"), &load)?;
                     let tw = if keepalive { String::new() } else { time_wait_note(&net)? };

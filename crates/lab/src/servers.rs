@@ -185,6 +185,10 @@ pub struct NodeSpec {
     /// Listen on every address (0.0.0.0), so that connections to the virtual IP that the l4
     /// forwarder steers here are accepted too.
     pub listen_any: bool,
+    /// HTTP port in the lab; `None`: [`HTTP_PORT`].
+    pub port: Option<u16>,
+    /// The agent's control port in the lab; `None`: [`AGENT_PORT`].
+    pub agent_port: Option<u16>,
 }
 
 impl NodeSpec {
@@ -203,6 +207,8 @@ impl NodeSpec {
             handoff_clone: false,
             handoff_rehandoff: None,
             listen_any: false,
+            port: None,
+            agent_port: None,
         }
     }
 }
@@ -235,7 +241,7 @@ pub fn write_handoff_key(path: &Path) -> Result<(), LabError> {
 
 /// `locus node` on its role's host.
 pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> Result<Server, LabError> {
-    let addr = net.listen_addr(&spec.role, HTTP_PORT)?;
+    let addr = net.listen_addr(&spec.role, spec.port.unwrap_or(HTTP_PORT))?;
     let admin = if spec.admin { Some(net.listen_addr(&spec.role, ADMIN_PORT)?) } else { None };
     let mut cmd = net.command(&spec.role, locus)?;
     let listen =
@@ -258,7 +264,7 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
     }
     let agent = match &spec.handoff_key_file {
         Some(key) => {
-            let agent = net.listen_addr(&spec.role, AGENT_PORT)?;
+            let agent = net.listen_addr(&spec.role, spec.agent_port.unwrap_or(AGENT_PORT))?;
             cmd.args(["--handoff-listen", &agent.to_string(), "--handoff-key-file"]).arg(key);
             if spec.handoff_clone {
                 cmd.arg("--handoff-clone");

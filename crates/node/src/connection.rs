@@ -360,7 +360,8 @@ impl Connection<'_> {
     /// for a request the router does not ask about). Responses already queued are written
     /// first: they must not wait for the answer, and a handed-back connection must carry them.
     async fn route(&mut self, b: &mut ConnBuffers) -> io::Result<RouteDecision> {
-        if !self.router.as_mut().is_some_and(RequestRouter::should_ask) {
+        let target = b.head.target_str(&b.read[b.start..b.end]);
+        if !self.router.as_mut().is_some_and(|r| r.should_ask(target)) {
             return Ok(RouteDecision::Local);
         }
         self.flush(&mut b.out).await?;

@@ -17,19 +17,24 @@ pub struct RequestRouter {
     unasked: u32,
     /// The switch knows this connection, so its end is reported with `Closed`.
     known_to_switch: bool,
+    /// Target of the last request the switch placed on this node for this connection: the
+    /// policy maps a target to its node, so a request for the same target again is served
+    /// here without asking (a keep-alive client polling one resource pays no control round
+    /// trip per request; the node's load stays counted by the switch for the connection).
+    local_target: Option<Box<str>>,
 }
 
 impl RequestRouter {
     /// A connection handed over by the switch: its first request was routed already.
     pub fn handed_off(agent: Arc<HandoffAgent>, id: ConnectionId) -> RequestRouter {
-        RequestRouter { agent, id, unasked: 1, known_to_switch: true }
+        RequestRouter { agent, id, unasked: 1, known_to_switch: true, local_target: None }
     }
 
     /// A connection accepted by this node's own listener in l4 mode (socket cloning): every
     /// request is asked about, from the first. The switch learns of it with the first
     /// `Route`.
     pub fn cloned(agent: Arc<HandoffAgent>, id: ConnectionId) -> RequestRouter {
-        RequestRouter { agent, id, unasked: 0, known_to_switch: false }
+        RequestRouter { agent, id, unasked: 0, known_to_switch: false, local_target: None }
     }
 
     /// The switch's name for the connection.
@@ -37,13 +42,14 @@ impl RequestRouter {
         self.id
     }
 
-    /// Called once per request: whether to ask the switch about it.
-    pub fn should_ask(&mut self) -> bool {
+    /// Called once per request for `target`: whether to ask the switch about it.
+    pub fn should_ask(&mut self, target: &str) -> bool {
         if self.unasked > 0 {
             self.unasked -= 1;
+            self.local_target = Some(target.into());
             return false;
         }
-        true
+        self.local_target.as_deref() != Some(target)
     }
 
     /// Ask the switch where the request for `target` is served.
@@ -51,7 +57,9 @@ impl RequestRouter {
         if self.agent.has_channel() {
             self.known_to_switch = true;
         }
-        self.agent.route(self.id, target).await
+        let decision = self.agent.route(self.id, target).await;
+        self.local_target = matches!(decision, RouteDecision::Local).then(|| target.into());
+        decision
     }
 
     /// Hand the dumped connection back to the switch on `channel`; false if it could not be

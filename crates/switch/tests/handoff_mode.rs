@@ -178,6 +178,12 @@ fn keep_alive_and_pipelined_requests_move_to_the_node_the_policy_picks() {
         assert_eq!(r.header("x-locus-node"), Some(want.as_str()), "{path}");
     }
     assert!(c.counter("rehandoffs") >= 3, "{}", c.status());
+    // The same target again is served where the switch last placed it, without asking.
+    let routes = c.counter("routes");
+    for _ in 0..5 {
+        assert_eq!(c.get(&mut client, &b).header("x-locus-node"), Some(other.as_str()));
+    }
+    assert_eq!(c.counter("routes"), routes);
     drop(client);
     // A pipelined pair whose second request belongs to the other node.
     let mut client = Client::connect(c.switch.addr());

@@ -4,7 +4,7 @@
 
 use super::ProxyBenchOptions;
 use anyhow::bail;
-use locus_lab::{HaproxyBalance, Net, NginxBalance, Server, SwitchSpec, servers};
+use locus_lab::{HaproxyBalance, Net, NginxBalance, NodeSpec, Server, SwitchSpec, servers};
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -18,7 +18,13 @@ pub(super) struct Env<'a> {
     /// The two Locus nodes (name and address), already serving `root`.
     pub nodes: &'a [(String, SocketAddr)],
     pub opts: &'a ProxyBenchOptions,
+    /// The nodes of the one-way paths (running the handoff agent, listening on every address
+    /// at [`ONE_WAY_NODE_PORT`]), started by the first one-way path and kept for the others.
+    pub one_way_nodes: std::cell::OnceCell<(Vec<Server>, std::path::PathBuf)>,
 }
+
+/// HTTP port of the one-way paths' nodes, which is also the l4 service port.
+pub const ONE_WAY_NODE_PORT: u16 = 86;
 
 /// A started path: where wrk sends its requests, and the servers it started (stopped when
 /// this is dropped; a path may start several, e.g. agents on the nodes).
@@ -34,6 +40,9 @@ pub struct PathKind {
     /// What it is, for the table's legend.
     pub about: &'static str,
     start: fn(&Env<'_>) -> anyhow::Result<Started>,
+    /// It attaches the tc forwarder to the switch's interface, where only one can be: started
+    /// for each of its runs and stopped after, instead of once for the whole bench.
+    pub exclusive: bool,
 }
 
 impl PathKind {
@@ -52,31 +61,48 @@ pub const IDLE_PATH: &str = "proxy";
 /// mode (e.g. `handoff`, `l4`), add an entry whose start function runs
 /// `locus_switch(env, "<mode>", <free port>)` (and anything the mode needs on the nodes).
 pub const PATHS: &[PathKind] = &[
-    PathKind { name: DIRECT, about: "one Locus node directly", start: direct },
+    PathKind { name: DIRECT, about: "one Locus node directly", start: direct, exclusive: false },
     PathKind {
         name: "direct-nginx",
         about: "NGINX serving the files directly on node1 (one worker, sendfile, open-file cache)",
         start: nginx_static,
+        exclusive: false,
     },
     PathKind {
         name: "proxy",
         about: "Locus switch, proxy mode (two-way, pooled keep-alive node connections)",
         start: |env| locus_switch(env, "proxy", 80),
+        exclusive: false,
     },
     PathKind {
         name: "splice",
         about: "Locus switch, splice mode (first request routed, then a kernel-spliced tunnel)",
         start: |env| locus_switch(env, "splice", 82),
+        exclusive: false,
+    },
+    PathKind {
+        name: "handoff",
+        about: "Locus switch, handoff mode (one-way: each connection moves to its node with TCP_REPAIR; responses bypass the switch; nodes run the agent)",
+        start: |env| one_way(env, "handoff", 84),
+        exclusive: true,
+    },
+    PathKind {
+        name: "l4",
+        about: "Locus switch, l4 mode (tc forwarder picks a node at the SYN, round robin, no TCP termination) with socket cloning by the nodes' agents",
+        start: |env| one_way(env, "l4", ONE_WAY_NODE_PORT),
+        exclusive: true,
     },
     PathKind {
         name: "haproxy",
         about: "HAProxy (`balance uri`, `hash-type consistent`, `hash-balance-factor 150`), as many threads as switch workers",
         start: haproxy,
+        exclusive: false,
     },
     PathKind {
         name: "nginx",
         about: "NGINX as the load balancer (`hash $request_uri consistent`, one worker, keep-alive upstreams)",
         start: nginx_proxy,
+        exclusive: false,
     },
 ];
 
@@ -121,6 +147,75 @@ fn locus_switch(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started>
     let listen = env.net.listen_addr("switch", port)?;
     let s = servers::locus_switch(env.net, env.locus, &scratch, listen, env.nodes, &spec)?;
     Ok(Started { addr: s.addr, servers: vec![s] })
+}
+
+/// A one-way mode: two more nodes on the same hosts (started once, shared by the one-way
+/// paths), running the handoff agent with cloning and listening on every address at
+/// [`ONE_WAY_NODE_PORT`] (the l4 forwarder brings them the clients' SYNs; a handed-off
+/// connection is restored on the virtual IP, which they carry), and the switch on the
+/// virtual IP.
+fn one_way(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started> {
+    if env.one_way_nodes.get().is_none() {
+        let scratch = env.scratch.join("one-way-nodes");
+        std::fs::create_dir_all(&scratch)?;
+        let key = scratch.join("handoff.key");
+        servers::write_handoff_key(&key)?;
+        let mut nodes = Vec::new();
+        for (role, _) in env.nodes {
+            let spec = NodeSpec {
+                workers: env.opts.node_workers,
+                handoff_key_file: Some(key.clone()),
+                handoff_clone: true,
+                listen_any: true,
+                port: Some(ONE_WAY_NODE_PORT),
+                agent_port: Some(ONE_WAY_NODE_PORT + 7000),
+                ..NodeSpec::new(role, env.root)
+            };
+            nodes.push(servers::locus_node(env.net, env.locus, &scratch, &spec)?);
+        }
+        let _ = env.one_way_nodes.set((nodes, key));
+    }
+    let (one_way_nodes, key) = env.one_way_nodes.get().expect("set above");
+    let scratch = env.scratch.join(format!("switch-{mode}"));
+    std::fs::create_dir_all(&scratch)?;
+    let nodes: Vec<(String, SocketAddr)> = one_way_nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
+    let spec = SwitchSpec {
+        policy: env.opts.policy.clone(),
+        mode: mode.into(),
+        workers: env.opts.switch_workers,
+        max_connections: env.opts.idle_connections + 1000,
+        admin: true,
+        splice_min_bytes: None,
+        handoff_key_file: Some(key.clone()),
+        handoff_agents: one_way_nodes.iter().filter_map(|n| n.agent).collect(),
+        handoff_pin_dir: None,
+        l4_selection: None,
+    };
+    let listen = env.net.switch_addr(port)?;
+    let switch = servers::locus_switch(env.net, env.locus, &scratch, listen, &nodes, &spec)?;
+    // The switch connects its control channels (one per worker and node) as it starts: wait
+    // for them, or the first connections would be served by the proxy path.
+    let want = u64::from(env.opts.switch_workers.max(1)) * nodes.len() as u64;
+    let admin = switch.admin.expect("admin listener");
+    let url: locus_load::TargetUrl = format!("http://{admin}/").parse()?;
+    let up = env.net.on_host("client", || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let status = locus_load::fetch_status(&url, std::time::Duration::from_secs(2));
+            let channels = status.ok().and_then(|s| s["handoff"]["channels_up"].as_u64()).unwrap_or(0);
+            if channels >= want || std::time::Instant::now() > deadline {
+                return Ok::<u64, locus_lab::LabError>(channels);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    })?;
+    if up < want {
+        bail!(
+            "{mode} switch: {up} of {want} control channels to the agents came up (see {})",
+            switch.log.display()
+        );
+    }
+    Ok(Started { addr: listen, servers: vec![switch] })
 }
 
 fn haproxy(env: &Env<'_>) -> anyhow::Result<Started> {
