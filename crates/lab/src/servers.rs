@@ -189,6 +189,8 @@ pub struct NodeSpec {
     pub port: Option<u16>,
     /// The agent's control port in the lab; `None`: [`AGENT_PORT`].
     pub agent_port: Option<u16>,
+    /// Agent option: relay handed-off connections to this unmodified server (e.g. NGINX).
+    pub handoff_upstream: Option<SocketAddr>,
 }
 
 impl NodeSpec {
@@ -209,6 +211,7 @@ impl NodeSpec {
             listen_any: false,
             port: None,
             agent_port: None,
+            handoff_upstream: None,
         }
     }
 }
@@ -271,6 +274,9 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
             }
             if let Some(r) = &spec.handoff_rehandoff {
                 cmd.args(["--handoff-rehandoff", r]);
+            }
+            if let Some(u) = spec.handoff_upstream {
+                cmd.args(["--handoff-upstream", &u.to_string()]);
             }
             Some(agent)
         }

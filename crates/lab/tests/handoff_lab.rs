@@ -93,6 +93,8 @@ struct HandoffLab {
     mode: String,
     /// Nodes run the agent (always in handoff mode; in l4 mode, for cloning).
     agents: bool,
+    /// Servers behind the agents (NGINX), kept running.
+    _upstreams: Vec<Server>,
 }
 
 impl HandoffLab {
@@ -102,6 +104,19 @@ impl HandoffLab {
 
     /// `mode` "handoff" or "l4"; `agents`: nodes run the agent (in l4 mode: with cloning).
     fn start_mode(nodes: usize, policy: &str, pinned: bool, mode: &str, agents: bool) -> HandoffLab {
+        HandoffLab::start_full(nodes, policy, pinned, mode, agents, false)
+    }
+
+    /// As `start_mode`; with `nginx`, each node runs NGINX on port 8080 and its agent relays
+    /// handed-off connections to it (an unmodified server behind the agent).
+    fn start_full(
+        nodes: usize,
+        policy: &str,
+        pinned: bool,
+        mode: &str,
+        agents: bool,
+        nginx: bool,
+    ) -> HandoffLab {
         let l4 = mode == "l4";
         let net = Net::Namespaces(LabNetwork::create(nodes).expect("lab network"));
         let scratch = tempfile::tempdir().unwrap();
@@ -119,15 +134,28 @@ impl HandoffLab {
         let locus = locus_binary();
         let mut servers = Vec::new();
         for i in 1..=nodes {
+            let role = format!("node{i}");
+            let upstream = if nginx {
+                let s = locus_lab::servers::nginx_static(&net, scratch.path(), &role, &site).expect("nginx");
+                let addr = s.addr;
+                servers.push(s);
+                Some(addr)
+            } else {
+                None
+            };
             let spec = NodeSpec {
+                handoff_upstream: upstream,
                 admin: true,
                 handoff_key_file: agents.then(|| key.clone()),
                 handoff_clone: l4 && agents,
                 listen_any: l4,
-                ..NodeSpec::new(&format!("node{i}"), &site)
+                ..NodeSpec::new(&role, &site)
             };
             servers.push(locus_node(&net, &locus, scratch.path(), &spec).expect("node starts"));
         }
+        // NGINX instances stay running in `extra`; `nodes` lists the Locus nodes only.
+        let (servers, extra): (Vec<Server>, Vec<Server>) =
+            servers.into_iter().partition(|s| s.name != "nginx");
         let pins = pinned.then(|| Bpffs::new(scratch.path().join("bpffs")));
         let mut lab = HandoffLab {
             net,
@@ -139,6 +167,7 @@ impl HandoffLab {
             policy: policy.to_string(),
             mode: mode.to_string(),
             agents,
+            _upstreams: extra,
         };
         lab.start_switch(None);
         lab
@@ -263,13 +292,15 @@ struct Response {
 struct Client {
     stream: TcpStream,
     buf: Vec<u8>,
+    /// The head of the last response read.
+    last_head: String,
 }
 
 impl Client {
     fn connect(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).expect("connect to the VIP");
         stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Client { stream, buf: Vec::new() }
+        Client { stream, buf: Vec::new(), last_head: String::new() }
     }
 
     fn send(&mut self, paths: &[&str]) {
@@ -314,6 +345,7 @@ impl Client {
         }
         let body = self.buf[head_end..head_end + len].to_vec();
         self.buf.drain(..head_end + len);
+        self.last_head = head;
         Response { status, node, body }
     }
 }
@@ -545,4 +577,39 @@ fn l4_nodes_clone_connections_to_the_node_the_switch_policy_picks() {
     // Round robin at the SYN sends about half the connections to the other node first.
     assert!(handoff_counter(&status, "rehandoffs") >= 4, "{status}");
     assert_eq!(handoff_counter(&status, "served_here"), 0, "{status}");
+}
+
+#[test]
+fn an_unmodified_nginx_behind_the_agent_answers_handed_off_connections_directly() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    if locus_lab::find_program("nginx").is_none() {
+        eprintln!("skipped: nginx is not installed");
+        return;
+    }
+    watchdog("handoff to nginx", Duration::from_secs(120));
+    let lab = HandoffLab::start_full(1, "lard", false, "handoff", true, true);
+    let vip = lab.vip();
+    let tx_before = lab.switch_tx_bytes();
+    let servers: Vec<String> = lab.client(|| {
+        let mut c = Client::connect(vip);
+        (0..3)
+            .map(|_| {
+                let r = c.get("/f1m");
+                assert!(r.status == 200 && r.body == content("f1m", 1 << 20));
+                let head = c.last_head.clone();
+                head.lines()
+                    .find_map(|l| l.strip_prefix("Server: ").or_else(|| l.strip_prefix("server: ")))
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    });
+    assert!(servers.iter().all(|s| s.starts_with("nginx")), "answered by {servers:?}");
+    let tx = lab.switch_tx_bytes() - tx_before;
+    assert!(tx < 256 * 1024, "the switch sent {tx} bytes: responses passed through it");
+    let status = lab.switch_status();
+    assert_eq!(handoff_counter(&status, "handoffs"), 1, "{status}");
 }
