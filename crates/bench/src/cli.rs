@@ -13,6 +13,10 @@ pub enum BenchCommand {
     Load(LoadBenchArgs),
     /// Latency of one TCP handoff (dump → HandOver → restore → Ready) on loopback.
     Handoff(crate::handoff::HandoffArgs),
+    /// ClubWeb: proxy, splice and handoff switches at rising connection rates (lab, root).
+    Clubweb(crate::clubweb::ClubwebArgs),
+    /// Multiple handoff on keep-alive connections against back-end forwarding (lab, root).
+    Rehandoff(crate::rehandoff::RehandoffArgs),
 }
 
 /// Flags of `locus bench load`.
@@ -112,6 +116,8 @@ impl ProxyArgs {
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Handoff(a) => crate::handoff::run(a),
+        BenchCommand::Clubweb(a) => crate::clubweb::run(a),
+        BenchCommand::Rehandoff(a) => crate::rehandoff::run(a),
         BenchCommand::Load(a) => {
             let c = crate::load_vs_wrk::run_load_bench(a.size, a.connections, a.seconds, a.threads)?;
             if a.json {

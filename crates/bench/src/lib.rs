@@ -5,11 +5,14 @@
 //! connections. `locus demo` runs a whole cluster in-process and compares policies.
 
 pub mod cli;
+pub mod clubweb;
 mod demo;
 pub mod handoff;
 mod idle;
+mod lab_rig;
 mod load_vs_wrk;
 mod proxy;
+pub mod rehandoff;
 mod wrk;
 
 pub use demo::{DemoOptions, DemoRow, demo_table, run_demo};

@@ -1,0 +1,174 @@
+//! `locus bench clubweb` and `locus bench rehandoff` on tiny points in the lab's namespaces
+//! (skipped, with a message, without root or `ip`): every mode and configuration gives a
+//! complete row with no failed request; the flags parse with their defaults.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use clap::Parser;
+use locus_bench::cli::BenchCommand;
+use locus_bench::clubweb::{ClubwebArgs, run_clubweb};
+use locus_bench::rehandoff::{RehandoffArgs, run_rehandoff};
+use locus_lab::{LabNetwork, tear_down_everything};
+
+#[derive(Parser)]
+struct Bench {
+    #[command(subcommand)]
+    cmd: BenchCommand,
+}
+
+fn clubweb_args(args: &[&str]) -> ClubwebArgs {
+    let argv = ["bench", "clubweb"].iter().chain(args).copied();
+    match Bench::try_parse_from(argv).expect("flags parse").cmd {
+        BenchCommand::Clubweb(a) => a,
+        other => panic!("not clubweb: {other:?}"),
+    }
+}
+
+fn rehandoff_args(args: &[&str]) -> RehandoffArgs {
+    let argv = ["bench", "rehandoff"].iter().chain(args).copied();
+    match Bench::try_parse_from(argv).expect("flags parse").cmd {
+        BenchCommand::Rehandoff(a) => a,
+        other => panic!("not rehandoff: {other:?}"),
+    }
+}
+
+/// The `locus` executable of this build profile, built first so that it is current.
+fn locus_binary() -> PathBuf {
+    static LOCUS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LOCUS
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test executable path");
+            let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
+            let target_dir = profile_dir.parent().expect("target dir");
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut build = Command::new(cargo);
+            build
+                .args(["build", "--quiet", "-p", "locus", "--manifest-path"])
+                .arg(&manifest)
+                .arg("--target-dir")
+                .arg(target_dir);
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                build.arg("--release");
+            }
+            assert!(build.status().expect("cargo build -p locus").success(), "cargo build -p locus failed");
+            profile_dir.join("locus")
+        })
+        .clone()
+}
+
+/// Tear everything down and end the test binary if a test runs past `limit`.
+fn watchdog(name: &'static str, limit: Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        eprintln!("{name}: still running after {limit:?}: tearing the lab down and exiting");
+        tear_down_everything();
+        std::process::exit(101);
+    });
+}
+
+#[test]
+fn defaults_match_the_documented_sweeps() {
+    let a = clubweb_args(&[]);
+    assert_eq!(a.rates, [500, 1000, 2000, 4000, 8000]);
+    assert_eq!((a.size, a.modes.len(), a.policy.as_str(), a.json), (16 * 1024, 3, "lard", false));
+    let a = rehandoff_args(&["--sizes", "1k,64k", "--json"]);
+    assert_eq!((a.sizes.as_slice(), a.json), (&[1024, 65536][..], true));
+    assert_eq!(a.setups, ["handoff", "forward", "handoff-close", "proxy"]);
+    assert!(Bench::try_parse_from(["bench", "clubweb", "--size", "zero"]).is_err());
+}
+
+fn skip() -> bool {
+    match LabNetwork::available() {
+        Ok(()) => false,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            true
+        }
+    }
+}
+
+#[test]
+fn clubweb_runs_a_tiny_point_per_mode_without_errors() {
+    if skip() {
+        return;
+    }
+    watchdog("clubweb lab", Duration::from_secs(240));
+    let locus = locus_binary();
+    let a = clubweb_args(&[
+        "--rates",
+        "200",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.3",
+        "--locus",
+        locus.to_str().unwrap(),
+    ]);
+    let rows = run_clubweb(&a, |line| eprintln!("{line}")).unwrap();
+    let modes: Vec<&str> = rows.iter().map(|r| r.mode.as_str()).collect();
+    assert_eq!(modes, ["proxy", "splice", "handoff"]);
+    for r in &rows {
+        assert_eq!((r.bench.as_str(), r.rate, r.errors), ("clubweb", 200, 0), "{r:?}");
+        assert!(r.achieved_rps > 100.0 && r.achieved_rps < 300.0, "{r:?}");
+        assert!(r.p50_ms > 0.0 && r.p50_ms <= r.p90_ms && r.p90_ms <= r.p99_ms, "{r:?}");
+        assert!(r.switch_cpu_us_per_req > 0.0, "{r:?}");
+    }
+}
+
+/// `locus bench rehandoff` on 1 KB files, 4 clients, 1 s per configuration.
+fn tiny_rehandoff(setups: &str) -> Vec<locus_bench::rehandoff::RehandoffRow> {
+    let locus = locus_binary();
+    let a = rehandoff_args(&[
+        "--sizes",
+        "1k",
+        "--clients",
+        "4",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.3",
+        "--targets",
+        "4",
+        "--setups",
+        setups,
+        "--locus",
+        locus.to_str().unwrap(),
+    ]);
+    run_rehandoff(&a, |line| eprintln!("{line}")).unwrap()
+}
+
+/// A complete row without errors, at a rate no stalled connection could give.
+fn assert_served(r: &locus_bench::rehandoff::RehandoffRow) {
+    assert_eq!((r.bench.as_str(), r.size, r.errors), ("rehandoff", 1024, 0), "{r:?}");
+    assert!(r.rps > 200.0 && r.p50_ms > 0.0 && r.p50_ms <= r.p99_ms, "{r:?}");
+    assert!(r.node_cpu_us_per_req > 0.0 && r.switch_cpu_us_per_req > 0.0, "{r:?}");
+}
+
+#[test]
+fn rehandoff_runs_multiple_handoff_a_connection_per_request_and_proxy_without_errors() {
+    if skip() {
+        return;
+    }
+    watchdog("rehandoff lab", Duration::from_secs(240));
+    let rows = tiny_rehandoff("handoff,handoff-close,proxy");
+    let setups: Vec<&str> = rows.iter().map(|r| r.setup.as_str()).collect();
+    assert_eq!(setups, ["handoff", "handoff-close", "proxy"]);
+    rows.iter().for_each(assert_served);
+    // Keep-alive pairs alternate nodes: every request after a connection's first crosses.
+    assert!(rows[0].cross_node_pct > 80.0, "{:?}", rows[0]);
+}
+
+#[test]
+fn rehandoff_measures_back_end_forwarding_on_keep_alive_connections() {
+    if skip() {
+        return;
+    }
+    watchdog("rehandoff forward lab", Duration::from_secs(240));
+    let rows = tiny_rehandoff("forward");
+    assert_eq!(rows.len(), 1);
+    assert_served(&rows[0]);
+    assert!(rows[0].cross_node_pct > 40.0, "{:?}", rows[0]);
+}
