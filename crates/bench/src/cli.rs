@@ -75,7 +75,7 @@ pub struct ProxyArgs {
     #[arg(long, default_value_t = 10_000)]
     pub idle_connections: usize,
     /// Paths to measure, comma-separated (default: all): direct, direct-nginx, proxy, splice,
-    /// haproxy, nginx. `direct` (the efficiency's denominator) is always measured.
+    /// handoff, l4, haproxy, nginx. `direct` (the efficiency's denominator) is always measured.
     #[arg(long, value_delimiter = ',')]
     pub paths: Vec<String>,
     /// Keep configurations and server logs in this folder.
