@@ -66,7 +66,7 @@ fn every_message() -> Vec<HandoffMessage> {
         HandoffMessage::Refused { id, reason: "overloaded".into() },
         HandoffMessage::Go { id },
         HandoffMessage::Closed { id },
-        HandoffMessage::Route { id, target: "/next.html".into() },
+        HandoffMessage::Route { id, target: "/next.html".into(), moves: false },
         HandoffMessage::RouteTo { id, node: NodeId(3) },
         HandoffMessage::Rehandoff { id, state: state() },
     ]

@@ -362,8 +362,11 @@ fn namespace_handoff_serves_5kb_and_1mb_byte_exact_keeps_alive_and_hands_on_to_a
     client.write_all(&request(777)).unwrap();
     let third = read_request(&mut node1);
     let (to_node1, at_node1) = &mut channels[0];
-    rt.block_on(at_node1.send(&HandoffMessage::Route { id, target: "/777".into() })).unwrap();
-    assert_eq!(rt.block_on(to_node1.recv()).unwrap(), HandoffMessage::Route { id, target: "/777".into() });
+    rt.block_on(at_node1.send(&HandoffMessage::Route { id, target: "/777".into(), moves: true })).unwrap();
+    assert_eq!(
+        rt.block_on(to_node1.recv()).unwrap(),
+        HandoffMessage::Route { id, target: "/777".into(), moves: true }
+    );
     rt.block_on(to_node1.send(&HandoffMessage::RouteTo { id, node: NodeId(2) })).unwrap();
     assert_eq!(rt.block_on(at_node1.recv()).unwrap(), HandoffMessage::RouteTo { id, node: NodeId(2) });
     lab.hold();

@@ -61,7 +61,11 @@ fn message() -> impl Strategy<Value = HandoffMessage> {
         (id.clone(), ".{0,80}").prop_map(|(id, reason)| HandoffMessage::Refused { id, reason }),
         id.clone().prop_map(|id| HandoffMessage::Go { id }),
         id.clone().prop_map(|id| HandoffMessage::Closed { id }),
-        (id.clone(), ".{0,80}").prop_map(|(id, target)| HandoffMessage::Route { id, target }),
+        (id.clone(), ".{0,80}", any::<bool>()).prop_map(|(id, target, moves)| HandoffMessage::Route {
+            id,
+            target,
+            moves
+        }),
         (id.clone(), any::<u32>()).prop_map(|(id, node)| HandoffMessage::RouteTo { id, node: NodeId(node) }),
         (id, repair_state()).prop_map(|(id, state)| HandoffMessage::Rehandoff { id, state }),
     ]
@@ -177,8 +181,13 @@ fn impossible_field_values_are_named_in_the_error() {
         HandoffMessage::decode(&[]).unwrap_err().to_string(),
         "truncated message kind: needs 1 more bytes"
     );
-    let mut bad_utf8 = HandoffMessage::Route { id: ConnectionId(1), target: "ab".into() }.encode();
+    let mut bad_utf8 =
+        HandoffMessage::Route { id: ConnectionId(1), target: "ab".into(), moves: true }.encode();
     let n = bad_utf8.len();
-    bad_utf8[n - 1] = 0xff;
+    bad_utf8[n - 2] = 0xff; // the target's last byte (the moves flag follows it)
     assert_eq!(HandoffMessage::decode(&bad_utf8).unwrap_err(), DecodeError::Invalid("route target"));
+    let mut bad_flag =
+        HandoffMessage::Route { id: ConnectionId(1), target: "ab".into(), moves: true }.encode();
+    bad_flag[n - 1] = 2;
+    assert_eq!(HandoffMessage::decode(&bad_flag).unwrap_err(), DecodeError::Invalid("route moves flag"));
 }

@@ -497,7 +497,8 @@ impl HandoffAgent {
         let (answer_tx, answer_rx) = oneshot::channel();
         self.routes.lock().insert(id, (serial, answer_tx));
         count(&self.node.metrics.routes_asked);
-        if outbox.send(HandoffMessage::Route { id, target: target.to_string() }).is_err() {
+        let moves = self.rehandoff == RehandoffPolicy::Handoff;
+        if outbox.send(HandoffMessage::Route { id, target: target.to_string(), moves }).is_err() {
             self.routes.lock().remove(&id);
             return RouteDecision::Local;
         }

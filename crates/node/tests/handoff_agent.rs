@@ -95,7 +95,12 @@ impl Switch {
     }
 
     fn expect_route(&mut self, id: ConnectionId, target: &str) {
-        assert_eq!(self.recv(), HandoffMessage::Route { id, target: target.into() });
+        match self.recv() {
+            HandoffMessage::Route { id: got, target: asked, .. } => {
+                assert_eq!((got, asked.as_str()), (id, target))
+            }
+            other => panic!("expected Route, got {other:?}"),
+        }
     }
 
     fn expect_closed(&mut self, id: ConnectionId) {

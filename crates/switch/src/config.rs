@@ -561,8 +561,8 @@ max_connections = 500
         let c = SwitchConfig::from_toml_str(base, "x").unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("handoff.interface"));
         let text = format!("{base}[handoff]\ninterface = \"eth0\"\n");
-        let c = SwitchConfig::from_toml_str(&text, "x").unwrap();
-        assert!(c.validate().unwrap_err().to_string().contains("virtual IP"));
+        let any = SwitchConfig::from_toml_str(&format!("listen = \"0.0.0.0:80\"\n{text}"), "x").unwrap();
+        assert!(any.validate().unwrap_err().to_string().contains("virtual IP"));
         let text = format!("listen = \"10.0.0.100:80\"\n{text}l4_selection = \"random\"\n");
         let c = SwitchConfig::from_toml_str(&text, "x").unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("rr, wrr, lc or hash"));

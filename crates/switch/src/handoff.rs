@@ -481,8 +481,8 @@ fn on_message(worker: &Rc<Worker>, link: &Rc<NodeLink>, message: HandoffMessage)
                 });
             }
         }
-        HandoffMessage::Route { id, target } => {
-            tokio::task::spawn_local(answer_route(worker.clone(), link.clone(), id, target));
+        HandoffMessage::Route { id, target, moves } => {
+            tokio::task::spawn_local(answer_route(worker.clone(), link.clone(), id, target, moves));
         }
         HandoffMessage::Rehandoff { id, state } => {
             tokio::task::spawn_local(rehandoff(worker.clone(), link.node, id, state));
@@ -493,9 +493,11 @@ fn on_message(worker: &Rc<Worker>, link: &Rc<NodeLink>, message: HandoffMessage)
     }
 }
 
-/// Answer a node's Route: the policy picks the request's node; if it is another one, hold the
-/// connection's packets (the asking node dumps it next) and remember where it goes.
-async fn answer_route(worker: Rc<Worker>, link: Rc<NodeLink>, id: ConnectionId, target: String) {
+/// Answer a node's Route: the policy picks the request's node; if it is another one and the
+/// connection `moves`, hold its packets (the asking node dumps it next) and remember where it
+/// goes; if it does not move (back-end forwarding), the asking node fetches from that node
+/// and nothing changes here but whose load the request counts on.
+async fn answer_route(worker: Rc<Worker>, link: Rc<NodeLink>, id: ConnectionId, target: String, moves: bool) {
     let shared = worker.shared.clone();
     let Some(plane) = shared.handoff.as_ref() else { return };
     plane.counters.routes.fetch_add(1, Relaxed);
@@ -516,7 +518,7 @@ async fn answer_route(worker: Rc<Worker>, link: Rc<NodeLink>, id: ConnectionId, 
     let movable = node != here
         && worker.links.as_ref().is_some_and(|l| l.get(node.index()).is_some_and(|l| l.is_up()))
         && plane.can_steer_to(node);
-    if node != here && !movable {
+    if node != here && moves && !movable {
         node = here;
     }
     {
@@ -536,7 +538,7 @@ async fn answer_route(worker: Rc<Worker>, link: Rc<NodeLink>, id: ConnectionId, 
             (None, None) => node = here,
         }
     }
-    if node != here {
+    if node != here && moves {
         let key = plane.conns.lock().get(&id).map(|c| c.key);
         match key.map(|k| plane.hold(k, node)) {
             Some(Ok(())) => {

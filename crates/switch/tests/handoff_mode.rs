@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use locus_node::{HandoffConfig, NodeConfig, NodeServer};
+use locus_node::{HandoffConfig, NodeConfig, NodeServer, RehandoffPolicy};
 use locus_policy::PolicyConfig;
 use locus_switch::{HandoffSettings, Mode, NodeEntry, SwitchConfig, SwitchServer};
 use std::path::Path;
@@ -36,6 +36,10 @@ fn site(root: &Path) {
 }
 
 fn cluster(policy: &str, n: usize, switch_key: &str) -> Cluster {
+    cluster_with(policy, n, switch_key, RehandoffPolicy::Handoff)
+}
+
+fn cluster_with(policy: &str, n: usize, switch_key: &str, rehandoff: RehandoffPolicy) -> Cluster {
     // RUST_LOG=locus_switch=debug,locus_node=debug shows both sides of the protocol.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -52,6 +56,7 @@ fn cluster(policy: &str, n: usize, switch_key: &str) -> Cluster {
                 handoff: Some(HandoffConfig {
                     listen: "127.0.0.1:0".parse().unwrap(),
                     key: Some(KEY.into()),
+                    rehandoff,
                     ..HandoffConfig::default()
                 }),
                 ..NodeConfig::default()
@@ -216,5 +221,33 @@ fn a_switch_whose_key_the_agents_reject_hands_nothing_off_and_serves_by_proxy() 
         let s = n.status();
         assert_eq!(s["handoffs_accepted"], 0, "{s}");
     }
+    c.stop();
+}
+
+#[test]
+fn with_back_end_forwarding_the_connection_stays_and_the_other_node_answers_through_it() {
+    if !is_root() {
+        eprintln!("skipped: handoff needs CAP_NET_ADMIN (run as root)");
+        return;
+    }
+    let c = cluster_with("hash", 2, KEY, RehandoffPolicy::Forward);
+    let a = "/f1.txt".to_string();
+    let home = c.node_of(&a);
+    let b = (2..40).map(|i| format!("/f{i}.txt")).find(|p| c.node_of(p) != home).expect("two nodes used");
+    let other = c.node_of(&b);
+    let (routes, rehandoffs) = (c.counter("routes"), c.counter("rehandoffs"));
+    let mut client = Client::connect(c.switch.addr());
+    // a is handed to its node; b, c.. are fetched by that node from the other one; the
+    // connection never moves, and keeps working (the switch does not hold its packets).
+    for path in [&a, &b, &a, &b, &a] {
+        let r = c.get(&mut client, path);
+        assert_eq!(r.status, 200, "{path}");
+        let want = if path == &a { &home } else { &other };
+        assert_eq!(r.header("x-locus-node"), Some(want.as_str()), "{path}");
+    }
+    assert_eq!(c.counter("rehandoffs"), rehandoffs);
+    assert_eq!(c.counter("routes"), routes + 4);
+    drop(client);
+    c.wait_for(|s| s["handoff"]["on_nodes_now"] == 0 && s["in_flight"] == 0, "closes reported");
     c.stop();
 }

@@ -95,6 +95,10 @@ pub enum HandoffMessage {
         id: ConnectionId,
         /// The next request's target.
         target: String,
+        /// Whether the asking node hands the connection on (`Rehandoff`) if the answer is
+        /// another node — the switch then holds its packets — or keeps it and fetches the
+        /// response from that node (back-end forwarding).
+        moves: bool,
     },
     /// Switch → node: this node serves it (if it is another one, hand the connection back
     /// with `Rehandoff`).
@@ -171,9 +175,8 @@ impl HandoffMessage {
             HandoffMessage::HandOver { state, hint, .. } => {
                 state.encoded_len() + 2 + short(&hint.target).len() + 4
             }
-            HandoffMessage::Refused { reason: text, .. } | HandoffMessage::Route { target: text, .. } => {
-                2 + short(text).len()
-            }
+            HandoffMessage::Refused { reason: text, .. } => 2 + short(text).len(),
+            HandoffMessage::Route { target, .. } => 2 + short(target).len() + 1,
             HandoffMessage::RouteTo { .. } => 4,
             HandoffMessage::Rehandoff { state, .. } => state.encoded_len(),
             HandoffMessage::Hello { peers, .. } => {
@@ -206,8 +209,10 @@ impl HandoffMessage {
                 put_string(out, &hint.target);
                 out.extend_from_slice(&hint.request_len.to_le_bytes());
             }
-            HandoffMessage::Refused { reason: text, .. } | HandoffMessage::Route { target: text, .. } => {
-                put_string(out, text)
+            HandoffMessage::Refused { reason: text, .. } => put_string(out, text),
+            HandoffMessage::Route { target, moves, .. } => {
+                put_string(out, target);
+                out.push(u8::from(*moves));
             }
             HandoffMessage::RouteTo { node, .. } => out.extend_from_slice(&node.0.to_le_bytes()),
             HandoffMessage::Rehandoff { state, .. } => state.encode_into(out),
@@ -248,7 +253,15 @@ impl HandoffMessage {
             KIND_REFUSED => HandoffMessage::Refused { id, reason: get_string(&mut r, "refusal reason")? },
             KIND_GO => HandoffMessage::Go { id },
             KIND_CLOSED => HandoffMessage::Closed { id },
-            KIND_ROUTE => HandoffMessage::Route { id, target: get_string(&mut r, "route target")? },
+            KIND_ROUTE => {
+                let target = get_string(&mut r, "route target")?;
+                let moves = match r.u8("route moves flag")? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(DecodeError::Invalid("route moves flag")),
+                };
+                HandoffMessage::Route { id, target, moves }
+            }
             KIND_ROUTE_TO => HandoffMessage::RouteTo { id, node: NodeId(r.u32("node id")?) },
             KIND_REHANDOFF => {
                 let (state, used) = TcpRepairState::decode_prefix(r.rest())?;
@@ -386,7 +399,7 @@ mod tests {
             HandoffMessage::Refused { id, reason: String::new() },
             HandoffMessage::Go { id },
             HandoffMessage::Closed { id },
-            HandoffMessage::Route { id, target: "/".into() },
+            HandoffMessage::Route { id, target: "/".into(), moves: true },
             HandoffMessage::RouteTo { id, node: NodeId(2) },
             HandoffMessage::Rehandoff { id, state: state() },
             HandoffMessage::Hello {
