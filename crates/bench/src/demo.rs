@@ -219,7 +219,12 @@ fn run_policy(opts: &DemoOptions, root: &Path, site: &Arc<Site>, policy: &str) -
         nodes: nodes
             .iter()
             .enumerate()
-            .map(|(i, n)| NodeEntry { name: Some(format!("node{}", i + 1)), addr: n.addr(), weight: 1, handoff: None })
+            .map(|(i, n)| NodeEntry {
+                name: Some(format!("node{}", i + 1)),
+                addr: n.addr(),
+                weight: 1,
+                handoff: None,
+            })
             .collect(),
         ..SwitchConfig::default()
     };
