@@ -74,8 +74,9 @@ pub struct ProxyArgs {
     /// Idle keep-alive connections to hold against the proxy-mode switch (0 to skip).
     #[arg(long, default_value_t = 10_000)]
     pub idle_connections: usize,
-    /// Paths to measure, comma-separated (default: all): direct, direct-nginx, proxy, splice,
-    /// handoff, l4, haproxy, nginx. `direct` (the efficiency's denominator) is always measured.
+    /// Paths to measure, comma-separated (default: all): direct, direct-nginx, locus (the
+    /// switch's proxy mode; `proxy` also names it), splice, handoff, l4, haproxy, nginx.
+    /// `direct` (the efficiency's denominator) is always measured.
     #[arg(long, value_delimiter = ',')]
     pub paths: Vec<String>,
     /// Keep configurations and server logs in this folder.

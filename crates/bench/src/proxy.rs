@@ -391,7 +391,7 @@ mod tests {
     #[test]
     fn rows_serialize_to_the_documented_json_shape() {
         let row = ProxyRow::Throughput {
-            path: "proxy".into(),
+            path: "locus".into(),
             size: 1024,
             keepalive: false,
             rps: 1.5,
@@ -402,7 +402,7 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_string(&row).unwrap(),
-            r#"{"path":"proxy","size":1024,"keepalive":false,"rps":1.5,"efficiency":0.5,"p50_ms":0.25,"p99_ms":1.0,"errors":0}"#
+            r#"{"path":"locus","size":1024,"keepalive":false,"rps":1.5,"efficiency":0.5,"p50_ms":0.25,"p99_ms":1.0,"errors":0}"#
         );
         let idle = ProxyRow::Idle { path: "idle-connections".into(), connections: 10, rss_mb: 2.5 };
         assert_eq!(
@@ -441,7 +441,7 @@ mod tests {
             eff,
             [("direct".into(), Some(1.0)), ("splice".into(), Some(0.75)), ("nginx".into(), Some(0.25))]
         );
-        let none = point_rows(4096, false, vec![("direct", run(0.0)), ("proxy", run(10.0))]);
+        let none = point_rows(4096, false, vec![("direct", run(0.0)), ("locus", run(10.0))]);
         assert!(matches!(none[1], ProxyRow::Throughput { efficiency: None, keepalive: false, .. }));
     }
 

@@ -24,7 +24,7 @@ fn defaults_measure_1k_and_64k_with_and_without_keepalive_on_every_path() {
     let o = proxy_args(&[]).options().unwrap();
     assert_eq!(o.sizes, [1024, 65536]);
     assert_eq!(o.keepalive, [true, false]);
-    assert_eq!(o.paths, ["direct", "direct-nginx", "proxy", "splice", "haproxy", "nginx"]);
+    assert_eq!(o.paths, ["direct", "direct-nginx", "locus", "splice", "handoff", "l4", "haproxy", "nginx"]);
     assert_eq!((o.rounds, o.connections), (3, 32));
 }
 
@@ -45,8 +45,8 @@ fn bad_values_are_refused_before_anything_starts() {
     assert!(Bench::try_parse_from(argv(&["--keepalive", "sometimes"])).is_err());
     assert!(Bench::try_parse_from(argv(&["--sizes", "1k,0"])).is_err());
     assert!(Bench::try_parse_from(argv(&["--sizes", "1g"])).is_err());
-    let err = proxy_args(&["--paths", "proxy,locus"]).options().unwrap_err().to_string();
-    assert!(err.contains("unknown path `locus`"), "{err}");
+    let err = proxy_args(&["--paths", "proxy,lvs"]).options().unwrap_err().to_string();
+    assert!(err.contains("unknown path `lvs`"), "{err}");
 }
 
 #[test]

@@ -155,7 +155,14 @@ mod tests {
         assert_eq!(locus, &["wrr", "hash", "chash-bounded", "lard", "lard-r"]);
         assert!(e.uses(SwitchKind::Haproxy) && e.uses(SwitchKind::Nginx));
         assert!(e.node.storage.is_some(), "the storage model is on");
-        assert_eq!(e.points().len(), (5 + 2 + 1) * 4);
+        let handoff =
+            e.switches.iter().find(|s| s.modes.iter().any(|m| m == "handoff")).expect("a handoff row");
+        assert_eq!(
+            (handoff.kind, handoff.policies.as_slice()),
+            (SwitchKind::Locus, &["lard-r".to_string()][..])
+        );
+        // Five two-way Locus policies, LARD/R one-way, two HAProxy rows and one NGINX row.
+        assert_eq!(e.points().len(), (5 + 1 + 2 + 1) * 4);
         // The whole point set fits in 10 minutes with ~2 s of start-up per point.
         let per_point = e.warmup_s + e.measure_s + 2.0;
         assert!(per_point * e.points().len() as f64 <= 540.0, "{per_point} s per point is too long");

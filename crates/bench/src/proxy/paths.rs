@@ -55,7 +55,7 @@ impl PathKind {
 /// The path every other is normalized by (its throughput is the `efficiency` denominator).
 pub const DIRECT: &str = "direct";
 /// The path whose switch holds the idle keep-alive connections.
-pub const IDLE_PATH: &str = "proxy";
+pub const IDLE_PATH: &str = "locus";
 
 /// Every path this build can measure, in the order of the table's columns. To add a switch
 /// mode (e.g. `handoff`, `l4`), add an entry whose start function runs
@@ -69,7 +69,7 @@ pub const PATHS: &[PathKind] = &[
         exclusive: false,
     },
     PathKind {
-        name: "proxy",
+        name: "locus",
         about: "Locus switch, proxy mode (two-way, pooled keep-alive node connections)",
         start: |env| locus_switch(env, "proxy", 80),
         exclusive: false,
@@ -109,13 +109,20 @@ pub const PATHS: &[PathKind] = &[
 /// The paths named (in `PATHS` order, each once), with [`DIRECT`] added when missing: it is
 /// what `efficiency` divides by.
 pub fn resolve_paths(names: &[String]) -> anyhow::Result<Vec<&'static PathKind>> {
-    for n in names {
-        if !PATHS.iter().any(|p| p.name == n) {
+    let names: Vec<&str> = names.iter().map(|n| canonical_path_name(n)).collect();
+    for n in &names {
+        if !PATHS.iter().any(|p| p.name == *n) {
             let known: Vec<&str> = PATHS.iter().map(|p| p.name).collect();
-            bail!("unknown path `{n}`: use {}", known.join(", "));
+            bail!("unknown path `{n}`: use {} (`proxy` is `locus`)", known.join(", "));
         }
     }
-    Ok(PATHS.iter().filter(|p| p.name == DIRECT || names.iter().any(|n| n == p.name)).collect())
+    Ok(PATHS.iter().filter(|p| p.name == DIRECT || names.contains(&p.name)).collect())
+}
+
+/// The switch's proxy mode is the row `locus` (the name the JSON has had since the first bench);
+/// `proxy`, the mode's own name, is accepted for it.
+fn canonical_path_name(name: &str) -> &str {
+    if name == "proxy" { IDLE_PATH } else { name }
 }
 
 fn direct(env: &Env<'_>) -> anyhow::Result<Started> {
@@ -251,11 +258,11 @@ mod tests {
     #[test]
     fn paths_are_resolved_in_table_order_with_direct_added() {
         let got: Vec<&str> =
-            resolve_paths(&names(&["nginx", "proxy", "proxy"])).unwrap().iter().map(|p| p.name).collect();
-        assert_eq!(got, ["direct", "proxy", "nginx"]);
-        let Err(err) = resolve_paths(&names(&["locus"])) else { panic!("`locus` is not a path") };
+            resolve_paths(&names(&["nginx", "proxy", "locus"])).unwrap().iter().map(|p| p.name).collect();
+        assert_eq!(got, ["direct", "locus", "nginx"]);
+        let Err(err) = resolve_paths(&names(&["lvs"])) else { panic!("`lvs` is not a path") };
         let err = err.to_string();
-        assert!(err.contains("unknown path `locus`") && err.contains("splice"), "{err}");
+        assert!(err.contains("unknown path `lvs`") && err.contains("splice"), "{err}");
     }
 
     #[test]

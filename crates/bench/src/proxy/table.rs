@@ -139,23 +139,23 @@ mod tests {
     fn one_line_per_size_and_keepalive_with_rps_and_efficiency_per_path() {
         let rows = [
             row("direct", 1024, true, 81251.4, Some(1.0), 0),
-            row("proxy", 1024, true, 39461.0, Some(0.4857), 0),
+            row("locus", 1024, true, 39461.0, Some(0.4857), 0),
             row("nginx", 1024, true, 40000.0, Some(0.4923), 0),
             row("direct", 1024, false, 20000.0, Some(1.0), 0),
-            row("proxy", 1024, false, 10000.0, Some(0.5), 7),
+            row("locus", 1024, false, 10000.0, Some(0.5), 7),
             row("direct", 1 << 20, true, 1200.0, Some(1.0), 0),
             ProxyRow::Idle { path: "idle-connections".into(), connections: 10_000, rss_mb: 32.14 },
         ];
         let md = markdown_table(&rows);
         assert!(
-            md.contains("| size | keep-alive | direct | proxy | nginx |\n|---|---|---:|---:|---:|\n"),
+            md.contains("| size | keep-alive | direct | locus | nginx |\n|---|---|---:|---:|---:|\n"),
             "{md}"
         );
         assert!(md.contains("| 1 KiB | on | 81,251 (1.00) | 39,461 (0.49) | 40,000 (0.49) |"), "{md}");
         assert!(md.contains("| 1 KiB | off | 20,000 (1.00) | 10,000 (0.50) | — |"), "{md}");
         assert!(md.contains("| 1 MiB | on | 1,200 (1.00) | — | — |"), "{md}");
         assert!(md.contains("- `nginx`: NGINX as the load balancer"), "{md}");
-        assert!(md.contains("proxy at 1 KiB keep-alive off: 7"), "{md}");
+        assert!(md.contains("locus at 1 KiB keep-alive off: 7"), "{md}");
         assert!(md.contains("10000 idle keep-alive connections: 32.1 MiB"), "{md}");
     }
 
