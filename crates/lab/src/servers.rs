@@ -123,6 +123,21 @@ impl Server {
 
 const START_LIMIT: Duration = Duration::from_secs(15);
 
+/// Lines of a failed server's log quoted in its start error.
+const LOG_TAIL_LINES: usize = 5;
+
+/// The last [`LOG_TAIL_LINES`] non-empty lines of `log` as ` (log: a | b)`, or nothing when
+/// it is empty or unreadable.
+fn log_tail(log: &Path) -> String {
+    let Ok(text) = std::fs::read(log) else { return String::new() };
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(" (log: {})", lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join(" | "))
+}
+
 /// Spawn `cmd` and wait until its address (and admin address) accept connections from the
 /// client host.
 fn start(
@@ -135,7 +150,13 @@ fn start(
 ) -> Result<Server, LabError> {
     let log = scratch.join(format!("{name}.log"));
     let mut process = ChildGuard::spawn(name, cmd, &log)?;
-    let fail = |message: String| LabError::ServerStart { name: name.to_string(), message, log: log.clone() };
+    // The log's end goes into the error: a bench's scratch folder (and the log in it) is
+    // removed before anyone reads the message.
+    let fail = |message: String| LabError::ServerStart {
+        name: name.to_string(),
+        message: format!("{message}{}", log_tail(&log)),
+        log: log.clone(),
+    };
     let wanted: Vec<SocketAddr> = std::iter::once(addr).chain(admin).collect();
     let outcome = net.on_host("client", || -> Result<Result<(), String>, LabError> {
         let started = Instant::now();
@@ -515,6 +536,18 @@ mod tests {
             ("node1".into(), "10.253.0.11:80".parse().unwrap()),
             ("node2".into(), "10.253.0.12:80".parse().unwrap()),
         ]
+    }
+
+    #[test]
+    fn a_start_error_quotes_the_last_log_lines_and_nothing_for_an_empty_or_missing_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("s.log");
+        assert_eq!(log_tail(&log), "");
+        std::fs::write(&log, "\n  \n").unwrap();
+        assert_eq!(log_tail(&log), "");
+        let lines: Vec<String> = (1..=8).map(|i| format!("line {i}")).collect();
+        std::fs::write(&log, lines.join("\n") + "\n\n").unwrap();
+        assert_eq!(log_tail(&log), " (log: line 4 | line 5 | line 6 | line 7 | line 8)");
     }
 
     #[test]
