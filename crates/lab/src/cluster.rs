@@ -233,7 +233,8 @@ fn get_served_by(addr: SocketAddr, target: &str) -> Result<(u16, String), LabErr
 pub struct ClusterDelta {
     /// Requests each node served (its own counter).
     pub node_requests: Vec<u64>,
-    /// Requests the Locus switch sent to each node (its counter), if it is a Locus switch.
+    /// Requests the Locus switch sent to each node (its counter), if it is a Locus switch that
+    /// counted any (a one-way switch does not see the requests after a handoff).
     pub switch_requests: Option<Vec<u64>>,
     /// Cache hits over hits and misses on all nodes.
     pub hit_ratio: Option<f64>,
@@ -267,6 +268,9 @@ impl ClusterDelta {
         };
         let b: Vec<CacheSnapshot> = before.nodes.iter().map(|n| n.cache).collect();
         let a: Vec<CacheSnapshot> = after.nodes.iter().map(|n| n.cache).collect();
+        // A one-way switch routes only the first request of a connection and counts none of
+        // the rest: then the nodes' own counts are the requests.
+        let switch_requests = switch_requests.filter(|c| c.iter().sum::<u64>() > 0);
         let counts = switch_requests.as_ref().unwrap_or(&node_requests);
         ClusterDelta {
             hit_ratio: locus_load::hit_ratio(&b, &a),
@@ -334,6 +338,23 @@ mod tests {
         );
         assert_eq!(no_switch.switch_requests, None);
         assert!((no_switch.imbalance.unwrap() - 1.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_one_way_switch_that_counted_no_requests_leaves_the_counts_to_the_nodes() {
+        let snapshot = |n1, n2, cpu_ms| ClusterSnapshot {
+            nodes: vec![node("node1", n1, 0, 0), node("node2", n2, 0, 0)],
+            switch: Some(SwitchSnapshot {
+                policy: Some("lard".into()),
+                mode: Some("handoff".into()),
+                nodes: vec![("node1".into(), 0), ("node2".into(), 0)],
+            }),
+            switch_cpu: Duration::from_millis(cpu_ms),
+        };
+        let d = ClusterDelta::between(&snapshot(0, 0, 10), &snapshot(129, 126, 30));
+        assert_eq!(d.switch_requests, None);
+        assert_eq!(d.forwarded(), 255);
+        assert!((d.imbalance.unwrap() - 129.0 / 127.5).abs() < 1e-12);
     }
 
     #[test]

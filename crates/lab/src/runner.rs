@@ -67,20 +67,27 @@ pub fn preflight(experiment: &Experiment, locus: &Path) -> Result<(), LabError> 
     if experiment.uses(SwitchKind::Nginx) {
         require_program("nginx", "nginx")?;
     }
+    // One-way modes are checked as the lab runs them: with a key file, an agent per node and
+    // (l4) an interface for the forwarder.
+    let scratch = tempfile::tempdir().map_err(|e| LabError::io(std::env::temp_dir(), e))?;
+    let key = scratch.path().join("handoff.key");
     for row in experiment.switches.iter().filter(|r| r.kind == SwitchKind::Locus) {
         for policy in &row.policies {
             for mode in &row.modes {
                 let mut cmd = Command::new(locus);
-                cmd.args([
-                    "switch",
-                    "--check",
-                    "--policy",
-                    policy,
-                    "--mode",
-                    mode,
-                    "--node",
-                    "node1=127.0.0.1:1",
-                ]);
+                cmd.args(["switch", "--check", "--policy", policy, "--mode", mode]);
+                if matches!(mode.as_str(), "handoff" | "l4") {
+                    if !key.exists() {
+                        crate::servers::write_handoff_key(&key)?;
+                    }
+                    cmd.args(["--node", "node1=127.0.0.1:1@127.0.0.1:2"]);
+                    cmd.arg("--handoff-key-file").arg(&key);
+                    if mode == "l4" {
+                        cmd.args(["--handoff-interface", "lo"]);
+                    }
+                } else {
+                    cmd.args(["--node", "node1=127.0.0.1:1"]);
+                }
                 let command = format!("{} switch --check --policy {policy} --mode {mode}", locus.display());
                 let out = cmd
                     .output()

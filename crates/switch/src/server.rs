@@ -56,6 +56,32 @@ fn bind_listener(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net
     Ok(socket.into())
 }
 
+/// How often, and how far apart, the client-facing listener's bind is tried again while its
+/// address is in use — NGINX's rule (5 × 500 ms): a switch restarted right after its
+/// predecessor exited can find the address held for a moment by sockets still being torn down.
+const LISTEN_RETRIES: u32 = 5;
+const LISTEN_RETRY_PAUSE: Duration = Duration::from_millis(500);
+
+/// [`bind_listener`], tried again `retries` times `pause` apart while the address is in use.
+fn bind_listener_patiently(
+    addr: SocketAddr,
+    reuse_port: bool,
+    retries: u32,
+    pause: Duration,
+) -> std::io::Result<std::net::TcpListener> {
+    let mut tries = 0;
+    loop {
+        match bind_listener(addr, reuse_port) {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && tries < retries => {
+                tries += 1;
+                tracing::warn!(%addr, error = %e, "listen address in use; trying again ({tries}/{retries})");
+                std::thread::sleep(pause);
+            }
+            other => return other,
+        }
+    }
+}
+
 impl SwitchServer {
     /// Validate `config`, bind every listener and start the threads.
     pub fn start(config: SwitchConfig) -> Result<SwitchServer, SwitchError> {
@@ -67,7 +93,8 @@ impl SwitchServer {
         let shared = Arc::new(shared);
         let cfg = &shared.config;
         let listen_err = |addr, source| SwitchError::Listen { addr, source };
-        let first = bind_listener(cfg.listen, true).map_err(|e| listen_err(cfg.listen, e))?;
+        let first = bind_listener_patiently(cfg.listen, true, LISTEN_RETRIES, LISTEN_RETRY_PAUSE)
+            .map_err(|e| listen_err(cfg.listen, e))?;
         let addr = first.local_addr().map_err(|e| listen_err(cfg.listen, e))?;
         let mut listeners = vec![first];
         for _ in 1..workers {
@@ -271,4 +298,35 @@ fn control_thread(shared: Arc<Shared>, admin_listener: Option<std::net::TcpListe
             a.abort();
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held_port() -> std::net::TcpListener {
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap()
+    }
+
+    #[test]
+    fn a_listen_address_freed_while_retrying_is_bound() {
+        let holder = held_port();
+        let addr = holder.local_addr().unwrap();
+        let freer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(holder);
+        });
+        let bound = bind_listener_patiently(addr, true, 50, Duration::from_millis(20)).unwrap();
+        assert_eq!(bound.local_addr().unwrap(), addr);
+        freer.join().unwrap();
+    }
+
+    #[test]
+    fn a_listen_address_held_past_the_retries_is_an_address_in_use_error() {
+        let holder = held_port();
+        let addr = holder.local_addr().unwrap();
+        let err = bind_listener_patiently(addr, true, 2, Duration::from_millis(5)).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+        drop(holder);
+    }
 }
