@@ -91,7 +91,7 @@ pub fn disconnect_dumped(socket: BorrowedFd<'_>) -> Result<(), RepairError> {
 pub fn resume_connection(socket: BorrowedFd<'_>) -> Result<(), RepairError> {
     let fd = socket.as_raw_fd();
     sockopt::set_int(fd, libc::SOL_TCP, libc::TCP_REPAIR_QUEUE, TCP_NO_QUEUE, "TCP_REPAIR_QUEUE=NONE")?;
-    sockopt::set_int(fd, libc::SOL_TCP, libc::TCP_REPAIR, TCP_REPAIR_OFF_NO_WP, "TCP_REPAIR=0")
+    sockopt::leave_repair_mode(fd, TCP_REPAIR_OFF_NO_WP)
 }
 
 /// The dump proper, on a socket already in repair mode.

@@ -210,7 +210,7 @@ fn restore_on(
     // The window, after the receive queue (before it, the kernel refuses with EINVAL).
     sockopt::set_option(fd, tcp, libc::TCP_REPAIR_WINDOW, &state.window, "TCP_REPAIR_WINDOW after connect")?;
     let off = if options.window_probe { TCP_REPAIR_OFF } else { TCP_REPAIR_OFF_NO_WP };
-    sockopt::set_int(fd, tcp, libc::TCP_REPAIR, off, "TCP_REPAIR=0")
+    sockopt::leave_repair_mode(fd, off)
 }
 
 /// A socket buffer size for a queue of `len` bytes (the kernel doubles it for overhead; a

@@ -546,3 +546,43 @@ fn a_socket_bound_ahead_restores_only_its_own_address_and_the_client_continues()
     client.read_exact(&mut got).unwrap();
     assert_eq!(&got, b"pong");
 }
+
+/// A listener on `addr` as servers bind theirs: SO_REUSEADDR, then bind and listen.
+fn listen_reusing(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(16)?;
+    Ok(socket.into())
+}
+
+#[test]
+fn the_time_wait_of_a_restored_or_resumed_connection_does_not_keep_its_listener_from_binding_again() {
+    if skip_unless_root() {
+        return;
+    }
+    // Restored: the restored socket closes first, so its side is the one in TIME_WAIT.
+    let (listener, mut client, server) = connected_pair();
+    let addr = listener.local_addr().unwrap();
+    let state = dump_connection_in_place(server.as_fd(), b"").unwrap();
+    disconnect_dumped(server.as_fd()).unwrap();
+    let restored = restore_connection(&state, &RestoreOptions::default()).unwrap();
+    drop(server);
+    drop(listener);
+    drop(restored);
+    let mut rest = Vec::new();
+    client.read_to_end(&mut rest).unwrap();
+    drop(client);
+    listen_reusing(addr).expect("a listener binds over a restored connection's TIME_WAIT");
+
+    // Resumed after a dump (a refused handoff): the same.
+    let (listener, mut client, server) = connected_pair();
+    let addr = listener.local_addr().unwrap();
+    dump_connection_in_place(server.as_fd(), b"").unwrap();
+    resume_connection(server.as_fd()).unwrap();
+    drop(listener);
+    drop(server);
+    client.read_to_end(&mut rest).unwrap();
+    drop(client);
+    listen_reusing(addr).expect("a listener binds over a resumed connection's TIME_WAIT");
+}
