@@ -305,6 +305,15 @@ pub(crate) fn tcp_socket(nonblocking: bool) -> Result<std::os::fd::OwnedFd, Repa
     Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
+/// Leave repair mode (`off`: [`TCP_REPAIR_OFF`] or [`TCP_REPAIR_OFF_NO_WP`]) and set
+/// SO_REUSEADDR again: the kernel clears a socket's address reuse when it leaves repair mode,
+/// and the TIME_WAIT such a socket ends in would then keep a server's own listener (which
+/// binds with SO_REUSEADDR) from binding its address again for a minute.
+pub(crate) fn leave_repair_mode(fd: RawFd, off: libc::c_int) -> Result<(), RepairError> {
+    set_int(fd, libc::SOL_TCP, libc::TCP_REPAIR, off, "TCP_REPAIR=0")?;
+    set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1, "SO_REUSEADDR after repair mode")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,13 +326,4 @@ mod tests {
         assert_eq!(std::mem::offset_of!(TcpInfoHead, notsent_bytes) + 4, TCP_INFO_NOTSENT_END);
         assert_eq!(size_of::<TcpInfoHead>(), 152);
     }
-}
-
-/// Leave repair mode (`off`: [`TCP_REPAIR_OFF`] or [`TCP_REPAIR_OFF_NO_WP`]) and set
-/// SO_REUSEADDR again: the kernel clears a socket's address reuse when it leaves repair mode,
-/// and the TIME_WAIT such a socket ends in would then keep a server's own listener (which
-/// binds with SO_REUSEADDR) from binding its address again for a minute.
-pub(crate) fn leave_repair_mode(fd: RawFd, off: libc::c_int) -> Result<(), RepairError> {
-    set_int(fd, libc::SOL_TCP, libc::TCP_REPAIR, off, "TCP_REPAIR=0")?;
-    set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1, "SO_REUSEADDR after repair mode")
 }
