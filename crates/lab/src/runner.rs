@@ -76,7 +76,7 @@ pub fn preflight(experiment: &Experiment, locus: &Path) -> Result<(), LabError> 
             for mode in &row.modes {
                 let mut cmd = Command::new(locus);
                 cmd.args(["switch", "--check", "--policy", policy, "--mode", mode]);
-                if matches!(mode.as_str(), "handoff" | "l4") {
+                if crate::servers::is_one_way_mode(mode) {
                     if !key.exists() {
                         crate::servers::write_handoff_key(&key)?;
                     }

@@ -372,7 +372,7 @@ pub fn locus_switch(
     if let Some(key) = &spec.handoff_key_file {
         cmd.arg("--handoff-key-file").arg(key);
     }
-    if net.lab().is_some() && (spec.mode == "handoff" || spec.mode == "l4") {
+    if net.lab().is_some() && is_one_way_mode(&spec.mode) {
         // The forwarder steers the clients' packets to the nodes across the lab's LAN.
         cmd.args(["--handoff-interface", "eth0"]);
     }
@@ -383,6 +383,12 @@ pub fn locus_switch(
         cmd.arg("--handoff-pin-dir").arg(dir);
     }
     start(net, "locus-switch", cmd, listen, admin, scratch)
+}
+
+/// Whether a Locus switch mode is one-way (`handoff`, `l4`): it needs a control-channel key,
+/// agents on the nodes and, across a LAN, an interface for the tc forwarder.
+pub(crate) fn is_one_way_mode(mode: &str) -> bool {
+    matches!(mode, "handoff" | "l4")
 }
 
 /// How HAProxy picks a node.
