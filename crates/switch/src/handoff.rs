@@ -573,34 +573,34 @@ async fn rehandoff(worker: Rc<Worker>, from: NodeId, id: ConnectionId, state: Tc
     let result = match next {
         Some(node) => {
             let hint = HandoffHint { target, request_len: 0 };
-            hand_over(&worker, node, id, key, state, hint).await.map(|()| node)
+            let moved = || {
+                plane.counters.rehandoffs.fetch_add(1, Relaxed);
+                if let Some(c) = plane.conns.lock().get_mut(&id) {
+                    c.node = node;
+                }
+            };
+            hand_over(&worker, node, id, key, state, hint, moved).await
         }
         None => Err((state, format!("Rehandoff from node {} without a Route answered elsewhere", from.0))),
     };
-    match result {
-        Ok(node) => {
-            plane.counters.rehandoffs.fetch_add(1, Relaxed);
-            if let Some(c) = plane.conns.lock().get_mut(&id) {
-                c.node = node;
+    if let Err((state, why)) = result {
+        tracing::warn!(%id, "handoff: re-handoff failed, the switch serves the connection: {why}");
+        plane.forget(&shared, id);
+        match restore_here(plane, &state, key).await {
+            Ok(stream) => {
+                let peer = SocketAddr::V4(state.peer);
+                shared.connections.fetch_add(1, Relaxed);
+                serve_restored(worker.clone(), stream, peer, shared.shutdown_tx.subscribe()).await;
             }
-        }
-        Err((state, why)) => {
-            tracing::warn!(%id, "handoff: re-handoff failed, the switch serves the connection: {why}");
-            plane.forget(&shared, id);
-            match restore_here(plane, &state, key).await {
-                Ok(stream) => {
-                    let peer = SocketAddr::V4(state.peer);
-                    shared.connections.fetch_add(1, Relaxed);
-                    serve_restored(worker.clone(), stream, peer, shared.shutdown_tx.subscribe()).await;
-                }
-                Err(e) => tracing::warn!(%id, "handoff: cannot restore the connection here: {e}"),
-            }
+            Err(e) => tracing::warn!(%id, "handoff: cannot restore the connection here: {e}"),
         }
     }
 }
 
 /// Hand a dumped connection (its packets held, pointing at `node`) to `node`: HandOver, wait
 /// for Ready, let its packets through, Go.
+/// `on_ready` runs once the node has the connection and before Go lets it answer the client,
+/// so what the caller counts for a handoff is there before anything the client can see.
 /// On refusal or failure the state comes back, for the switch to serve the connection.
 pub async fn hand_over(
     worker: &Rc<Worker>,
@@ -609,6 +609,7 @@ pub async fn hand_over(
     key: ConnKey,
     state: TcpRepairState,
     hint: HandoffHint,
+    on_ready: impl FnOnce(),
 ) -> Result<(), (TcpRepairState, String)> {
     let shared = &worker.shared;
     let plane = shared.handoff.as_ref().expect("handoff mode");
@@ -639,6 +640,7 @@ pub async fn hand_over(
             return Err((state, format!("no Ready within {} ms", timeout.as_millis())));
         }
     }
+    on_ready();
     if let Err(e) = plane.forward(key) {
         // The entry vanished (the client reset and reused its port, or expiry): the node's
         // connection is dead anyway; Go lets the node find out and report Closed.

@@ -458,10 +458,12 @@ impl Session {
             return None;
         }
         crate::handoff::register(plane, id, key, node, asg.detach(), target);
-        match crate::handoff::hand_over(&self.worker, node, id, key, state, hint).await {
+        let handed = || {
+            plane.counters.handoffs.fetch_add(1, Relaxed);
+            shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
+        };
+        match crate::handoff::hand_over(&self.worker, node, id, key, state, hint, handed).await {
             Ok(()) => {
-                plane.counters.handoffs.fetch_add(1, Relaxed);
-                shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
                 self.log(head, 0, 0);
                 // The descriptor is closed when the session ends: in repair mode, silently.
                 Some(Next::Close)
