@@ -115,6 +115,13 @@ mod tests {
     }
 
     #[test]
+    fn weighted_runs_a_heavy_node_between_equal_light_ones_at_most_six_times() {
+        // The case CI's proptest found: the two light nodes come out together once per cycle.
+        let t = NodeTable::weighted(&[2, 16, 2]);
+        assert_eq!(t.slots(), &[1, 1, 1, 0, 1, 1, 2, 1, 1, 1, 1, 1, 1, 0, 1, 1, 2, 1, 1, 1]);
+    }
+
+    #[test]
     fn least_connections_favours_the_idle_node() {
         let t = NodeTable::least_connections(&[99, 0], &[1, 1], 100);
         assert!(t.count(1) > 90 && t.count(0) >= 1, "{:?}", (t.count(0), t.count(1)));
@@ -128,12 +135,15 @@ mod tests {
             for (i, &w) in weights.iter().enumerate() {
                 prop_assert_eq!(t.count(i as u32), w as usize);
             }
-            // Smooth WRR: a node with share s of the table never runs longer than ceil(s/(1-s)) + 1.
+            // Smooth WRR spreads a node with share s of the table into runs no longer than
+            // ceil(s/(1-s)) + 2. Not + 1: light nodes of equal weight come out side by side, so
+            // [2, 16, 2] runs the heavy node 6 times where 5 would be even. The + 2 bound holds for
+            // every weight vector of up to 4 nodes with weights below 20 (checked exhaustively).
             let total: u32 = weights.iter().sum();
             for (i, &w) in weights.iter().enumerate() {
                 if w == 0 || w == total { continue; }
                 let longest = t.slots().chunk_by(|a, b| a == b).filter(|r| r[0] == i as u32).map(|r| r.len()).max().unwrap_or(0);
-                let bound = (f64::from(w) / f64::from(total - w)).ceil() as usize + 1;
+                let bound = (f64::from(w) / f64::from(total - w)).ceil() as usize + 2;
                 prop_assert!(longest <= bound, "node {} runs {} > {}", i, longest, bound);
             }
         }
