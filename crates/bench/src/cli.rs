@@ -54,13 +54,15 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "both")]
     pub keepalive: crate::proxy::KeepAliveChoice,
     /// Seconds per wrk run.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 1)]
     pub seconds: u32,
     /// wrk connections.
     #[arg(long, default_value_t = 32)]
     pub connections: u32,
-    /// Rounds over all paths (each path reports its median round).
-    #[arg(long, default_value_t = 3)]
+    /// Rounds over all paths; in each, one node directly runs before every path and after the
+    /// last, and a path's efficiency is its rps ÷ the mean of the two direct runs around it.
+    /// Each path reports its median round.
+    #[arg(long, default_value_t = 5)]
     pub rounds: u32,
     /// Switch policy.
     #[arg(long, default_value = "lard-r")]

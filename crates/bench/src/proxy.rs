@@ -1,8 +1,9 @@
 //! `locus bench proxy`: two Locus nodes behind each load balancer of [`paths::PATHS`] (the Locus
 //! switch per mode, HAProxy, NGINX), in the lab's namespaces or on loopback; wrk measures every
-//! path per file size, with and without keep-alive, in one run, rounds interleaved so drift hits
-//! every path alike; each row's efficiency is its rps ÷ one node's directly. Then the switch's
-//! resident memory with thousands of idle keep-alive connections.
+//! path per file size, with and without keep-alive, in one run. Each round runs one node directly
+//! before every path and after the last, and a path's efficiency in a round is its rps ÷ the mean
+//! of the two direct runs around it; rows report the median round. Then the switch's resident
+//! memory with thousands of idle keep-alive connections.
 
 mod paths;
 mod table;
@@ -30,7 +31,7 @@ pub struct ProxyBenchOptions {
     pub connections: u32,
     /// wrk threads.
     pub wrk_threads: u32,
-    /// Rounds over all paths; each path reports its median round.
+    /// Rounds over all paths; each path reports its median round (rps and efficiency).
     pub rounds: u32,
     /// Switch policy.
     pub policy: String,
@@ -137,10 +138,10 @@ impl Default for ProxyBenchOptions {
         ProxyBenchOptions {
             sizes: vec![1024, 65536],
             keepalive: KeepAliveChoice::Both.settings(),
-            seconds: 2,
+            seconds: 1,
             connections: 32,
             wrk_threads: 1,
-            rounds: 3,
+            rounds: 5,
             policy: "lard-r".into(),
             switch_workers: 2,
             node_workers: 1,
@@ -161,8 +162,11 @@ pub enum ProxyRow {
         size: u64,
         keepalive: bool,
         rps: f64,
-        /// rps ÷ rps of `direct` at the same size and keep-alive (null if that was 0).
+        /// Median over rounds of rps ÷ the mean rps of the `direct` runs just before and after
+        /// (null if those were 0).
         efficiency: Option<f64>,
+        /// Each round's efficiency, in round order (the median's spread).
+        efficiency_rounds: Vec<f64>,
         p50_ms: f64,
         p99_ms: f64,
         /// wrk's socket errors plus non-2xx/3xx responses, summed over all rounds.
@@ -187,21 +191,71 @@ fn summarize_rounds(runs: Vec<WrkResult>) -> WrkResult {
     WrkResult { errors, ..median_by_rps(runs) }
 }
 
-/// The rows of one size and keep-alive setting from each path's median run; efficiency is
-/// relative to the `direct` path's run.
-fn point_rows(size: u64, keepalive: bool, medians: Vec<(&str, WrkResult)>) -> Vec<ProxyRow> {
-    let base = medians.iter().find(|(p, _)| *p == DIRECT).map(|(_, r)| r.rps);
-    medians
+/// The order of one round over `paths` paths, `direct` being index `direct`: direct before every
+/// other path and once more after the last (`D A D B D`), so that each path sits between two
+/// direct runs and drift that is linear over those three runs cancels out of its efficiency.
+fn round_order(paths: usize, direct: usize) -> Vec<usize> {
+    let mut order = vec![direct];
+    for i in (0..paths).filter(|&i| i != direct) {
+        order.extend([i, direct]);
+    }
+    order
+}
+
+/// One round's efficiency per path from its runs in [`round_order`]: a path's rps ÷ the mean of
+/// the direct runs on either side (`None` if both were 0); `direct` itself is 1.
+fn round_efficiencies(order: &[usize], rps: &[f64], paths: usize, direct: usize) -> Vec<Option<f64>> {
+    let mut eff = vec![None; paths];
+    eff[direct] = Some(1.0);
+    for (at, &i) in order.iter().enumerate() {
+        if i == direct {
+            continue;
+        }
+        let base = (rps[at - 1] + rps[at + 1]) / 2.0;
+        eff[i] = (base > 0.0).then(|| rps[at] / base);
+    }
+    eff
+}
+
+fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(v[n / 2]),
+        n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+fn round4(v: f64) -> f64 {
+    (v * 10_000.0).round() / 10_000.0
+}
+
+/// A path's result at one size and keep-alive setting: its runs and its efficiency per round.
+struct PathRuns {
+    runs: Vec<WrkResult>,
+    efficiency: Vec<Option<f64>>,
+}
+
+/// The rows of one size and keep-alive setting: each path's median run, and the median of its
+/// per-round efficiencies (rounds where direct measured 0 are left out).
+fn point_rows(size: u64, keepalive: bool, paths: Vec<(&str, PathRuns)>) -> Vec<ProxyRow> {
+    paths
         .into_iter()
-        .map(|(path, m)| ProxyRow::Throughput {
-            path: path.to_string(),
-            size,
-            keepalive,
-            rps: m.rps,
-            efficiency: base.filter(|b| *b > 0.0).map(|b| (m.rps / b * 10_000.0).round() / 10_000.0),
-            p50_ms: m.p50_ms,
-            p99_ms: m.p99_ms,
-            errors: m.errors,
+        .map(|(path, p)| {
+            let rounds: Vec<f64> = p.efficiency.iter().flatten().map(|&e| round4(e)).collect();
+            let m = summarize_rounds(p.runs);
+            ProxyRow::Throughput {
+                path: path.to_string(),
+                size,
+                keepalive,
+                rps: m.rps,
+                efficiency: median(&rounds).map(round4),
+                efficiency_rounds: rounds,
+                p50_ms: m.p50_ms,
+                p99_ms: m.p99_ms,
+                errors: m.errors,
+            }
         })
         .collect()
 }
@@ -267,7 +321,8 @@ pub fn run_proxy_bench(
         std::fs::write(root.join(format!("{size}.bin")), body)?;
     }
     let rounds = opts.rounds.max(1);
-    let runs = opts.sizes.len() * opts.keepalive.len() * kinds.len() * rounds as usize;
+    let per_round = round_order(kinds.len(), 0).len();
+    let runs = opts.sizes.len() * opts.keepalive.len() * per_round * rounds as usize;
     let warmups = opts.sizes.len() * kinds.len();
     progress(&format!(
         "{runs} wrk runs of {} s and {warmups} warm-ups of 1 s: about {:.1} min of load",
@@ -334,9 +389,14 @@ pub fn run_proxy_bench(
                 seconds: opts.seconds,
                 keepalive,
             };
-            let mut results: Vec<Vec<WrkResult>> = vec![Vec::new(); kinds.len()];
+            let direct = kinds.iter().position(|k| k.name == DIRECT).expect("direct is always measured");
+            let order = round_order(kinds.len(), direct);
+            let mut results: Vec<PathRuns> =
+                kinds.iter().map(|_| PathRuns { runs: Vec::new(), efficiency: Vec::new() }).collect();
             for round in 0..rounds {
-                for (kind, results) in kinds.iter().zip(results.iter_mut()) {
+                let mut rps = Vec::with_capacity(order.len());
+                for &i in &order {
+                    let kind = kinds[i];
                     let (addr, _running) = target(kind)?;
                     let r =
                         run_wrk(net.command("client", &wrk)?, &format!("http://{addr}/{size}.bin"), &load)?;
@@ -351,11 +411,22 @@ pub fn run_proxy_bench(
                         r.p99_ms,
                         r.errors
                     ));
-                    results.push(r);
+                    rps.push(r.rps);
+                    results[i].runs.push(r);
+                }
+                let eff = round_efficiencies(&order, &rps, kinds.len(), direct);
+                let line: Vec<String> = kinds
+                    .iter()
+                    .zip(&eff)
+                    .filter(|(k, _)| k.name != DIRECT)
+                    .map(|(k, e)| format!("{} {}", k.name, e.map_or("—".into(), |e| format!("{e:.2}"))))
+                    .collect();
+                progress(&format!("  round {} efficiency: {}", round + 1, line.join(", ")));
+                for (p, e) in results.iter_mut().zip(eff) {
+                    p.efficiency.push(e);
                 }
             }
-            let medians =
-                kinds.iter().map(|k| k.name).zip(results.into_iter().map(summarize_rounds)).collect();
+            let medians = kinds.iter().map(|k| k.name).zip(results).collect();
             rows.extend(point_rows(size, keepalive, medians));
         }
     }
@@ -396,13 +467,14 @@ mod tests {
             keepalive: false,
             rps: 1.5,
             efficiency: Some(0.5),
+            efficiency_rounds: vec![0.5, 0.25],
             p50_ms: 0.25,
             p99_ms: 1.0,
             errors: 0,
         };
         assert_eq!(
             serde_json::to_string(&row).unwrap(),
-            r#"{"path":"locus","size":1024,"keepalive":false,"rps":1.5,"efficiency":0.5,"p50_ms":0.25,"p99_ms":1.0,"errors":0}"#
+            r#"{"path":"locus","size":1024,"keepalive":false,"rps":1.5,"efficiency":0.5,"efficiency_rounds":[0.5,0.25],"p50_ms":0.25,"p99_ms":1.0,"errors":0}"#
         );
         let idle = ProxyRow::Idle { path: "idle-connections".into(), connections: 10, rss_mb: 2.5 };
         assert_eq!(
@@ -424,25 +496,57 @@ mod tests {
     }
 
     #[test]
-    fn efficiency_is_relative_to_direct_at_the_same_point() {
+    fn every_path_runs_between_two_direct_runs() {
+        assert_eq!(round_order(4, 0), [0, 1, 0, 2, 0, 3, 0]);
+        assert_eq!(round_order(3, 1), [1, 0, 1, 2, 1]);
+        assert_eq!(round_order(1, 0), [0]);
+    }
+
+    #[test]
+    fn a_round_divides_each_path_by_the_mean_of_its_neighbouring_direct_runs() {
+        // Direct drifts 100 → 200 → 300; each path runs at half of direct's speed at its time.
+        let order = round_order(3, 0);
+        let rps = [100.0, 75.0, 200.0, 125.0, 300.0];
+        let eff = round_efficiencies(&order, &rps, 3, 0);
+        assert_eq!(eff, [Some(1.0), Some(0.5), Some(0.5)]);
+        let dead = round_efficiencies(&order, &[0.0, 5.0, 0.0, 5.0, 10.0], 3, 0);
+        assert_eq!(dead, [Some(1.0), None, Some(1.0)]);
+    }
+
+    #[test]
+    fn rows_report_the_median_round_of_rps_and_of_efficiency() {
+        let runs = |rps: &[f64], eff: &[Option<f64>]| PathRuns {
+            runs: rps.iter().map(|&r| run(r)).collect(),
+            efficiency: eff.to_vec(),
+        };
         let rows = point_rows(
             4096,
             true,
-            vec![("direct", run(200.0)), ("splice", run(150.0)), ("nginx", run(50.0))],
+            vec![
+                ("direct", runs(&[200.0, 100.0, 300.0], &[Some(1.0); 3])),
+                ("splice", runs(&[150.0, 50.0, 90.0], &[Some(0.75), Some(0.2), Some(0.6)])),
+                ("nginx", runs(&[10.0, 20.0, 30.0], &[None, Some(0.1), Some(0.3)])),
+            ],
         );
-        let eff: Vec<(String, Option<f64>)> = rows
+        let got: Vec<(String, f64, Option<f64>, Vec<f64>)> = rows
             .iter()
             .map(|r| match r {
-                ProxyRow::Throughput { path, efficiency, .. } => (path.clone(), *efficiency),
+                ProxyRow::Throughput { path, rps, efficiency, efficiency_rounds, .. } => {
+                    (path.clone(), *rps, *efficiency, efficiency_rounds.clone())
+                }
                 _ => unreachable!(),
             })
             .collect();
         assert_eq!(
-            eff,
-            [("direct".into(), Some(1.0)), ("splice".into(), Some(0.75)), ("nginx".into(), Some(0.25))]
+            got,
+            [
+                ("direct".into(), 200.0, Some(1.0), vec![1.0, 1.0, 1.0]),
+                ("splice".into(), 90.0, Some(0.6), vec![0.75, 0.2, 0.6]),
+                ("nginx".into(), 20.0, Some(0.2), vec![0.1, 0.3]),
+            ]
         );
-        let none = point_rows(4096, false, vec![("direct", run(0.0)), ("locus", run(10.0))]);
-        assert!(matches!(none[1], ProxyRow::Throughput { efficiency: None, keepalive: false, .. }));
+        let none = point_rows(4096, false, vec![("locus", runs(&[10.0], &[None]))]);
+        assert!(matches!(none[0], ProxyRow::Throughput { efficiency: None, keepalive: false, .. }));
     }
 
     #[test]

@@ -1,9 +1,28 @@
 //! The Markdown report of `locus bench proxy`: one line per file size and keep-alive setting,
 //! a column per path with its requests/s and efficiency (÷ one node directly), a legend, the
+//! ratios the issues set targets for (median of per-round ratios, with their range), the
 //! errors if there were any, and the idle-connection memory.
 
-use super::ProxyRow;
 use super::paths::PATHS;
+use super::{ProxyRow, median};
+
+/// Pairs of paths compared in the report: Locus and its one-way mode against HAProxy, one Locus
+/// node against NGINX serving the same files.
+const RATIOS: [(&str, &str); 3] = [("locus", "haproxy"), ("handoff", "haproxy"), ("direct", "direct-nginx")];
+
+/// `a ÷ b` at one point: the median and range of the per-round ratios of their efficiencies
+/// (both were measured between the same direct runs of each round), or the ratio of the medians
+/// when a round is missing on one side.
+fn ratio(a: &[f64], b: &[f64]) -> Option<(f64, f64, f64)> {
+    if a.len() == b.len() && !a.is_empty() {
+        let r: Vec<f64> = a.iter().zip(b).filter(|(_, b)| **b > 0.0).map(|(a, b)| a / b).collect();
+        let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        return median(&r).map(|m| (m, lo, hi));
+    }
+    let (a, b) = (median(a)?, median(b)?);
+    (b > 0.0).then(|| (a / b, a / b, a / b))
+}
 
 /// Render throughput rows (in any order; lines follow first appearance) as a Markdown table.
 pub fn markdown_table(rows: &[ProxyRow]) -> String {
@@ -60,6 +79,38 @@ pub fn markdown_table(rows: &[ProxyRow]) -> String {
             out.push_str(&format!("- `{p}`: {about}\n"));
         }
         out.push_str("- keep-alive off: every request on a new connection (`Connection: close`)\n");
+    }
+    let rounds_of = |path: &str, size: u64, ka: bool| {
+        rows.iter().find_map(|r| match r {
+            ProxyRow::Throughput { path: p, size: s, keepalive: k, efficiency_rounds, .. }
+                if p == path && *s == size && *k == ka =>
+            {
+                Some(efficiency_rounds.as_slice())
+            }
+            _ => None,
+        })
+    };
+    let mut ratio_lines = Vec::new();
+    for &(size, ka) in &points {
+        let cells: Vec<String> = RATIOS
+            .iter()
+            .filter_map(|&(a, b)| {
+                let (m, lo, hi) = ratio(rounds_of(a, size, ka)?, rounds_of(b, size, ka)?)?;
+                Some(format!("{a} ÷ {b} {m:.2}× ({lo:.2}–{hi:.2})"))
+            })
+            .collect();
+        if !cells.is_empty() {
+            ratio_lines.push(format!(
+                "- {} keep-alive {}: {}\n",
+                human_size(size),
+                if ka { "on" } else { "off" },
+                cells.join("; ")
+            ));
+        }
+    }
+    if !ratio_lines.is_empty() {
+        out.push_str("\nRatios (median of the per-round ratios, range in parentheses):\n\n");
+        out.extend(ratio_lines);
     }
     let errors: Vec<String> = rows
         .iter()
@@ -129,6 +180,7 @@ mod tests {
             keepalive,
             rps,
             efficiency,
+            efficiency_rounds: efficiency.into_iter().collect(),
             p50_ms: 0.0,
             p99_ms: 0.0,
             errors,
@@ -157,6 +209,36 @@ mod tests {
         assert!(md.contains("- `nginx`: NGINX as the load balancer"), "{md}");
         assert!(md.contains("locus at 1 KiB keep-alive off: 7"), "{md}");
         assert!(md.contains("10000 idle keep-alive connections: 32.1 MiB"), "{md}");
+    }
+
+    #[test]
+    fn ratios_are_medians_of_per_round_ratios_with_their_range() {
+        let with_rounds = |path: &str, eff: &[f64]| ProxyRow::Throughput {
+            path: path.into(),
+            size: 65536,
+            keepalive: true,
+            rps: 1.0,
+            efficiency: median(eff),
+            efficiency_rounds: eff.to_vec(),
+            p50_ms: 0.0,
+            p99_ms: 0.0,
+            errors: 0,
+        };
+        let rows = [
+            with_rounds("direct", &[1.0, 1.0, 1.0]),
+            with_rounds("direct-nginx", &[0.8, 1.25, 1.0]),
+            with_rounds("locus", &[0.6, 0.4, 0.5]),
+            with_rounds("haproxy", &[0.2, 0.25, 0.3]),
+        ];
+        let md = markdown_table(&rows);
+        assert!(
+            md.contains(
+                "- 64 KiB keep-alive on: locus ÷ haproxy 1.67× (1.60–3.00); direct ÷ direct-nginx 1.00× (0.80–1.25)\n"
+            ),
+            "{md}"
+        );
+        assert_eq!(ratio(&[0.5, 0.6], &[0.25]), Some((2.2, 2.2, 2.2)));
+        assert_eq!(ratio(&[0.5], &[]), None);
     }
 
     #[test]
