@@ -292,7 +292,7 @@ impl LabReport {
         let _ = writeln!(
             out,
             "- **Network**: a namespace per host — `client`, `switch`, `node1..N` — each with a veth port on one bridge \
-             (10.253.0.0/24, MTU 1500). The switch owns the virtual IP {VIRTUAL_IP} and answers ARP for it; the nodes carry \
+             in a namespace of its own, where the host's firewall does not see its frames (10.253.0.0/24, MTU 1500). The switch owns the virtual IP {VIRTUAL_IP} and answers ARP for it; the nodes carry \
              it on `lo` with `arp_ignore=1`, `arp_announce=2` (LVS direct-routing style, ready for the one-way modes). \
              Clients connect to the virtual IP."
         );

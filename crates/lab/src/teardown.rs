@@ -1,5 +1,6 @@
-//! Tearing a lab down whatever happens. Every namespace, bridge, child process and scratch
-//! folder the lab makes is registered here while it exists, so one call (`tear_down_everything`) removes them
+//! Tearing a lab down whatever happens. Every namespace (a lab's bridge and veth ports live in
+//! its `lan` namespace and go with it), child process and scratch folder the lab makes is
+//! registered here while it exists, so one call (`tear_down_everything`) removes them
 //! all: Drop does it piece by piece on the normal path, and `InterruptWatch`'s thread does it
 //! at once on Ctrl-C or SIGTERM (both blocked in every thread and taken with sigwait).
 
@@ -8,14 +9,13 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::error::LabError;
 use crate::process::{kill_and_reap, kill_processes_in_namespace};
-use crate::topology::{delete_bridge, delete_namespace};
+use crate::topology::delete_namespace;
 
 /// What currently exists and must be removed.
 pub(crate) struct TeardownRegistry {
     closing: bool,
     processes: Vec<u32>,
     namespaces: Vec<String>,
-    bridges: Vec<String>,
     folders: Vec<PathBuf>,
 }
 
@@ -23,7 +23,6 @@ static REGISTRY: Mutex<TeardownRegistry> = Mutex::new(TeardownRegistry {
     closing: false,
     processes: Vec::new(),
     namespaces: Vec::new(),
-    bridges: Vec::new(),
     folders: Vec::new(),
 });
 
@@ -54,14 +53,6 @@ impl TeardownRegistry {
     pub(crate) fn remove_namespace(&mut self, name: &str) {
         self.namespaces.retain(|n| n != name);
     }
-
-    pub(crate) fn add_bridge(&mut self, name: &str) {
-        self.bridges.push(name.to_string());
-    }
-
-    pub(crate) fn remove_bridge(&mut self, name: &str) {
-        self.bridges.retain(|n| n != name);
-    }
 }
 
 /// Have a scratch folder removed by a teardown (its owner removes it on the normal path and
@@ -80,29 +71,21 @@ pub(crate) fn forget_scratch_folder(path: &Path) {
 pub struct TeardownSummary {
     pub processes: usize,
     pub namespaces: usize,
-    pub bridges: usize,
 }
 
 /// Kill every registered child process (and anything else still running in a registered
-/// namespace), delete every registered namespace and bridge, and refuse to create anything
+/// namespace), delete every registered namespace, and refuse to create anything
 /// afterwards (`LabError::Interrupted`). Safe to call from any thread, more than once.
 pub fn tear_down_everything() -> TeardownSummary {
     let mut reg = registry();
     reg.closing = true;
-    let summary = TeardownSummary {
-        processes: reg.processes.len(),
-        namespaces: reg.namespaces.len(),
-        bridges: reg.bridges.len(),
-    };
+    let summary = TeardownSummary { processes: reg.processes.len(), namespaces: reg.namespaces.len() };
     for pid in std::mem::take(&mut reg.processes) {
         kill_and_reap(pid);
     }
     for ns in std::mem::take(&mut reg.namespaces) {
         kill_processes_in_namespace(&ns);
         let _ = delete_namespace(&ns);
-    }
-    for bridge in std::mem::take(&mut reg.bridges) {
-        let _ = delete_bridge(&bridge);
     }
     for folder in std::mem::take(&mut reg.folders) {
         let _ = std::fs::remove_dir_all(folder);
@@ -147,8 +130,8 @@ impl InterruptWatch {
                     eprintln!("locus lab: {name}: tearing the lab down");
                     let s = tear_down_everything();
                     eprintln!(
-                        "locus lab: stopped {} processes, removed {} namespaces and {} bridges",
-                        s.processes, s.namespaces, s.bridges
+                        "locus lab: stopped {} processes, removed {} namespaces (with their bridges)",
+                        s.processes, s.namespaces
                     );
                     std::process::exit(128 + signal);
                 }

@@ -1,8 +1,9 @@
 //! The lab's network: one namespace per host (`client`, `switch`, `node1..N`), each with a
-//! veth port on a private bridge and an address on 10.253.0.0/24, like machines on one LAN
-//! (MTU 1500, real TCP segmentation). The switch owns the virtual IP and answers ARP for it;
-//! the nodes carry it on `lo` with arp_ignore=1 / arp_announce=2 (LVS direct routing). Made
-//! with `ip`, registered for teardown, removed on drop; `clean_stale_labs` removes leftovers.
+//! veth port on a bridge in a `lan` namespace of its own and an address on 10.253.0.0/24, like
+//! machines on one LAN (MTU 1500, real TCP segmentation). The switch owns the virtual IP and
+//! answers ARP for it; the nodes carry it on `lo` with arp_ignore=1 / arp_announce=2 (LVS direct
+//! routing). Made with `ip`, registered for teardown, removed on drop; `clean_stale_labs`
+//! removes leftovers.
 
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -14,9 +15,12 @@ use crate::error::LabError;
 use crate::process::{kill_processes_in_namespace, process_alive};
 use crate::teardown::registry;
 
-/// Namespace names start with this, then the owner's pid: `locus-<pid>-<n>-<role>`.
+/// Namespace names start with this, then the owner's pid: `locus-<pid>-<n>-<role>` (the bridge's
+/// namespace has the role `lan`).
 pub const NAMESPACE_PREFIX: &str = "locus-";
-/// Bridge names start with this, then the owner's pid in hex: `lcs<pid>x<n>`.
+/// Bridge names start with this, then the owner's pid in hex: `lcs<pid>x<n>` (in the lab's `lan`
+/// namespace; labs of earlier versions made them in the root namespace, which
+/// `clean_stale_labs` still clears).
 pub const BRIDGE_PREFIX: &str = "lcs";
 /// Temporary site folders start with this, then the owner's pid and `-`.
 pub const SITES_FOLDER_PREFIX: &str = "locus-lab-sites-";
@@ -40,12 +44,14 @@ pub struct LabHost {
     pub namespace: String,
     /// Its address on the bridge.
     pub addr: Ipv4Addr,
-    /// Name of its bridge port in the root namespace.
+    /// Name of its bridge port in the `lan` namespace.
     port: String,
 }
 
 /// The namespaces and bridge of one lab.
 pub struct LabNetwork {
+    /// The namespace holding the bridge and the hosts' ports (the LAN itself).
+    lan: String,
     bridge: String,
     hosts: Vec<LabHost>,
     nodes: usize,
@@ -134,13 +140,14 @@ impl LabNetwork {
                 port: format!("{bridge}p{k}"),
             })
             .collect();
-        let lab = LabNetwork { bridge, hosts, nodes };
+        let lan = format!("{NAMESPACE_PREFIX}{pid}-{seq}-lan");
+        let lab = LabNetwork { lan, bridge, hosts, nodes };
         {
             // Registered before they exist, under the lock, so a teardown either happens
             // before anything is made or removes whatever was.
             let mut reg = registry();
             reg.ensure_open()?;
-            reg.add_bridge(&lab.bridge);
+            reg.add_namespace(&lab.lan);
             for h in &lab.hosts {
                 reg.add_namespace(&h.namespace);
             }
@@ -150,16 +157,40 @@ impl LabNetwork {
         Ok(lab)
     }
 
+    /// The bridge lives in a namespace of its own, not in the root one: there the machine's
+    /// firewall would see every frame the lab switches whenever `br_netfilter` is loaded
+    /// (bridge-nf-call-iptables is per namespace, and a host's FORWARD policy of DROP would cut
+    /// the lab off), which no LAN switch does. In the `lan` namespace it is switched off.
     fn build(&self) -> Result<(), LabError> {
-        let br = self.bridge.as_str();
-        ip(&["link", "add", br, "type", "bridge"])?;
-        ip(&["link", "set", "dev", br, "alias", &format!("{BRIDGE_ALIAS}{}", std::process::id())])?;
-        ip(&["link", "set", br, "up"])?;
+        let (lan, br) = (self.lan.as_str(), self.bridge.as_str());
+        ip(&["netns", "add", lan])?;
+        in_namespace(lan, || {
+            for table in ["iptables", "ip6tables", "arptables"] {
+                let key = format!("net.bridge.bridge-nf-call-{table}");
+                // Absent when br_netfilter is not loaded: then bridged frames skip the firewall.
+                if std::path::Path::new(&format!("/proc/sys/{}", key.replace('.', "/"))).exists() {
+                    write_sysctl(&key, "0")?;
+                }
+            }
+            Ok(())
+        })?;
+        ip(&["-n", lan, "link", "add", br, "type", "bridge"])?;
+        ip(&[
+            "-n",
+            lan,
+            "link",
+            "set",
+            "dev",
+            br,
+            "alias",
+            &format!("{BRIDGE_ALIAS}{}", std::process::id()),
+        ])?;
+        ip(&["-n", lan, "link", "set", br, "up"])?;
         for h in &self.hosts {
             let ns = h.namespace.as_str();
             ip(&["netns", "add", ns])?;
-            ip(&["link", "add", &h.port, "type", "veth", "peer", "name", "eth0", "netns", ns])?;
-            ip(&["link", "set", &h.port, "master", br, "up"])?;
+            ip(&["-n", lan, "link", "add", &h.port, "type", "veth", "peer", "name", "eth0", "netns", ns])?;
+            ip(&["-n", lan, "link", "set", &h.port, "master", br, "up"])?;
             ip(&["-n", ns, "addr", "add", &format!("{}/24", h.addr), "dev", "eth0"])?;
             ip(&["-n", ns, "link", "set", "eth0", "up"])?;
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
@@ -202,9 +233,14 @@ impl LabNetwork {
         &self.hosts
     }
 
-    /// The bridge's name.
+    /// The bridge's name (in [`LabNetwork::lan_namespace`]).
     pub fn bridge(&self) -> &str {
         &self.bridge
+    }
+
+    /// The namespace holding the bridge and the hosts' ports.
+    pub fn lan_namespace(&self) -> &str {
+        &self.lan
     }
 
     /// The host of `role`.
@@ -290,9 +326,32 @@ impl Drop for LabNetwork {
             let _ = delete_namespace(&h.namespace);
             reg.remove_namespace(&h.namespace);
         }
-        let _ = delete_bridge(&self.bridge);
-        reg.remove_bridge(&self.bridge);
+        // The bridge and the ports go with their namespace.
+        let _ = delete_namespace(&self.lan);
+        reg.remove_namespace(&self.lan);
     }
+}
+
+/// Run `f` on a new thread placed in namespace `ns` (`/run/netns/<ns>`).
+fn in_namespace<T: Send>(ns: &str, f: impl FnOnce() -> Result<T, LabError> + Send) -> Result<T, LabError> {
+    let path = format!("/run/netns/{ns}");
+    let file = std::fs::File::open(&path).map_err(|e| LabError::io(&path, e))?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: setns on a namespace descriptor we hold; it affects only this thread.
+            if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(LabError::system("setns", std::io::Error::last_os_error()));
+            }
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| {
+            Err(LabError::System {
+                call: format!("thread in {ns}"),
+                source: std::io::Error::other("panicked"),
+            })
+        })
+    })
 }
 
 /// What `clean_stale_labs` found and removed.
@@ -426,12 +485,24 @@ mod tests {
             eprintln!("skipped: {why}");
             return;
         }
-        let (names, bridge);
+        let (mut names, bridge);
         {
             let lab = LabNetwork::create(2).unwrap();
             names = lab.hosts().iter().map(|h| h.namespace.clone()).collect::<Vec<_>>();
+            names.push(lab.lan_namespace().to_string());
             bridge = lab.bridge().to_string();
             assert_eq!(lab.hosts().len(), 4);
+            // The bridge is in the lab's own namespace, with the firewall off for its frames.
+            assert!(
+                !std::path::Path::new("/sys/class/net").join(&bridge).exists(),
+                "bridge in the root namespace"
+            );
+            let lan = lab.lan_namespace();
+            let shown = Command::new("ip").args(["-n", lan, "-o", "link", "show", &bridge]).output().unwrap();
+            assert!(shown.status.success(), "no bridge {bridge} in {lan}");
+            if std::path::Path::new("/proc/sys/net/bridge").exists() {
+                assert_eq!(read_sysctl_in(lan, "net.bridge.bridge-nf-call-iptables"), "0");
+            }
             let node1 = lab.host("node1").unwrap().namespace.clone();
             assert_eq!(read_sysctl_in(&node1, "net.ipv4.conf.all.arp_ignore"), "1");
             assert_eq!(read_sysctl_in(&node1, "net.ipv4.conf.eth0.arp_announce"), "2");

@@ -287,7 +287,8 @@ fn start_lab_process(dir: &Path) -> LabProcess {
     let comm = |p: &u32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
     loop {
         let nodes = locus_lab::descendants(pid).iter().filter(|p| comm(p).trim() == "locus").count();
-        if namespaces_of(pid).len() == 4 && nodes >= 2 {
+        // client, switch, two nodes and the lan namespace holding the bridge.
+        if namespaces_of(pid).len() == 5 && nodes >= 2 {
             return lab;
         }
         assert!(start.elapsed() < Duration::from_secs(60), "the lab did not come up");
@@ -349,7 +350,8 @@ fn clean_removes_what_a_killed_run_left_behind() {
     lab.child.kill().unwrap();
     lab.child.wait().unwrap();
     let left = namespaces_of(pid);
-    assert_eq!(left.len(), 4, "SIGKILL leaves the namespaces: {left:?}");
+    assert_eq!(left.len(), 5, "SIGKILL leaves the namespaces: {left:?}");
+    assert!(left.iter().any(|ns| ns.ends_with("-lan")), "the bridge's namespace is among them: {left:?}");
     let out = Command::new(locus_binary()).args(["lab", "clean"]).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
