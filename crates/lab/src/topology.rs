@@ -164,7 +164,7 @@ impl LabNetwork {
     fn build(&self) -> Result<(), LabError> {
         let (lan, br) = (self.lan.as_str(), self.bridge.as_str());
         ip(&["netns", "add", lan])?;
-        in_namespace(lan, || {
+        in_namespace(lan, || -> Result<(), LabError> {
             for table in ["iptables", "ip6tables", "arptables"] {
                 let key = format!("net.bridge.bridge-nf-call-{table}");
                 // Absent when br_netfilter is not loaded: then bridged frames skip the firewall.
@@ -301,20 +301,7 @@ impl LabNetwork {
         role: &str,
         f: impl FnOnce() -> Result<T, E> + Send,
     ) -> Result<T, E> {
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                self.enter_thread(role)?;
-                f()
-            })
-            .join()
-            .unwrap_or_else(|_| {
-                Err(LabError::System {
-                    call: format!("thread on {role}"),
-                    source: std::io::Error::other("panicked"),
-                }
-                .into())
-            })
-        })
+        in_namespace(&self.host(role)?.namespace, f)
     }
 }
 
@@ -332,15 +319,18 @@ impl Drop for LabNetwork {
     }
 }
 
-/// Run `f` on a new thread placed in namespace `ns` (`/run/netns/<ns>`).
-fn in_namespace<T: Send>(ns: &str, f: impl FnOnce() -> Result<T, LabError> + Send) -> Result<T, LabError> {
+/// Run `f` on a new thread placed in namespace `ns` (`/run/netns/<ns>`), and return its result.
+fn in_namespace<T: Send, E: From<LabError> + Send>(
+    ns: &str,
+    f: impl FnOnce() -> Result<T, E> + Send,
+) -> Result<T, E> {
     let path = format!("/run/netns/{ns}");
     let file = std::fs::File::open(&path).map_err(|e| LabError::io(&path, e))?;
     std::thread::scope(|s| {
         s.spawn(|| {
             // SAFETY: setns on a namespace descriptor we hold; it affects only this thread.
             if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(LabError::system("setns", std::io::Error::last_os_error()));
+                return Err(LabError::system("setns", std::io::Error::last_os_error()).into());
             }
             f()
         })
@@ -349,7 +339,8 @@ fn in_namespace<T: Send>(ns: &str, f: impl FnOnce() -> Result<T, LabError> + Sen
             Err(LabError::System {
                 call: format!("thread in {ns}"),
                 source: std::io::Error::other("panicked"),
-            })
+            }
+            .into())
         })
     })
 }
