@@ -65,12 +65,17 @@ impl Drop for ChildGuard {
         let mut reg = registry();
         let pid = self.child.id();
         // Its own children (NGINX workers) first, then the process itself.
-        for descendant in descendants(pid) {
+        let children = descendants(pid);
+        for &descendant in &children {
             // SAFETY: kill with a pid read from /proc just now; at worst it is already gone.
             unsafe { libc::kill(descendant as i32, libc::SIGKILL) };
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // Reaping the process says nothing of its children, which init reaps: until they have
+        // exited they hold their listening sockets, and the next server on that address would
+        // fail to bind (seen with NGINX workers on a loaded machine).
+        wait_exited(&children, Duration::from_secs(2));
         reg.remove_process(pid);
     }
 }
@@ -92,6 +97,22 @@ pub(crate) fn kill_and_reap(pid: u32) {
         if rc != 0 {
             return;
         }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Whether `pid` has exited: gone from /proc, or a zombie (its files are closed by then).
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat.rfind(')').is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z')),
+    }
+}
+
+/// Wait until every process of `pids` has exited, at most `limit`.
+fn wait_exited(pids: &[u32], limit: Duration) {
+    let start = Instant::now();
+    while !pids.iter().all(|&p| exited(p)) && start.elapsed() < limit {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -218,7 +239,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_child_and_its_children_are_killed_on_drop() {
+    fn a_child_and_its_children_have_exited_when_drop_returns() {
         let dir = tempfile::tempdir().unwrap();
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "sleep 30 & sleep 30"]);
@@ -232,7 +253,7 @@ mod tests {
         let kids = descendants(pid);
         assert!(!kids.is_empty(), "sh started its sleeps");
         drop(child);
-        std::thread::sleep(Duration::from_millis(100));
+        // No grace period: drop waits for the children too.
         for k in kids {
             let state = std::fs::read_to_string(format!("/proc/{k}/stat")).unwrap_or_default();
             assert!(state.is_empty() || state.contains(") Z"), "descendant {k} still running: {state}");
