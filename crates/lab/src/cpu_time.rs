@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::error::LabError;
-use crate::process::descendants;
+use crate::process::{descendants, stat_fields_after_name};
 
 /// Clock ticks per second of /proc times.
 fn ticks_per_second() -> u64 {
@@ -16,10 +16,7 @@ fn ticks_per_second() -> u64 {
 
 /// utime + stime (fields 14 and 15) of one /proc/<pid>/stat line, in clock ticks.
 pub fn stat_cpu_ticks(stat: &str) -> Option<u64> {
-    // The command name is in parentheses and may hold spaces or ')': fields start after the
-    // last ')', with the state (field 3) first.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let fields: Vec<&str> = stat_fields_after_name(stat)?.collect();
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some(utime + stime)

@@ -101,11 +101,17 @@ pub(crate) fn kill_and_reap(pid: u32) {
     }
 }
 
+/// The fields of a /proc/<pid>/stat line after the command name, from the state (field 3) on.
+/// The name is in parentheses and may hold spaces or ')': the fields start after the last ')'.
+pub(crate) fn stat_fields_after_name(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
+    Some(stat[stat.rfind(')')? + 1..].split_whitespace())
+}
+
 /// Whether `pid` has exited: gone from /proc, or a zombie (its files are closed by then).
 fn exited(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok(stat) => stat.rfind(')').is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z')),
+        Ok(stat) => stat_fields_after_name(&stat).and_then(|mut f| f.next()) == Some("Z"),
     }
 }
 
@@ -120,9 +126,7 @@ fn wait_exited(pids: &[u32], limit: Duration) {
 /// The parent pid of `pid` from /proc/<pid>/stat.
 fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold spaces: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    stat_fields_after_name(&stat)?.nth(1)?.parse().ok()
 }
 
 /// Numeric entries of /proc (every process).

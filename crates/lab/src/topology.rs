@@ -287,12 +287,7 @@ impl LabNetwork {
     /// Move the calling thread into a host's namespace (sockets it opens then live there, and
     /// threads it starts are there too).
     pub fn enter_thread(&self, role: &str) -> Result<(), LabError> {
-        let fd = self.open(role)?;
-        // SAFETY: setns on a namespace descriptor we own; it affects only this thread.
-        if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            return Err(LabError::system("setns", std::io::Error::last_os_error()));
-        }
-        Ok(())
+        enter_namespace(&self.host(role)?.namespace)
     }
 
     /// Run `f` on a new thread placed in a host's namespace, and return its result.
@@ -319,19 +314,25 @@ impl Drop for LabNetwork {
     }
 }
 
-/// Run `f` on a new thread placed in namespace `ns` (`/run/netns/<ns>`), and return its result.
+/// Move the calling thread into namespace `ns` (`/run/netns/<ns>`).
+fn enter_namespace(ns: &str) -> Result<(), LabError> {
+    let path = format!("/run/netns/{ns}");
+    let file = std::fs::File::open(&path).map_err(|e| LabError::io(&path, e))?;
+    // SAFETY: setns on a namespace descriptor we hold; it affects only this thread.
+    if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(LabError::system("setns", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Run `f` on a new thread placed in namespace `ns`, and return its result.
 fn in_namespace<T: Send, E: From<LabError> + Send>(
     ns: &str,
     f: impl FnOnce() -> Result<T, E> + Send,
 ) -> Result<T, E> {
-    let path = format!("/run/netns/{ns}");
-    let file = std::fs::File::open(&path).map_err(|e| LabError::io(&path, e))?;
     std::thread::scope(|s| {
         s.spawn(|| {
-            // SAFETY: setns on a namespace descriptor we hold; it affects only this thread.
-            if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(LabError::system("setns", std::io::Error::last_os_error()).into());
-            }
+            enter_namespace(ns)?;
             f()
         })
         .join()

@@ -38,12 +38,19 @@ pub fn markdown_table(rows: &[ProxyRow]) -> String {
             }
         }
     }
+    // A path's row at one point: its requests/s, efficiency and per-round efficiencies.
     let find = |path: &str, size: u64, ka: bool| {
         rows.iter().find_map(|r| match r {
-            ProxyRow::Throughput { path: p, size: s, keepalive: k, rps, efficiency, .. }
-                if p == path && *s == size && *k == ka =>
-            {
-                Some((*rps, *efficiency))
+            ProxyRow::Throughput {
+                path: p,
+                size: s,
+                keepalive: k,
+                rps,
+                efficiency,
+                efficiency_rounds,
+                ..
+            } if p == path && *s == size && *k == ka => {
+                Some((*rps, *efficiency, efficiency_rounds.as_slice()))
             }
             _ => None,
         })
@@ -65,8 +72,8 @@ pub fn markdown_table(rows: &[ProxyRow]) -> String {
             out.push_str(&format!("| {} | {} |", human_size(size), if ka { "on" } else { "off" }));
             for p in &paths {
                 let cell = match find(p, size, ka) {
-                    Some((rps, Some(e))) => format!("{} ({e:.2})", thousands(rps)),
-                    Some((rps, None)) => thousands(rps),
+                    Some((rps, Some(e), _)) => format!("{} ({e:.2})", thousands(rps)),
+                    Some((rps, None, _)) => thousands(rps),
                     None => "—".into(),
                 };
                 out.push_str(&format!(" {cell} |"));
@@ -80,22 +87,12 @@ pub fn markdown_table(rows: &[ProxyRow]) -> String {
         }
         out.push_str("- keep-alive off: every request on a new connection (`Connection: close`)\n");
     }
-    let rounds_of = |path: &str, size: u64, ka: bool| {
-        rows.iter().find_map(|r| match r {
-            ProxyRow::Throughput { path: p, size: s, keepalive: k, efficiency_rounds, .. }
-                if p == path && *s == size && *k == ka =>
-            {
-                Some(efficiency_rounds.as_slice())
-            }
-            _ => None,
-        })
-    };
     let mut ratio_lines = Vec::new();
     for &(size, ka) in &points {
         let cells: Vec<String> = RATIOS
             .iter()
             .filter_map(|&(a, b)| {
-                let (m, lo, hi) = ratio(rounds_of(a, size, ka)?, rounds_of(b, size, ka)?)?;
+                let (m, lo, hi) = ratio(find(a, size, ka)?.2, find(b, size, ka)?.2)?;
                 Some(format!("{a} ÷ {b} {m:.2}× ({lo:.2}–{hi:.2})"))
             })
             .collect();
