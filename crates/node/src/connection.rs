@@ -19,6 +19,7 @@ use bytes::Bytes;
 use locus_core::Method;
 use locus_handoff::dump_connection;
 use locus_http::{BodyKind, BodyTracker, RequestHead, TargetForm, Version, parse_request};
+use locus_io::try_read_drained;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -342,7 +343,7 @@ impl Connection<'_> {
                     return Close::Now;
                 }
             }
-            match self.stream.try_read(&mut b.read[b.end..]) {
+            match try_read_drained(&self.stream, &mut b.read[b.end..]) {
                 Ok(0) => return Close::Now,
                 Ok(n) => {
                     if b.start == b.end && head_started.is_none() {
@@ -607,7 +608,7 @@ impl Connection<'_> {
                 Wait::Ready => {}
                 _ => return Err(io::ErrorKind::TimedOut.into()),
             }
-            match self.stream.try_read(read) {
+            match try_read_drained(&self.stream, read) {
                 Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
                 Ok(n) => *end = n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}

@@ -15,6 +15,7 @@ use locus_core::{Method, NodeId, RequestInfo};
 use locus_http::{
     BodyError, BodyKind, BodyTracker, RequestHead, ResponseHead, Version, parse_request, parse_response,
 };
+use locus_io::try_read_buf_drained;
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
@@ -275,7 +276,7 @@ impl Session {
     /// Read whatever client bytes are ready, without waiting.
     fn try_read_client(&mut self) -> io::Result<usize> {
         self.prepare_read();
-        self.stream.try_read_buf(&mut self.buf)
+        try_read_buf_drained(&self.stream, &mut self.buf)
     }
 
     async fn send_error(&mut self, status: u16, close: bool) {
