@@ -61,4 +61,4 @@ pub use dump::{
 pub use error::{ControlError, DecodeError, DumpError, Errno, HandoffError, RepairError, TcpStateName};
 pub use latency::{HandoffLatency, ThreadPlacement, measure_handoff_latency, measure_handoff_latency_with};
 pub use repair_state::{STATE_HEADER_LEN, TcpRepairState, TcpRepairWindow};
-pub use restore::{PreparedSocket, RestoreOptions, restore_connection, restore_prepared};
+pub use restore::{PreparedSocket, RestoreOptions, restore_connection, restore_prepared, sending_mss};

@@ -1,7 +1,7 @@
 //! `restore_connection`: re-create a dumped TCP connection with TCP_REPAIR, in the order
 //! verified on kernel 6.18 (socket, repair on, send queue selected — possibly made ahead as a
 //! `PreparedSocket`, and bound too —, buffers, queue sequences, bind, connect, repair
-//! options, timestamp, queues, window, repair off). The unsent part of the send queue is the
+//! options, timestamp, queues, window, MSS sync, repair off). The unsent part of the send queue is the
 //! caller's to write.
 
 use std::net::{SocketAddrV4, TcpStream};
@@ -209,8 +209,24 @@ fn restore_on(
 
     // The window, after the receive queue (before it, the kernel refuses with EINVAL).
     sockopt::set_option(fd, tcp, libc::TCP_REPAIR_WINDOW, &state.window, "TCP_REPAIR_WINDOW after connect")?;
+    // The MSS the socket sends with is computed in the repair-mode connect, from the MSS clamp
+    // and window it has then: the kernel's default clamp (536) and no window. Neither
+    // TCP_REPAIR_OPTIONS (the real clamp) nor TCP_REPAIR_WINDOW computes it again, so the
+    // restored socket would send 524-byte segments for the rest of its life — three for a
+    // 1 KiB response, each drawing the client's ACK. Setting (empty) IP options makes the
+    // kernel compute it again now, from the restored clamp, header length and largest window
+    // (as the original socket had it: bounded by half the peer's largest window).
+    sockopt::set_option_slice::<u8>(fd, libc::IPPROTO_IP, libc::IP_OPTIONS, &[], "IP_OPTIONS (MSS sync)")?;
     let off = if options.window_probe { TCP_REPAIR_OFF } else { TCP_REPAIR_OFF_NO_WP };
     sockopt::leave_repair_mode(fd, off)
+}
+
+/// The MSS a connected socket sends with (TCP_MAXSEG outside repair mode): what a restore
+/// must give back, and what a socket restored by hand (see `restore_on`) can be checked by.
+pub fn sending_mss(socket: std::os::fd::BorrowedFd<'_>) -> Result<u32, RepairError> {
+    let mss: libc::c_int =
+        sockopt::get_option(socket.as_raw_fd(), libc::SOL_TCP, libc::TCP_MAXSEG, "TCP_MAXSEG")?;
+    u32::try_from(mss).map_err(|_| RepairError::InvalidState("negative MSS"))
 }
 
 /// A socket buffer size for a queue of `len` bytes (the kernel doubles it for overhead; a

@@ -13,7 +13,7 @@ use std::os::fd::AsFd;
 use locus_handoff::{
     PreparedSocket, RepairError, RestoreOptions, TcpRepairState, disconnect_dumped, dump_connection,
     dump_connection_in_place, measure_handoff_latency, restore_connection, restore_prepared,
-    resume_connection,
+    resume_connection, sending_mss,
 };
 
 fn skip_unless_root() -> bool {
@@ -164,12 +164,20 @@ fn loopback_handoff_transfers_the_send_queue_when_the_client_is_not_reading() {
     }
     assert!(written < body.len(), "the send queue must fill up");
     std::thread::sleep(Duration::from_millis(20));
+    let mss_before = sending_mss(server.as_fd()).unwrap();
     let state = dump_connection(server, b"").unwrap();
     assert!(!state.send_queue.is_empty(), "data still in the send queue");
     assert!(state.unsent_len > 0, "part of it never sent (zero window): {}", state.unsent_len);
     assert_eq!(&body[written - state.send_queue.len()..written], &state.send_queue[..]);
 
     let mut restored = restore_connection(&state, &RestoreOptions::default()).unwrap();
+    // Bounded by half the client's largest window, as the original was: a segment larger than
+    // the small window would only go out as window probes.
+    assert_eq!(
+        sending_mss(restored.as_fd()).unwrap(),
+        mss_before,
+        "the restored socket sends segments of the same size"
+    );
     restored.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
     let rest = body[written..].to_vec();
     let unsent = state.unsent_part().to_vec();

@@ -6,7 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -14,7 +14,7 @@ use std::time::Duration;
 use locus_core::NodeId;
 use locus_handoff::{
     ConnectionId, ControlChannel, ControlConfig, ControlKey, ControlListener, HandoffHint, HandoffMessage,
-    RestoreOptions, TcpRepairState, dump_connection, restore_connection,
+    RestoreOptions, TcpRepairState, dump_connection, restore_connection, sending_mss,
 };
 
 const VIP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 100);
@@ -329,6 +329,8 @@ fn namespace_handoff_serves_5kb_and_1mb_byte_exact_keeps_alive_and_hands_on_to_a
     let (mut accepted, _) = service.accept().unwrap();
     limit(&accepted);
     let first = read_request(&mut accepted);
+    let mss_before = sending_mss(accepted.as_fd()).unwrap();
+    assert_eq!(mss_before, 1448, "1460 less the timestamp option");
     lab.hold();
     let state = dump_connection(accepted, &first).unwrap();
     assert_eq!(state.local, SocketAddrV4::new(VIP, 80));
@@ -340,6 +342,11 @@ fn namespace_handoff_serves_5kb_and_1mb_byte_exact_keeps_alive_and_hands_on_to_a
     // node1 takes it over and answers the client directly: 5 KB, then 1 MB on the same
     // (kept-alive) connection, none of it through the switch.
     let mut node1 = hand_over(&lab, &rt, &mut channels[0], "node1", id, state);
+    assert_eq!(
+        sending_mss(node1.as_fd()).unwrap(),
+        mss_before,
+        "the restored socket sends full-sized segments"
+    );
     let switch_before = lab.received_bytes("switch");
     let client_before = lab.received_bytes("client");
     std::thread::scope(|s| {
@@ -378,6 +385,7 @@ fn namespace_handoff_serves_5kb_and_1mb_byte_exact_keeps_alive_and_hands_on_to_a
     };
     assert_eq!(back, id);
     let mut node2 = hand_over(&lab, &rt, &mut channels[1], "node2", id, state);
+    assert_eq!(sending_mss(node2.as_fd()).unwrap(), mss_before, "and so does the one restored again");
     std::thread::scope(|s| {
         let server = s.spawn(|| assert_eq!(serve(&mut node2, 3), 777));
         let got = read_within(&mut client, 777);
