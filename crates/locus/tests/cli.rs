@@ -102,3 +102,18 @@ fn switch_and_node_serve_then_exit_cleanly_on_sigterm() {
     assert!(TcpStream::connect(addr).is_err(), "switch still accepting after exit");
     assert!(sigterm_and_wait(&mut node).success());
 }
+
+#[test]
+fn a_sigterm_right_after_the_address_is_printed_still_drains_and_exits_cleanly() {
+    let root = tempfile::tempdir().unwrap();
+    let root_arg = root.path().to_str().unwrap();
+    for _ in 0..5 {
+        let (mut node, node_addr) =
+            start(&["node", "--listen", "127.0.0.1:0", "--root", root_arg, "--name", "n1", "--workers", "1"]);
+        let node_spec = format!("n1={node_addr}");
+        let (mut switch, _) =
+            start(&["switch", "--listen", "127.0.0.1:0", "--node", &node_spec, "--workers", "1"]);
+        assert!(sigterm_and_wait(&mut switch).success(), "the switch was killed by the signal");
+        assert!(sigterm_and_wait(&mut node).success(), "the node was killed by the signal");
+    }
+}

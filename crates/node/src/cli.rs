@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use locus_cache::Replacement;
+use locus_io::TerminationSignals;
 
 use crate::byte_size::ByteSize;
 use crate::config::{NodeConfig, RehandoffPolicy, StorageConfig};
@@ -158,46 +159,6 @@ impl NodeArgs {
         }
         c.validate()?;
         Ok(c)
-    }
-}
-
-/// SIGTERM and SIGINT, blocked in the calling thread (and so in every thread it starts
-/// afterwards) so that they stay pending until `wait` takes them: no signal is lost however
-/// early it comes, and no event loop has to be running to see it.
-struct TerminationSignals {
-    set: libc::sigset_t,
-}
-
-impl TerminationSignals {
-    fn block() -> std::io::Result<TerminationSignals> {
-        // SAFETY: an all-zero sigset_t is valid storage; sigemptyset initialises it.
-        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `set` is valid and the signal numbers are constants.
-        unsafe {
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-            libc::sigaddset(&mut set, libc::SIGINT);
-        }
-        // SAFETY: `set` is initialised; the old mask is not wanted.
-        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-        if rc != 0 {
-            return Err(std::io::Error::from_raw_os_error(rc));
-        }
-        Ok(TerminationSignals { set })
-    }
-
-    /// Block until SIGTERM or SIGINT arrives; returns the signal number.
-    fn wait(&self) -> std::io::Result<i32> {
-        loop {
-            let mut signal = 0;
-            // SAFETY: `self.set` is initialised and `signal` is writable.
-            let rc = unsafe { libc::sigwait(&self.set, &mut signal) };
-            match rc {
-                0 => return Ok(signal),
-                libc::EINTR => continue,
-                e => return Err(std::io::Error::from_raw_os_error(e)),
-            }
-        }
     }
 }
 

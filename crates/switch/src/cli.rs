@@ -4,6 +4,7 @@
 use crate::config::{Mode, NodeEntry, SwitchConfig};
 use crate::server::SwitchServer;
 use anyhow::Context;
+use locus_io::TerminationSignals;
 use locus_policy::PolicyConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -138,28 +139,18 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         println!("configuration OK: {} nodes, policy {}", config.nodes.len(), config.policy.name());
         return Ok(());
     }
+    // Held from before the address is printed: a SIGTERM right after it (a supervisor or a
+    // test that starts, uses and stops the switch at once) is taken by the wait below, never
+    // by the default action, which would kill the switch without draining.
+    let signals = TerminationSignals::block().context("blocking SIGTERM and SIGINT")?;
     let server = SwitchServer::start(config)?;
     println!("locus switch listening on {}", server.addr());
     if let Some(a) = server.admin_addr() {
         println!("admin on http://{a}/locus/status");
     }
-    wait_for_signal()?;
+    let signal = signals.wait().context("waiting for SIGTERM or SIGINT")?;
+    tracing::info!(signal, "shutting down");
     server.shutdown();
-    Ok(())
-}
-
-/// Block until SIGTERM or SIGINT.
-pub fn wait_for_signal() -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    rt.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = term.recv() => {}
-            r = tokio::signal::ctrl_c() => r?,
-        }
-        Ok::<(), std::io::Error>(())
-    })
-    .context("waiting for a signal")?;
     Ok(())
 }
 

@@ -120,9 +120,13 @@ impl SwitchServer {
         for (i, (listener, log)) in listeners.into_iter().zip(logs).enumerate() {
             let shared = shared.clone();
             let rejecting = rejecting.clone();
+            // Subscribed here, before `start` returns: a shutdown sent before the thread got
+            // as far as subscribing would otherwise be the value it starts from, and
+            // `changed()` would never fire (the worker kept accepting, `shutdown` hung).
+            let shutdown = shared.shutdown_tx.subscribe();
             let t = std::thread::Builder::new()
                 .name(format!("locus-switch-{i}"))
-                .spawn(move || worker_thread(shared, listener, log, rejecting))
+                .spawn(move || worker_thread(shared, listener, log, rejecting, shutdown))
                 .map_err(SwitchError::Thread)?;
             threads.push(t);
         }
@@ -186,6 +190,7 @@ fn worker_thread(
     listener: std::net::TcpListener,
     log: Option<AccessLog>,
     rejecting: Arc<AtomicUsize>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let rt = runtime();
     let local = tokio::task::LocalSet::new();
@@ -198,7 +203,6 @@ fn worker_thread(
             }
         };
         let worker = Rc::new(Worker::new(shared.clone(), log));
-        let mut shutdown = shared.shutdown_tx.subscribe();
         crate::handoff::start_links(&worker, shutdown.clone());
         let sweeper = {
             let worker = worker.clone();
