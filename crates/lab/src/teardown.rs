@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
+use locus_io::TerminationSignals;
+
 use crate::error::LabError;
 use crate::process::{kill_and_reap, kill_processes_in_namespace};
 use crate::topology::delete_namespace;
@@ -104,28 +106,12 @@ pub struct InterruptWatch {
 impl InterruptWatch {
     /// Block the signals and start the watch thread.
     pub fn install() -> Result<InterruptWatch, LabError> {
-        // SAFETY: an all-zero sigset_t is valid storage; sigemptyset initialises it.
-        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `set` is valid and the signal numbers are constants.
-        unsafe {
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGINT);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-        }
-        // SAFETY: `set` is initialised; the old mask is not wanted.
-        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-        if rc != 0 {
-            return Err(LabError::system("pthread_sigmask", std::io::Error::from_raw_os_error(rc)));
-        }
+        let signals = TerminationSignals::block().map_err(|e| LabError::system("pthread_sigmask", e))?;
         let thread = std::thread::Builder::new()
             .name("lab-signals".into())
             .spawn(move || {
                 loop {
-                    let mut signal: libc::c_int = 0;
-                    // SAFETY: `set` is initialised and holds blocked signals; `signal` is valid.
-                    if unsafe { libc::sigwait(&set, &mut signal) } != 0 {
-                        continue;
-                    }
+                    let Ok(signal) = signals.wait() else { continue };
                     let name = if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
                     eprintln!("locus lab: {name}: tearing the lab down");
                     let s = tear_down_everything();
