@@ -1,8 +1,8 @@
 //! `restore_connection`: re-create a dumped TCP connection with TCP_REPAIR, in the order
 //! verified on kernel 6.18 (socket, repair on, send queue selected — possibly made ahead as a
 //! `PreparedSocket`, and bound too —, buffers, queue sequences, bind, connect, repair
-//! options, timestamp, queues, window, MSS sync, repair off). The unsent part of the send queue is the
-//! caller's to write.
+//! options, timestamp, queues, window, MSS sync, repair off). The unsent part of the send
+//! queue is the caller's to write.
 
 use std::net::{SocketAddrV4, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
