@@ -1,9 +1,9 @@
 //! Process and socket I/O shared by the switch and the node: reads that tell tokio when they
-//! drained a socket (`read`), and SIGTERM/SIGINT held pending until the main thread waits for
-//! them (`signals`).
+//! drained a socket, or that a socket is drained (`read`), and SIGTERM/SIGINT held pending
+//! until the main thread waits for them (`signals`).
 
 mod read;
 mod signals;
 
-pub use read::{try_read_buf_drained, try_read_drained};
+pub use read::{mark_read_drained, try_read_buf_drained, try_read_drained};
 pub use signals::TerminationSignals;

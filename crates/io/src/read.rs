@@ -2,7 +2,7 @@
 //! that, when the read came back short, tell the reactor the socket is drained — as tokio's
 //! own `poll_read` does, but which its `try_read` does not — so the next wait sleeps until new
 //! bytes come instead of costing a read that fails with EAGAIN (one system call per request
-//! saved on each keep-alive socket).
+//! saved on each keep-alive socket); `mark_read_drained` for a caller that knows it.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -35,6 +35,17 @@ pub fn try_read_buf_drained<B: BufMut>(stream: &TcpStream, buf: &mut B) -> io::R
     // SAFETY: recv initialised the first `n` (≤ `len`) bytes of the spare capacity.
     unsafe { buf.advance_mut(n) };
     Ok(n)
+}
+
+/// Tell the reactor that `stream` has nothing queued to read, without a system call: for a
+/// caller that took every byte the peer sent some other way (splice(2) leaves the readiness
+/// set) and knows the peer sends nothing more until asked (a node between a response and the
+/// next request). Nothing is lost if more came anyway: bytes that arrived after the reactor
+/// last saw the socket keep their readiness (tokio clears only the readiness of the event it
+/// handed out), and an end of stream or reset stays visible (tokio never clears those). Bytes
+/// that were already queued are not noticed until the next event.
+pub fn mark_read_drained(stream: &TcpStream) {
+    let _ = stream.try_io(Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
 }
 
 /// Run `recv` (returning bytes read or -1) under the stream's read readiness; a short read
@@ -123,6 +134,30 @@ mod tests {
         wait_readable(&reader).await;
         assert_eq!(try_read_drained(&reader, &mut buf).unwrap(), 0);
         assert_eq!(try_read_drained(&reader, &mut []).unwrap(), 0, "an empty buffer reads nothing");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn marking_drained_clears_readiness_and_later_bytes_and_end_of_stream_still_wake() {
+        let (mut writer, reader) = pair().await;
+        writer.write_all(b"body").await.unwrap();
+        wait_readable(&reader).await;
+        // Take the bytes behind tokio's back, as splice(2) does: the readiness stays set.
+        let mut buf = [0u8; 16];
+        // SAFETY: `buf` is a live, writable slice of 16 bytes.
+        let n = unsafe { libc::recv(reader.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        assert_eq!(n, 4);
+        assert!(read_ready_now(&reader).await, "tokio still takes the socket for readable");
+        mark_read_drained(&reader);
+        assert!(!read_ready_now(&reader).await, "marked drained: the next wait sleeps");
+        writer.write_all(b"next").await.unwrap();
+        wait_readable(&reader).await;
+        assert_eq!(try_read_drained(&reader, &mut buf).unwrap(), 4, "new bytes woke the wait");
+        mark_read_drained(&reader);
+        drop(writer);
+        wait_readable(&reader).await;
+        mark_read_drained(&reader);
+        assert!(read_ready_now(&reader).await, "an end of stream is never cleared");
+        assert_eq!(try_read_drained(&reader, &mut buf).unwrap(), 0);
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -15,7 +15,7 @@ use locus_core::{Method, NodeId, RequestInfo};
 use locus_http::{
     BodyError, BodyKind, BodyTracker, RequestHead, ResponseHead, Version, parse_request, parse_response,
 };
-use locus_io::try_read_buf_drained;
+use locus_io::{mark_read_drained, try_read_buf_drained};
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
@@ -788,6 +788,13 @@ impl Session {
                 tracker.skip_raw(run);
                 body_bytes += run;
                 total += run;
+                if tracker.is_done() {
+                    // The body's last byte is spliced, and a node sends nothing more on this
+                    // connection before the next request (the switch never pipelines to
+                    // nodes); splice left the read readiness set, which would cost the next
+                    // response's first read a recv failing with EAGAIN.
+                    mark_read_drained(conn);
+                }
                 continue;
             }
             relay.clear();
@@ -861,8 +868,44 @@ async fn write_client(
     }
 }
 
-/// Whether a pooled connection still looks open: no EOF or stray bytes waiting.
+/// Whether a pooled connection still looks open: no EOF, error or stray bytes waiting. Asks
+/// the socket itself (a non-blocking peek), not tokio's readiness, which a spliced response
+/// leaves marked drained.
 fn probe_alive(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
     let mut byte = [0u8; 1];
-    matches!(stream.try_read(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    // SAFETY: `byte` is a live, writable buffer of one byte.
+    let n = unsafe {
+        libc::recv(stream.as_raw_fd(), byte.as_mut_ptr().cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+    };
+    n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (b, _) = listener.accept().await.unwrap();
+        (a, b)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn probe_sees_stray_bytes_and_end_of_stream_even_on_a_socket_marked_drained() {
+        let (mut node, pooled) = pair().await;
+        assert!(probe_alive(&pooled), "a quiet open connection is alive");
+        node.write_all(b"JUNK").await.unwrap();
+        pooled.readable().await.unwrap();
+        // As after a spliced body: the reactor is told the socket is drained.
+        mark_read_drained(&pooled);
+        assert!(!probe_alive(&pooled), "stray bytes make a pooled connection unusable");
+        let (node, pooled) = pair().await;
+        drop(node);
+        pooled.readable().await.unwrap();
+        mark_read_drained(&pooled);
+        assert!(!probe_alive(&pooled), "a connection the node closed is not alive");
+    }
 }

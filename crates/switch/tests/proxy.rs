@@ -81,6 +81,33 @@ fn large_chunked_and_head_responses_relay_byte_exact() {
 }
 
 #[test]
+fn a_post_never_goes_out_on_a_pooled_connection_with_stray_bytes_after_a_spliced_body() {
+    // A broken node writes four bytes past each large response. The switch splices the body
+    // (it is past the first read) and pools the connection; a POST must not be sent on it.
+    let big = Arc::new(pattern(4 << 20, 11));
+    let backend = {
+        let big = big.clone();
+        ScriptedBackend::start(move |r| match r.method.as_str() {
+            "GET" => {
+                let mut bytes = ok_response(&big, "");
+                bytes.extend_from_slice(b"JUNK");
+                Action::Reply(bytes)
+            }
+            _ => Action::Reply(ok_response(b"posted", "")),
+        })
+    };
+    let sw = SwitchServer::start(config(&[backend.addr], "rr")).unwrap();
+    let mut c = Client::connect(sw.addr());
+    let r = c.get("/big");
+    assert!(r.status == 200 && r.body == *big, "4 MiB body differs");
+    std::thread::sleep(Duration::from_millis(50)); // the stray bytes are in by now
+    c.send(b"POST /p HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi");
+    let r = c.read_response(false).unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"posted"[..]), "the POST met the stray bytes");
+    sw.shutdown();
+}
+
+#[test]
 fn pipelined_requests_are_answered_in_order_across_nodes() {
     let a = echo_backend("a");
     let b = echo_backend("b");
