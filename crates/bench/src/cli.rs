@@ -53,8 +53,10 @@ pub struct ProxyArgs {
     /// `Connection: close`).
     #[arg(long, default_value = "both")]
     pub keepalive: crate::proxy::KeepAliveChoice,
-    /// Seconds per wrk run.
-    #[arg(long, default_value_t = 1)]
+    /// Seconds per wrk run. Every run opens its connections afresh, and their TCP takes up to
+    /// 2 s to settle on this kind of machine (longer through the one-way modes, whose client
+    /// ACKs cross the switch's host): 1-s runs measure mostly that ramp, and swing by ±30%.
+    #[arg(long, default_value_t = 3)]
     pub seconds: u32,
     /// wrk connections.
     #[arg(long, default_value_t = 32)]

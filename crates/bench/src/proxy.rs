@@ -138,7 +138,7 @@ impl Default for ProxyBenchOptions {
         ProxyBenchOptions {
             sizes: vec![1024, 65536],
             keepalive: KeepAliveChoice::Both.settings(),
-            seconds: 1,
+            seconds: 3,
             connections: 32,
             wrk_threads: 1,
             rounds: 5,
