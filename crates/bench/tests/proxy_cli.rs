@@ -25,17 +25,17 @@ fn defaults_measure_1k_and_64k_with_and_without_keepalive_on_every_path() {
     assert_eq!(o.sizes, [1024, 65536]);
     assert_eq!(o.keepalive, [true, false]);
     assert_eq!(o.paths, ["direct", "direct-nginx", "locus", "splice", "handoff", "l4", "haproxy", "nginx"]);
-    assert_eq!((o.rounds, o.seconds, o.connections), (5, 1, 32));
+    assert_eq!((o.rounds, o.seconds, o.connections), (5, 3, 32));
 }
 
 #[test]
 fn the_full_sweep_parses_with_suffixes() {
-    let o = proxy_args(&["--sizes", "100,1k,4k,16k,64k,256k,1m", "--keepalive", "off", "--seconds", "3"])
+    let o = proxy_args(&["--sizes", "100,1k,4k,16k,64k,256k,1m", "--keepalive", "off", "--seconds", "2"])
         .options()
         .unwrap();
     assert_eq!(o.sizes, [100, 1024, 4096, 16384, 65536, 262144, 1 << 20]);
     assert_eq!(o.keepalive, [false]);
-    assert_eq!(o.seconds, 3);
+    assert_eq!(o.seconds, 2);
     assert_eq!(proxy_args(&["--keepalive", "on"]).options().unwrap().keepalive, [true]);
 }
 
