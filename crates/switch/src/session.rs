@@ -884,14 +884,7 @@ fn probe_alive(stream: &TcpStream) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::net::TcpListener;
-
-    async fn pair() -> (TcpStream, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let a = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-        let (b, _) = listener.accept().await.unwrap();
-        (a, b)
-    }
+    use crate::splice::tests::pair;
 
     #[tokio::test(flavor = "current_thread")]
     async fn probe_sees_stray_bytes_and_end_of_stream_even_on_a_socket_marked_drained() {

@@ -289,12 +289,13 @@ pub async fn tunnel(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
-    async fn pair() -> (TcpStream, TcpStream) {
+    /// A connected pair of loopback sockets (also used by the session's tests).
+    pub(crate) async fn pair() -> (TcpStream, TcpStream) {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
         let (b, _) = l.accept().await.unwrap();
