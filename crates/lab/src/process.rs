@@ -65,11 +65,7 @@ impl Drop for ChildGuard {
         let mut reg = registry();
         let pid = self.child.id();
         // Its own children (NGINX workers) first, then the process itself.
-        let children = descendants(pid);
-        for &descendant in &children {
-            // SAFETY: kill with a pid read from /proc just now; at worst it is already gone.
-            unsafe { libc::kill(descendant as i32, libc::SIGKILL) };
-        }
+        let children = kill_descendants(pid);
         let _ = self.child.kill();
         let _ = self.child.wait();
         // Reaping the process says nothing of its children, which init reaps: until they have
@@ -83,10 +79,7 @@ impl Drop for ChildGuard {
 /// SIGKILL `pid` (and its descendants) and reap it if it is our child, waiting at most a
 /// second.
 pub(crate) fn kill_and_reap(pid: u32) {
-    for descendant in descendants(pid) {
-        // SAFETY: kill with a pid read from /proc just now.
-        unsafe { libc::kill(descendant as i32, libc::SIGKILL) };
-    }
+    kill_descendants(pid);
     // SAFETY: kill with a pid of our own registered child.
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let start = Instant::now();
@@ -99,6 +92,16 @@ pub(crate) fn kill_and_reap(pid: u32) {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// SIGKILL every descendant of `pid` (not `pid` itself); returns their pids.
+fn kill_descendants(pid: u32) -> Vec<u32> {
+    let children = descendants(pid);
+    for &descendant in &children {
+        // SAFETY: kill with a pid read from /proc just now; at worst it is already gone.
+        unsafe { libc::kill(descendant as i32, libc::SIGKILL) };
+    }
+    children
 }
 
 /// The fields of a /proc/<pid>/stat line after the command name, from the state (field 3) on.
