@@ -119,6 +119,9 @@ impl ProxyArgs {
 
 /// Run a `locus bench` subcommand.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    // First, before any other thread starts (every later thread has the signals blocked): on
+    // Ctrl-C or SIGTERM the servers, namespaces and scratch folders of the bench go too.
+    let _watch = locus_lab::InterruptWatch::install()?;
     match cmd {
         BenchCommand::Handoff(a) => crate::handoff::run(a),
         BenchCommand::Clubweb(a) => crate::clubweb::run(a),
@@ -179,6 +182,8 @@ pub struct DemoArgs {
 
 /// Run `locus demo`.
 pub fn run_demo_command(a: DemoArgs) -> anyhow::Result<()> {
+    // As in `run`: Ctrl-C or SIGTERM also removes the generated site.
+    let _watch = locus_lab::InterruptWatch::install()?;
     for p in &a.policies {
         locus_policy::PolicyConfig::from_name(p)?;
     }

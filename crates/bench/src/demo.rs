@@ -277,7 +277,7 @@ fn run_policy(opts: &DemoOptions, root: &Path, site: &Arc<Site>, policy: &str) -
 
 /// Run the demo; `progress` gets a line as each policy finishes.
 pub fn run_demo(opts: &DemoOptions, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec<DemoRow>> {
-    let dir = tempfile::Builder::new().prefix("locus-demo-").tempdir()?;
+    let dir = locus_lab::ScratchFolder::new("demo-site")?;
     let site = Arc::new(generate_site(dir.path(), opts.files, opts.seed)?);
     progress(&format!(
         "site: {} files, {:.1} MiB; {} nodes with {:.1} MiB caches each; disk model {} ms + {} MB/s; {} clients; {} s warm-up + {} s measured per policy",

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use locus_lab::servers::{HTTP_PORT, NodeSpec, Server, SwitchSpec, locus_node, locus_switch};
-use locus_lab::{LabNetwork, Net, process_tree_cpu};
+use locus_lab::{LabNetwork, Net, ScratchFolder, process_tree_cpu};
 use locus_load::{LoadConfig, LoadReport, TargetUrl, fetch_status, run_load};
 
 /// What one point's cluster runs.
@@ -52,7 +52,9 @@ pub(crate) struct Rig {
     switch: Option<Server>,
     nodes: Vec<Server>,
     net: Option<Net>,
-    scratch: tempfile::TempDir,
+    /// Where server logs and the handoff key go: in `scratch`, or in the folder to keep.
+    files: PathBuf,
+    _scratch: Option<ScratchFolder>,
     key: PathBuf,
     locus: PathBuf,
     root: PathBuf,
@@ -71,20 +73,28 @@ impl Rig {
     /// to `keep` (kept) if given, else to a scratch folder removed on drop.
     pub fn new(locus: &Path, root: &Path, keep: Option<&Path>) -> anyhow::Result<Rig> {
         require_lab()?;
-        let scratch = match keep {
+        let (files, scratch) = match keep {
             Some(dir) => {
                 std::fs::create_dir_all(dir)?;
-                tempfile::Builder::new().prefix("locus-bench-rig").disable_cleanup(true).tempdir_in(dir)?
+                let kept = tempfile::Builder::new()
+                    .prefix("locus-bench-rig")
+                    .disable_cleanup(true)
+                    .tempdir_in(dir)?;
+                (kept.path().to_path_buf(), None)
             }
-            None => tempfile::Builder::new().prefix("locus-bench-rig").tempdir()?,
+            None => {
+                let scratch = ScratchFolder::new("bench-rig")?;
+                (scratch.path().to_path_buf(), Some(scratch))
+            }
         };
-        let key = scratch.path().join("handoff.key");
+        let key = files.join("handoff.key");
         locus_lab::servers::write_handoff_key(&key)?;
         Ok(Rig {
             switch: None,
             nodes: Vec::new(),
             net: None,
-            scratch,
+            files,
+            _scratch: scratch,
             key,
             locus: locus.to_path_buf(),
             root: root.to_path_buf(),
@@ -99,7 +109,7 @@ impl Rig {
         self.nodes.clear();
         self.net = None;
         self.starts += 1;
-        let logs = self.scratch.path().join(format!("{:03}-{}", self.starts, config.mode));
+        let logs = self.files.join(format!("{:03}-{}", self.starts, config.mode));
         std::fs::create_dir_all(&logs)?;
         let net =
             self.net.insert(Net::Namespaces(LabNetwork::create(2).context("creating the lab network")?));

@@ -3,7 +3,7 @@
 //! response against the document root) take turns against it.
 
 use anyhow::Context;
-use locus_lab::{Net, NodeSpec, find_program, servers};
+use locus_lab::{Net, NodeSpec, ScratchFolder, find_program, servers};
 use locus_load::WrkComparison;
 
 /// Run the comparison on a `size`-byte file.
@@ -15,7 +15,7 @@ pub fn run_load_bench(
 ) -> anyhow::Result<WrkComparison> {
     let wrk = find_program("wrk").context("wrk not found (apt-get install wrk)")?;
     let locus = std::env::current_exe().context("locating the locus executable")?;
-    let scratch = tempfile::Builder::new().prefix("locus-bench-load-").tempdir()?;
+    let scratch = ScratchFolder::new("bench-load")?;
     let root = scratch.path().join("www");
     std::fs::create_dir_all(&root)?;
     let body: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();

@@ -11,7 +11,7 @@ mod table;
 use crate::idle::hold_idle_connections;
 use crate::wrk::{WrkLoad, WrkResult, run_wrk};
 use anyhow::Context;
-use locus_lab::{LabNetwork, Net, NodeSpec, find_program, rss_mb, servers};
+use locus_lab::{LabNetwork, Net, NodeSpec, ScratchFolder, find_program, rss_mb, servers};
 pub use paths::{DIRECT, IDLE_PATH, PATHS, PathKind, resolve_paths};
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -306,7 +306,7 @@ pub fn run_proxy_bench(
     anyhow::ensure!(!opts.sizes.is_empty() && !opts.keepalive.is_empty(), "no sizes or keep-alive settings");
     let wrk = find_program("wrk").context("wrk not found (apt-get install wrk)")?;
     let locus = std::env::current_exe().context("locating the locus executable")?;
-    let scratch_dir = tempfile::Builder::new().prefix("locus-bench-").tempdir()?;
+    let scratch_dir = ScratchFolder::new("bench-proxy")?;
     let scratch = match &opts.keep {
         Some(p) => {
             std::fs::create_dir_all(p)?;

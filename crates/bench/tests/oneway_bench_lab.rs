@@ -172,3 +172,83 @@ fn rehandoff_measures_back_end_forwarding_on_keep_alive_connections() {
     assert_served(&rows[0]);
     assert!(rows[0].cross_node_pct > 40.0, "{:?}", rows[0]);
 }
+
+/// A child process killed on drop, and what it left behind (if the test fails) removed.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = locus_lab::clean_stale_labs();
+    }
+}
+
+/// The pids among `pids` still alive and not zombies.
+fn still_running(pids: &[u32]) -> Vec<u32> {
+    pids.iter()
+        .copied()
+        .filter(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| !s.contains(") Z")))
+        .collect()
+}
+
+#[test]
+fn ctrl_c_during_a_proxy_bench_removes_its_servers_namespaces_and_scratch_folder() {
+    if skip() {
+        return;
+    }
+    watchdog("proxy bench interrupt", Duration::from_secs(180));
+    let tmp = tempfile::tempdir().unwrap();
+    let mut bench = KilledOnDrop(
+        Command::new(locus_binary())
+            .args(["bench", "proxy", "--paths", "locus", "--sizes", "1k", "--keepalive", "on"])
+            .args(["--rounds", "1", "--seconds", "20", "--idle-connections", "0", "--net", "namespaces"])
+            .env("TMPDIR", tmp.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let bench = &mut bench.0;
+    let pid = bench.id();
+    let owned = || -> Vec<String> {
+        std::fs::read_dir("/run/netns")
+            .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| locus_lab::namespace_owner(n) == Some(pid))
+            .collect()
+    };
+    // Wait for wrk to run in the lab: every server is up by then.
+    let start = std::time::Instant::now();
+    let servers = loop {
+        let procs = locus_lab::descendants(pid);
+        let wrk_runs = procs
+            .iter()
+            .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "wrk"));
+        if wrk_runs && !owned().is_empty() {
+            break procs;
+        }
+        assert!(bench.try_wait().unwrap().is_none(), "the bench ended before its load began");
+        assert!(start.elapsed() < Duration::from_secs(90), "no load within 90 s");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let scratch_made = std::fs::read_dir(tmp.path()).unwrap().count();
+    assert!(scratch_made > 0, "the bench made no scratch folder under TMPDIR");
+    // SAFETY: kill with the pid of our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let status = loop {
+        if let Some(s) = bench.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(150), "no exit after SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130), "exit status after SIGINT: {status}");
+    assert!(owned().is_empty(), "namespaces left: {:?}", owned());
+    let left: Vec<_> =
+        std::fs::read_dir(tmp.path()).unwrap().filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    assert!(left.is_empty(), "scratch left: {left:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(still_running(&servers).is_empty(), "still running: {:?}", still_running(&servers));
+}

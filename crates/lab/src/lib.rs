@@ -37,9 +37,9 @@ pub use report::{LabReport, PlotFile, PointResult, Series, SeriesPoint, ratio_te
 pub use runner::{LabOptions, LabRun, measure, point_result, preflight, run_experiment};
 pub use servers::{HaproxyBalance, Net, NginxBalance, NodeSpec, Server, SwitchSpec};
 pub use site::LabSite;
-pub use teardown::{InterruptWatch, TeardownSummary, tear_down_everything};
+pub use teardown::{InterruptWatch, ScratchFolder, TeardownSummary, tear_down_everything};
 pub use topology::{
-    BRIDGE_PREFIX, CleanReport, LabHost, LabNetwork, MAX_NODES, NAMESPACE_PREFIX, SITES_FOLDER_PREFIX,
-    VIRTUAL_IP, bridge_owner, clean_stale_labs, namespace_owner, sites_folder_owner,
+    BRIDGE_PREFIX, CleanReport, LabHost, LabNetwork, MAX_NODES, NAMESPACE_PREFIX, SCRATCH_FOLDER_PREFIX,
+    VIRTUAL_IP, bridge_owner, clean_stale_labs, namespace_owner, scratch_folder_owner,
 };
 pub use utc_time::UtcTime;

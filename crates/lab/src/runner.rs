@@ -18,8 +18,8 @@ use crate::process::require_program;
 use crate::report::{LabReport, PointResult, write_results_json};
 use crate::servers::Net;
 use crate::site::LabSite;
-use crate::teardown::{forget_scratch_folder, register_scratch_folder};
-use crate::topology::{LabNetwork, SITES_FOLDER_PREFIX};
+use crate::teardown::ScratchFolder;
+use crate::topology::LabNetwork;
 use crate::utc_time::UtcTime;
 
 /// How to run an experiment.
@@ -118,14 +118,8 @@ pub fn run_experiment(
     std::fs::create_dir_all(out).map_err(|e| LabError::io(out, e))?;
     let copy = out.join("experiment.toml");
     std::fs::write(&copy, experiment.to_toml()).map_err(|e| LabError::io(&copy, e))?;
-    let scratch_sites = tempfile::Builder::new()
-        .prefix(&format!("{SITES_FOLDER_PREFIX}{}-", std::process::id()))
-        .tempdir()
-        .map_err(|e| LabError::io(std::env::temp_dir(), e))?;
-    register_scratch_folder(scratch_sites.path());
-    let result = run_with_sites(experiment, options, progress, scratch_sites.path(), started, started_utc);
-    forget_scratch_folder(scratch_sites.path());
-    result
+    let scratch_sites = ScratchFolder::new("sites")?;
+    run_with_sites(experiment, options, progress, scratch_sites.path(), started, started_utc)
 }
 
 fn run_with_sites(

@@ -11,7 +11,7 @@ use locus_io::TerminationSignals;
 
 use crate::error::LabError;
 use crate::process::{kill_and_reap, kill_processes_in_namespace};
-use crate::topology::delete_namespace;
+use crate::topology::{SCRATCH_FOLDER_PREFIX, delete_namespace};
 
 /// What currently exists and must be removed.
 pub(crate) struct TeardownRegistry {
@@ -59,13 +59,43 @@ impl TeardownRegistry {
 
 /// Have a scratch folder removed by a teardown (its owner removes it on the normal path and
 /// then calls `forget_scratch_folder`).
-pub(crate) fn register_scratch_folder(path: &Path) {
+fn register_scratch_folder(path: &Path) {
     registry().folders.push(path.to_path_buf());
 }
 
 /// A scratch folder its owner has removed.
-pub(crate) fn forget_scratch_folder(path: &Path) {
+fn forget_scratch_folder(path: &Path) {
     registry().folders.retain(|p| p != path);
+}
+
+/// A temporary folder (a lab's sites, a benchmark's configurations and server logs) removed
+/// on drop, by the teardown if the process is interrupted first, and by `locus lab clean`
+/// after a SIGKILL: its name, `locus-scratch-<pid>-<what>-<random>`, carries the owner's pid.
+pub struct ScratchFolder {
+    dir: tempfile::TempDir,
+}
+
+impl ScratchFolder {
+    /// A new folder under the system's temporary folder; `what` names its use.
+    pub fn new(what: &str) -> Result<ScratchFolder, LabError> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{SCRATCH_FOLDER_PREFIX}{}-{what}-", std::process::id()))
+            .tempdir()
+            .map_err(|e| LabError::io(std::env::temp_dir(), e))?;
+        register_scratch_folder(dir.path());
+        Ok(ScratchFolder { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for ScratchFolder {
+    fn drop(&mut self) {
+        // The folder itself goes when `dir` drops, right after.
+        forget_scratch_folder(self.dir.path());
+    }
 }
 
 /// What a teardown removed.
@@ -113,10 +143,12 @@ impl InterruptWatch {
                 loop {
                     let Ok(signal) = signals.wait() else { continue };
                     let name = if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
-                    eprintln!("locus lab: {name}: tearing the lab down");
+                    eprintln!(
+                        "locus: {name}: tearing down the lab's servers, namespaces and scratch folders"
+                    );
                     let s = tear_down_everything();
                     eprintln!(
-                        "locus lab: stopped {} processes, removed {} namespaces (with their bridges)",
+                        "locus: stopped {} processes, removed {} namespaces (with their bridges)",
                         s.processes, s.namespaces
                     );
                     std::process::exit(128 + signal);

@@ -22,8 +22,9 @@ pub const NAMESPACE_PREFIX: &str = "locus-";
 /// namespace; labs of earlier versions made them in the root namespace, which
 /// `clean_stale_labs` still clears).
 pub const BRIDGE_PREFIX: &str = "lcs";
-/// Temporary site folders start with this, then the owner's pid and `-`.
-pub const SITES_FOLDER_PREFIX: &str = "locus-lab-sites-";
+/// Scratch folders (`ScratchFolder`: a lab's sites, a benchmark's configurations and logs)
+/// start with this, then the owner's pid and `-`.
+pub const SCRATCH_FOLDER_PREFIX: &str = "locus-scratch-";
 /// The bridge's alias, followed by the owner's pid.
 const BRIDGE_ALIAS: &str = "locus-lab:owner=";
 /// Most nodes in one lab (interface names must fit in 15 bytes).
@@ -353,7 +354,7 @@ pub struct CleanReport {
     pub namespaces: Vec<String>,
     /// Bridges removed.
     pub bridges: Vec<String>,
-    /// Temporary site folders removed.
+    /// Scratch folders removed.
     pub folders: Vec<std::path::PathBuf>,
     /// Lab namespaces and bridges left alone because their owner still runs.
     pub in_use: Vec<String>,
@@ -376,12 +377,12 @@ pub fn bridge_owner(name: &str) -> Option<u32> {
     u32::from_str_radix(pid, 16).ok()
 }
 
-/// The owner pid in a temporary site folder's name (`locus-lab-sites-<pid>-<random>`).
-pub fn sites_folder_owner(name: &str) -> Option<u32> {
-    name.strip_prefix(SITES_FOLDER_PREFIX)?.split_once('-')?.0.parse().ok()
+/// The owner pid in a scratch folder's name (`locus-scratch-<pid>-<what>-<random>`).
+pub fn scratch_folder_owner(name: &str) -> Option<u32> {
+    name.strip_prefix(SCRATCH_FOLDER_PREFIX)?.split_once('-')?.0.parse().ok()
 }
 
-/// Remove the namespaces, bridges and temporary site folders of labs whose owner process is
+/// Remove the namespaces, bridges and scratch folders of labs whose owner process is
 /// gone (a run killed with SIGKILL, or a machine that lost power): they are recognised by
 /// their name's prefix and owner pid, and bridges also by their alias. Labs of live processes
 /// are left alone.
@@ -428,7 +429,7 @@ pub fn clean_stale_labs() -> Result<CleanReport, LabError> {
     };
     folders.sort();
     for folder in folders {
-        let Some(owner) = sites_folder_owner(&folder) else { continue };
+        let Some(owner) = scratch_folder_owner(&folder) else { continue };
         if process_alive(owner) {
             continue;
         }
@@ -455,8 +456,9 @@ mod tests {
         assert_eq!(bridge_owner("lcs4d2x1f"), Some(0x4d2));
         assert_eq!(bridge_owner("lcs4d2x0p3"), None, "a port, not a bridge");
         assert_eq!(bridge_owner("docker0"), None);
-        assert_eq!(sites_folder_owner("locus-lab-sites-4242-a8Xz"), Some(4242));
-        assert_eq!(sites_folder_owner("locus-lab-sites-a8Xz"), None);
+        assert_eq!(scratch_folder_owner("locus-scratch-4242-sites-a8Xz"), Some(4242));
+        assert_eq!(scratch_folder_owner("locus-scratch-a8Xz"), None);
+        assert_eq!(scratch_folder_owner("locus-lab-sites-4242-a8Xz"), None);
         assert_eq!(host_addr("node3"), Ipv4Addr::new(10, 253, 0, 13));
         // The longest names still fit the 15-byte interface limit.
         let longest = format!("{BRIDGE_PREFIX}{:x}x{:x}p{}", 4_194_304u32, 255, MAX_NODES + 1);

@@ -359,10 +359,10 @@ fn clean_removes_what_a_killed_run_left_behind() {
         assert!(text.contains(ns.as_str()), "{ns} not reported removed: {text}");
     }
     assert!(namespaces_of(pid).is_empty(), "still there: {:?}", namespaces_of(pid));
-    let sites: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+    let scratch: Vec<String> = std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| locus_lab::sites_folder_owner(n) == Some(pid))
+        .filter(|n| locus_lab::scratch_folder_owner(n) == Some(pid))
         .collect();
-    assert!(sites.is_empty(), "site folders left: {sites:?}");
+    assert!(scratch.is_empty(), "scratch folders left: {scratch:?}");
 }
