@@ -89,6 +89,12 @@ pub struct ProxyArgs {
     /// Network: namespaces (a host per role on a bridge, needs root), loopback, or auto.
     #[arg(long, default_value = "auto")]
     pub net: crate::proxy::NetChoice,
+    /// TCP congestion control of every host in the namespaces, e.g. cubic or bbr [default: the
+    /// lab's, cubic, whatever the machine uses]. BBR's pacing slows proxies that send in small
+    /// pieces (HAProxy's 16 KiB buffers), so the choice moves the comparison; on loopback the
+    /// machine's own applies and naming another is an error.
+    #[arg(long)]
+    pub congestion_control: Option<String>,
 }
 
 impl ProxyArgs {
@@ -113,6 +119,7 @@ impl ProxyArgs {
             paths,
             keep: self.keep.clone(),
             net: self.net,
+            congestion_control: self.congestion_control.clone(),
         })
     }
 }

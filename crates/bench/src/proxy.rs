@@ -47,6 +47,9 @@ pub struct ProxyBenchOptions {
     pub keep: Option<PathBuf>,
     /// Where to run: network namespaces (a host per role on a bridge) or loopback.
     pub net: NetChoice,
+    /// TCP congestion control of every lab host (`None`: the lab's default, cubic). On
+    /// loopback the machine's own applies, and naming another one is an error.
+    pub congestion_control: Option<String>,
 }
 
 /// Where a benchmark runs.
@@ -149,6 +152,7 @@ impl Default for ProxyBenchOptions {
             paths: PATHS.iter().map(|p| p.name.to_string()).collect(),
             keep: None,
             net: NetChoice::Auto,
+            congestion_control: None,
         }
     }
 }
@@ -176,6 +180,13 @@ pub enum ProxyRow {
         path: String,
         connections: usize,
         rss_mb: f64,
+    },
+    /// Where the run took place (`path` is `network`): `namespaces` or `loopback`, and the TCP
+    /// congestion control of its hosts.
+    Network {
+        path: String,
+        net: String,
+        congestion_control: String,
     },
 }
 
@@ -297,6 +308,31 @@ fn net_sysctl(net: &Net, role: &str, key: &str) -> anyhow::Result<String> {
     })
 }
 
+/// Give every lab host `wanted` (if named) and say which congestion control the run uses; on
+/// loopback that is the machine's, and naming another is refused rather than ignored.
+fn set_congestion_control(net: &Net, wanted: Option<&str>) -> anyhow::Result<String> {
+    match net {
+        Net::Namespaces(lab) => {
+            if let Some(name) = wanted {
+                lab.set_congestion_control(name)?;
+            }
+            Ok(lab.congestion_control("client")?)
+        }
+        Net::Loopback => {
+            let path = "/proc/sys/net/ipv4/tcp_congestion_control";
+            let host =
+                std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?.trim().to_string();
+            if let Some(name) = wanted.filter(|w| *w != host) {
+                anyhow::bail!(
+                    "--congestion-control {name}: on loopback the machine's own ({host}) applies; run in the \
+                     lab's namespaces (--net namespaces, as root) to choose it"
+                );
+            }
+            Ok(host)
+        }
+    }
+}
+
 /// Run the benchmark; `progress` receives a line per finished measurement.
 pub fn run_proxy_bench(
     opts: &ProxyBenchOptions,
@@ -330,7 +366,8 @@ pub fn run_proxy_bench(
         (runs as f64 * f64::from(opts.seconds) + warmups as f64) / 60.0
     ));
     let net = opts.net.make()?;
-    progress(&format!("network: {}", net.describe()));
+    let congestion_control = set_congestion_control(&net, opts.congestion_control.as_deref())?;
+    progress(&format!("network: {}, TCP congestion control {congestion_control}", net.describe()));
     if opts.keepalive.contains(&false) {
         for role in ["client", "switch"] {
             progress(&format!(
@@ -374,7 +411,11 @@ pub fn run_proxy_bench(
         Ok((addr.expect("started above"), None))
     };
 
-    let mut rows = Vec::new();
+    let mut rows = vec![ProxyRow::Network {
+        path: "network".into(),
+        net: net.describe().into(),
+        congestion_control: congestion_control.clone(),
+    }];
     for &size in &opts.sizes {
         // Warm every path (caches, pools) before measuring.
         for kind in &kinds {
@@ -457,6 +498,17 @@ mod tests {
 
     fn run(rps: f64) -> WrkResult {
         WrkResult { rps, p50_ms: 0.5, p99_ms: 2.0, requests: 1, errors: 0 }
+    }
+
+    #[test]
+    fn on_loopback_the_machines_congestion_control_is_reported_and_another_is_refused() {
+        let host =
+            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap().trim().to_string();
+        assert_eq!(set_congestion_control(&Net::Loopback, None).unwrap(), host);
+        assert_eq!(set_congestion_control(&Net::Loopback, Some(&host)).unwrap(), host);
+        let other = if host == "cubic" { "reno" } else { "cubic" };
+        let err = set_congestion_control(&Net::Loopback, Some(other)).unwrap_err().to_string();
+        assert!(err.contains(&format!("machine's own ({host})")), "{err}");
     }
 
     #[test]

@@ -26,6 +26,11 @@ fn defaults_measure_1k_and_64k_with_and_without_keepalive_on_every_path() {
     assert_eq!(o.keepalive, [true, false]);
     assert_eq!(o.paths, ["direct", "direct-nginx", "locus", "splice", "handoff", "l4", "haproxy", "nginx"]);
     assert_eq!((o.rounds, o.seconds, o.connections), (5, 3, 32));
+    assert_eq!(o.congestion_control, None, "the lab's own (cubic), not the machine's");
+    assert_eq!(
+        proxy_args(&["--congestion-control", "bbr"]).options().unwrap().congestion_control.as_deref(),
+        Some("bbr")
+    );
 }
 
 #[test]

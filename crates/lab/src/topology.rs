@@ -30,6 +30,11 @@ const BRIDGE_ALIAS: &str = "locus-lab:owner=";
 /// Most nodes in one lab (interface names must fit in 15 bytes).
 pub const MAX_NODES: usize = 32;
 
+/// The TCP congestion control every lab host starts with: Linux's own default. A new namespace
+/// would otherwise inherit the machine's (often BBR, whose pacing changes how proxies that
+/// send in small pieces compare), and results would depend on how the host was tuned.
+pub const DEFAULT_CONGESTION_CONTROL: &str = "cubic";
+
 /// The virtual IP the switch owns and the nodes carry on `lo`.
 pub const VIRTUAL_IP: Ipv4Addr = Ipv4Addr::new(10, 253, 0, 100);
 
@@ -205,8 +210,10 @@ impl LabNetwork {
     }
 
     /// Sysctls: nodes ignore ARP for the VIP they carry on `lo` and never announce it; the
-    /// client and switch may open many short connections.
+    /// client and switch may open many short connections; every host uses
+    /// `DEFAULT_CONGESTION_CONTROL`.
     fn configure(&self) -> Result<(), LabError> {
+        self.set_congestion_control(DEFAULT_CONGESTION_CONTROL)?;
         for h in &self.hosts {
             self.on_host(&h.role, || -> Result<(), LabError> {
                 if h.role.starts_with("node") {
@@ -222,6 +229,31 @@ impl LabNetwork {
             })?;
         }
         Ok(())
+    }
+
+    /// Set the TCP congestion control (`net.ipv4.tcp_congestion_control`) of every host; an
+    /// algorithm the kernel lacks is refused with the list of those it has.
+    pub fn set_congestion_control(&self, name: &str) -> Result<(), LabError> {
+        for h in &self.hosts {
+            self.on_host(&h.role, || write_sysctl("net.ipv4.tcp_congestion_control", name)).map_err(|e| {
+                let available =
+                    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+                        .unwrap_or_default();
+                LabError::Unavailable(format!(
+                    "TCP congestion control `{name}` could not be set ({e}); this kernel has: {}",
+                    available.trim()
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The TCP congestion control of a host.
+    pub fn congestion_control(&self, role: &str) -> Result<String, LabError> {
+        self.on_host(role, || {
+            let path = "/proc/sys/net/ipv4/tcp_congestion_control";
+            std::fs::read_to_string(path).map(|s| s.trim().to_string()).map_err(|e| LabError::io(path, e))
+        })
     }
 
     /// Number of nodes.
@@ -471,6 +503,29 @@ mod tests {
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    #[test]
+    fn hosts_start_with_cubic_whatever_the_host_uses_and_an_unknown_algorithm_is_refused_by_name() {
+        if let Err(why) = LabNetwork::available() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let lab = LabNetwork::create(1).unwrap();
+        for h in lab.hosts() {
+            assert_eq!(
+                read_sysctl_in(&h.namespace, "net.ipv4.tcp_congestion_control"),
+                "cubic",
+                "{}",
+                h.role
+            );
+        }
+        lab.set_congestion_control("reno").unwrap();
+        for h in lab.hosts() {
+            assert_eq!(lab.congestion_control(&h.role).unwrap(), "reno", "{}", h.role);
+        }
+        let err = lab.set_congestion_control("warp-drive").unwrap_err().to_string();
+        assert!(err.contains("`warp-drive`") && err.contains("cubic"), "{err}");
     }
 
     #[test]

@@ -127,6 +127,11 @@ pub fn markdown_table(rows: &[ProxyRow]) -> String {
         ));
     }
     for r in rows {
+        if let ProxyRow::Network { net, congestion_control, .. } = r {
+            out.push_str(&format!("\nNetwork: {net}; TCP congestion control {congestion_control}.\n"));
+        }
+    }
+    for r in rows {
         if let ProxyRow::Idle { connections, rss_mb, .. } = r {
             out.push_str(&format!(
                 "\nSwitch resident memory with {connections} idle keep-alive connections: {rss_mb:.1} MiB\n"
@@ -185,8 +190,13 @@ mod tests {
     }
 
     #[test]
-    fn one_line_per_size_and_keepalive_with_rps_and_efficiency_per_path() {
+    fn one_line_per_size_and_keepalive_with_rps_and_efficiency_per_path_and_the_network_named() {
         let rows = [
+            ProxyRow::Network {
+                path: "network".into(),
+                net: "namespaces".into(),
+                congestion_control: "cubic".into(),
+            },
             row("direct", 1024, true, 81251.4, Some(1.0), 0),
             row("locus", 1024, true, 39461.0, Some(0.4857), 0),
             row("nginx", 1024, true, 40000.0, Some(0.4923), 0),
@@ -206,6 +216,7 @@ mod tests {
         assert!(md.contains("- `nginx`: NGINX as the load balancer"), "{md}");
         assert!(md.contains("locus at 1 KiB keep-alive off: 7"), "{md}");
         assert!(md.contains("10000 idle keep-alive connections: 32.1 MiB"), "{md}");
+        assert!(md.contains("Network: namespaces; TCP congestion control cubic."), "{md}");
     }
 
     #[test]
