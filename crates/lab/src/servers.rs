@@ -500,8 +500,7 @@ pub fn nginx_proxy(
     workers: u32,
 ) -> Result<Server, LabError> {
     let bin = require_program("nginx", "nginx")?;
-    let dir = scratch.join("nginx");
-    std::fs::create_dir_all(&dir).map_err(|e| LabError::io(&dir, e))?;
+    let dir = nginx_prefix(scratch)?;
     let path = dir.join("nginx.conf");
     std::fs::write(&path, nginx_proxy_config(&dir, listen, nodes, balance, workers))
         .map_err(|e| LabError::io(&path, e))?;
@@ -510,13 +509,22 @@ pub fn nginx_proxy(
     start(net, "nginx", cmd, listen, None, scratch)
 }
 
+/// NGINX's folder in `scratch`, made and given as an absolute path: NGINX takes a relative
+/// `-c` and the relative paths in its configuration from its prefix (`-p`), not from the
+/// working directory, so a relative scratch folder (`--out lab-out/…`) would be doubled.
+fn nginx_prefix(scratch: &Path) -> Result<PathBuf, LabError> {
+    let dir = std::path::absolute(scratch.join("nginx")).map_err(|e| LabError::io(scratch, e))?;
+    std::fs::create_dir_all(&dir).map_err(|e| LabError::io(&dir, e))?;
+    Ok(dir)
+}
+
 /// NGINX with one worker process, sendfile and an open-file cache, serving `root` on `role`'s
 /// host (port 8080 in the lab).
 pub fn nginx_static(net: &Net, scratch: &Path, role: &str, root: &Path) -> Result<Server, LabError> {
     let bin = require_program("nginx", "nginx")?;
     let addr = net.listen_addr(role, 8080)?;
-    let dir = scratch.join("nginx");
-    std::fs::create_dir_all(&dir).map_err(|e| LabError::io(&dir, e))?;
+    let dir = nginx_prefix(scratch)?;
+    let root = std::path::absolute(root).map_err(|e| LabError::io(root, e))?;
     let d = dir.display().to_string();
     let config = format!(
         "master_process off;\ndaemon off;\nworker_processes 1;\nerror_log {d}/error.log;\npid {d}/nginx.pid;\n\

@@ -205,6 +205,15 @@ fn small_experiment(measure_s: f64, measure_requests: Option<u64>, externals: bo
     Experiment::from_toml(&text, "integration").unwrap()
 }
 
+/// `path` (absolute) as seen from the working directory, e.g. `../../target/tmp/x`.
+fn relative_to_cwd(path: &Path) -> PathBuf {
+    let cwd = std::env::current_dir().unwrap();
+    let common = cwd.components().zip(path.components()).take_while(|(a, b)| a == b).count();
+    let mut rel: PathBuf = cwd.components().skip(common).map(|_| "..").collect();
+    rel.extend(path.components().skip(common));
+    rel
+}
+
 #[test]
 fn a_run_measures_every_point_and_writes_results_json_and_the_report() {
     if let Some(why) = skip_reason() {
@@ -213,9 +222,13 @@ fn a_run_measures_every_point_and_writes_results_json_and_the_report() {
     }
     watchdog("a_run_measures_every_point", Duration::from_secs(300));
     let locus = locus_binary();
-    let out = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let experiment = small_experiment(20.0, Some(250), true);
-    let options = LabOptions { locus, out_dir: out.path().to_path_buf(), site_dir: None };
+    // Named relative to the working directory, as `locus lab demo` names `lab-out/<time>`:
+    // NGINX once read such a path from its own prefix and did not start.
+    let out_dir = relative_to_cwd(out.path());
+    assert!(out_dir.is_relative() && !out_dir.starts_with("../../../../.."), "{out_dir:?}");
+    let options = LabOptions { locus, out_dir, site_dir: None };
     let run = run_experiment(&experiment, &options, &mut |line| eprintln!("{line}")).unwrap();
     assert!(run.error.is_none(), "{:?}", run.error);
     let report = run.report;
