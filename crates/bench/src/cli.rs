@@ -89,10 +89,10 @@ pub struct ProxyArgs {
     /// Network: namespaces (a host per role on a bridge, needs root), loopback, or auto.
     #[arg(long, default_value = "auto")]
     pub net: crate::proxy::NetChoice,
-    /// TCP congestion control of every host in the namespaces, e.g. cubic or bbr [default: the
-    /// lab's, cubic, whatever the machine uses]. BBR's pacing slows proxies that send in small
-    /// pieces (HAProxy's 16 KiB buffers), so the choice moves the comparison; on loopback the
-    /// machine's own applies and naming another is an error.
+    /// TCP congestion control of every host in the namespaces, e.g. cubic or bbr. Default: the
+    /// lab's own, cubic, whatever the machine uses. BBR's pacing slows proxies that send in
+    /// small pieces (HAProxy's 16 KiB buffers), so the choice moves the comparison; on loopback
+    /// the machine's own applies and naming another is an error.
     #[arg(long)]
     pub congestion_control: Option<String>,
 }
