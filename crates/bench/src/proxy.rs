@@ -311,26 +311,17 @@ fn net_sysctl(net: &Net, role: &str, key: &str) -> anyhow::Result<String> {
 /// Give every lab host `wanted` (if named) and say which congestion control the run uses; on
 /// loopback that is the machine's, and naming another is refused rather than ignored.
 fn set_congestion_control(net: &Net, wanted: Option<&str>) -> anyhow::Result<String> {
-    match net {
-        Net::Namespaces(lab) => {
-            if let Some(name) = wanted {
-                lab.set_congestion_control(name)?;
-            }
-            Ok(lab.congestion_control("client")?)
-        }
-        Net::Loopback => {
-            let path = "/proc/sys/net/ipv4/tcp_congestion_control";
-            let host =
-                std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?.trim().to_string();
-            if let Some(name) = wanted.filter(|w| *w != host) {
-                anyhow::bail!(
-                    "--congestion-control {name}: on loopback the machine's own ({host}) applies; run in the \
-                     lab's namespaces (--net namespaces, as root) to choose it"
-                );
-            }
-            Ok(host)
-        }
+    if let (Net::Namespaces(lab), Some(name)) = (net, wanted) {
+        lab.set_congestion_control(name)?;
     }
+    let used = net_sysctl(net, "client", "net.ipv4.tcp_congestion_control")?;
+    if let Some(name) = wanted.filter(|w| *w != used) {
+        anyhow::bail!(
+            "--congestion-control {name}: on loopback the machine's own ({used}) applies; run in the lab's \
+             namespaces (--net namespaces, as root) to choose it"
+        );
+    }
+    Ok(used)
 }
 
 /// Run the benchmark; `progress` receives a line per finished measurement.

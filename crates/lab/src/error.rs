@@ -11,6 +11,9 @@ pub enum LabError {
     /// Network namespaces cannot be made here.
     #[error("network namespaces are not available: {0}")]
     Unavailable(String),
+    /// A congestion control the kernel refused (unknown, or not built in).
+    #[error("TCP congestion control `{name}` could not be set ({message}); this kernel has: {available}")]
+    CongestionControl { name: String, message: String, available: String },
     /// An external command (`ip`, `locus switch --check`) failed.
     #[error("`{command}` failed: {message}")]
     Command {

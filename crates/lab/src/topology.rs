@@ -239,21 +239,14 @@ impl LabNetwork {
                 let available =
                     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
                         .unwrap_or_default();
-                LabError::Unavailable(format!(
-                    "TCP congestion control `{name}` could not be set ({e}); this kernel has: {}",
-                    available.trim()
-                ))
+                LabError::CongestionControl {
+                    name: name.to_string(),
+                    message: e.to_string(),
+                    available: available.trim().to_string(),
+                }
             })?;
         }
         Ok(())
-    }
-
-    /// The TCP congestion control of a host.
-    pub fn congestion_control(&self, role: &str) -> Result<String, LabError> {
-        self.on_host(role, || {
-            let path = "/proc/sys/net/ipv4/tcp_congestion_control";
-            std::fs::read_to_string(path).map(|s| s.trim().to_string()).map_err(|e| LabError::io(path, e))
-        })
     }
 
     /// Number of nodes.
@@ -522,7 +515,7 @@ mod tests {
         }
         lab.set_congestion_control("reno").unwrap();
         for h in lab.hosts() {
-            assert_eq!(lab.congestion_control(&h.role).unwrap(), "reno", "{}", h.role);
+            assert_eq!(read_sysctl_in(&h.namespace, "net.ipv4.tcp_congestion_control"), "reno", "{}", h.role);
         }
         let err = lab.set_congestion_control("warp-drive").unwrap_err().to_string();
         assert!(err.contains("`warp-drive`") && err.contains("cubic"), "{err}");
