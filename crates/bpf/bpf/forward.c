@@ -19,6 +19,10 @@
 
 /* Entry flags. */
 #define FLAG_L4 1 /* created by the l4 path: a SYN on it is a retransmission, not port reuse */
+/* The egress interface is a veth (or netkit) whose peer is in another network namespace: hand
+ * frames straight to the peer's ingress (bpf_redirect_peer) rather than transmitting them, which
+ * saves the interface's transmit path and a pass through the CPU's backlog queue. */
+#define FLAG_PEER 2
 
 #define NODE_NONE 0xffff
 
@@ -69,6 +73,7 @@ struct node_slot {
 	__u8 mac[ETH_ALEN];
 	__u8 switch_mac[ETH_ALEN];
 	__u32 ifindex; /* 0: empty slot */
+	__u32 flags;   /* FLAG_PEER or 0, copied into the entries made for this node */
 };
 
 struct service_key {
@@ -89,7 +94,8 @@ _Static_assert(__builtin_offsetof(struct conn_entry, action) == 16, "conn_entry.
 _Static_assert(__builtin_offsetof(struct conn_entry, node) == 18, "conn_entry.node");
 _Static_assert(__builtin_offsetof(struct conn_entry, last_seen_ns) == 24, "conn_entry.last_seen_ns");
 _Static_assert(__builtin_offsetof(struct conn_entry, bytes) == 40, "conn_entry.bytes");
-_Static_assert(sizeof(struct node_slot) == 16, "node_slot layout");
+_Static_assert(sizeof(struct node_slot) == 20, "node_slot layout");
+_Static_assert(__builtin_offsetof(struct node_slot, flags) == 16, "node_slot.flags");
 _Static_assert(sizeof(struct service_key) == 8, "service_key layout");
 _Static_assert(sizeof(struct fwd_config) == 8, "fwd_config layout");
 
@@ -181,6 +187,8 @@ static __always_inline int forward_to(struct __sk_buff *skb, struct ethhdr *eth,
 	__builtin_memcpy(eth->h_dest, e->node_mac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, e->switch_mac, ETH_ALEN);
 	count(STAT_FORWARDED);
+	if (e->flags & FLAG_PEER)
+		return bpf_redirect_peer(e->ifindex, 0);
 	return bpf_redirect(e->ifindex, 0);
 }
 
@@ -230,7 +238,7 @@ static __always_inline int direct_new(struct __sk_buff *skb, struct ethhdr *eth,
 	__builtin_memcpy(fresh.switch_mac, node->switch_mac, ETH_ALEN);
 	fresh.ifindex = node->ifindex;
 	fresh.action = ACTION_FORWARD;
-	fresh.flags = FLAG_L4;
+	fresh.flags = FLAG_L4 | (node->flags & FLAG_PEER);
 	fresh.node = (__u16)node_index;
 	fresh.last_seen_ns = now;
 	/* NOEXIST: if another CPU created the entry for a duplicate SYN first, use that one. */
@@ -320,5 +328,5 @@ int locus_forward(struct __sk_buff *skb)
 	return direct_new(skb, eth, &key, now);
 }
 
-/* Only GPL-neutral helpers are used (map ops, ktime, redirect, pull_data). */
+/* Only GPL-neutral helpers are used (map ops, ktime, redirect, redirect_peer, pull_data). */
 char _license[] SEC("license") = "Apache-2.0";

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::error::{ForwarderError, Result};
 use crate::maps::*;
-use crate::net::{MacAddr, interface, interface_by_index};
+use crate::net::{MacAddr, interface, interface_by_index, peer_in_other_namespace};
 use crate::sys::{self, Netns};
 
 /// The compiled program (see `build.rs`).
@@ -39,11 +39,37 @@ pub struct ForwarderOptions {
     pub max_entries: u32,
     /// Source MAC of forwarded frames; by default the MAC of the node's egress interface.
     pub switch_mac: Option<MacAddr>,
+    /// When a node's egress interface is a veth (or netkit) whose peer is in another network
+    /// namespace — a container's or a lab host's uplink — hand its frames straight to the
+    /// peer's ingress ([`FLAG_PEER`], `bpf_redirect_peer`) instead of transmitting them out of
+    /// the interface: the same frame on the same wire, without the interface's transmit path
+    /// and a second pass through the CPU's backlog queue. `false` always transmits. Deciding
+    /// asks the kernel about the interface, which must then exist.
+    pub peer_redirect: bool,
 }
 
 impl Default for ForwarderOptions {
     fn default() -> Self {
-        ForwarderOptions { pin_dir: None, max_entries: DEFAULT_MAX_ENTRIES, switch_mac: None }
+        ForwarderOptions {
+            pin_dir: None,
+            max_entries: DEFAULT_MAX_ENTRIES,
+            switch_mac: None,
+            peer_redirect: true,
+        }
+    }
+}
+
+/// How frames leave through one egress interface: the source MAC they get and whether they go
+/// into the interface's peer (`FLAG_PEER`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Egress {
+    switch_mac: MacAddr,
+    into_peer: bool,
+}
+
+impl Egress {
+    fn flags(self) -> u8 {
+        if self.into_peer { FLAG_PEER } else { 0 }
     }
 }
 
@@ -148,7 +174,8 @@ pub struct Forwarder {
     adopted: bool,
     capacity: u32,
     switch_mac: Option<MacAddr>,
-    egress_macs: Mutex<HashMap<u32, MacAddr>>,
+    peer_redirect: bool,
+    egress: Mutex<HashMap<u32, Egress>>,
 }
 
 fn map_error(op: &'static str, map: &'static str) -> impl FnOnce(std::io::Error) -> ForwarderError {
@@ -215,7 +242,8 @@ impl Forwarder {
             adopted,
             capacity,
             switch_mac: options.switch_mac,
-            egress_macs: Mutex::new(HashMap::new()),
+            peer_redirect: options.peer_redirect,
+            egress: Mutex::new(HashMap::new()),
         })
     }
 
@@ -283,21 +311,33 @@ impl Forwarder {
         map.fd().as_fd()
     }
 
-    /// The source MAC for frames sent out of `ifindex`.
-    fn switch_mac_for(&self, ifindex: u32) -> Result<MacAddr> {
-        if let Some(mac) = self.switch_mac {
-            return Ok(mac);
+    /// How frames leave through `ifindex` (looked up once per interface).
+    fn egress(&self, ifindex: u32) -> Result<Egress> {
+        let mut cache = self.egress.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(egress) = cache.get(&ifindex) {
+            return Ok(*egress);
         }
-        let mut cache = self.egress_macs.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(mac) = cache.get(&ifindex) {
-            return Ok(*mac);
-        }
-        let mac = {
-            let _inside = self.netns.enter().map_err(ForwarderError::Namespace)?;
-            interface_by_index(ifindex)?.mac
+        let egress = {
+            // The kernel is asked only what the options leave open.
+            let _inside = if self.switch_mac.is_none() || self.peer_redirect {
+                Some(self.netns.enter().map_err(ForwarderError::Namespace)?)
+            } else {
+                None
+            };
+            let switch_mac = match self.switch_mac {
+                Some(mac) => mac,
+                None => interface_by_index(ifindex)?.mac,
+            };
+            Egress { switch_mac, into_peer: self.peer_redirect && peer_in_other_namespace(ifindex)? }
         };
-        cache.insert(ifindex, mac);
-        Ok(mac)
+        cache.insert(ifindex, egress);
+        Ok(egress)
+    }
+
+    /// Whether frames for nodes behind `ifindex` go straight into the interface's peer
+    /// (`ForwarderOptions::peer_redirect`).
+    pub fn redirects_into_peer(&self, ifindex: u32) -> Result<bool> {
+        Ok(self.egress(ifindex)?.into_peer)
     }
 
     fn entry_for(&self, node: NodeSlot, action: Action) -> Result<ConnEntry> {
@@ -307,12 +347,13 @@ impl Forwarder {
                 detail: "ifindex 0 is no interface".into(),
             });
         }
+        let egress = self.egress(node.ifindex)?;
         Ok(ConnEntry {
             node_mac: node.mac,
-            switch_mac: self.switch_mac_for(node.ifindex)?,
+            switch_mac: egress.switch_mac,
             ifindex: node.ifindex,
             action: action as u8,
-            flags: 0,
+            flags: egress.flags(),
             node: NODE_NONE,
             reserved: 0,
             last_seen_ns: sys::monotonic_ns(),
@@ -352,7 +393,7 @@ impl Forwarder {
     pub fn repoint(&self, key: ConnKey, node: NodeSlot) -> Result<()> {
         let old = self.get(key)?.ok_or(ForwarderError::NoEntry(key))?;
         let mut entry = self.entry_for(node, Action::Forward)?;
-        entry.flags = old.flags;
+        entry.flags |= old.flags & FLAG_L4;
         entry.packets = old.packets;
         entry.bytes = old.bytes;
         self.write_entry(key, &entry, sys::BPF_EXIST)
@@ -437,7 +478,13 @@ impl Forwarder {
                             detail: format!("node {i} has ifindex 0"),
                         });
                     }
-                    NodeValue { mac: n.mac, switch_mac: self.switch_mac_for(n.ifindex)?, ifindex: n.ifindex }
+                    let egress = self.egress(n.ifindex)?;
+                    NodeValue {
+                        mac: n.mac,
+                        switch_mac: egress.switch_mac,
+                        ifindex: n.ifindex,
+                        flags: u32::from(egress.flags()),
+                    }
                 }
                 None => NodeValue::default(),
             };

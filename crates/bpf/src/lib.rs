@@ -62,6 +62,9 @@ pub use maps::{
     Action, ConnEntry, ConnKey, DEFAULT_MAX_ENTRIES, FLAG_L4, MAX_NODES, MAX_SELECTION, MAX_SERVICES,
     NODE_NONE,
 };
-pub use net::{Interface, MacAddr, Neighbour, interface, interface_by_index, neighbour, resolve_neighbour};
+pub use net::{
+    Interface, MacAddr, Neighbour, interface, interface_by_index, neighbour, peer_in_other_namespace,
+    resolve_neighbour,
+};
 pub use sockmap::{DRAIN_POLL, MAX_PAIRS, PairId, PairReport, SockmapRelay};
 pub use table::NodeTable;

@@ -31,6 +31,10 @@ pub(crate) const ACTION_HOLD: u8 = 1;
 pub(crate) const ACTION_FORWARD: u8 = 2;
 /// `ConnEntry::flags`: the entry was created by the program's l4 path at SYN time.
 pub const FLAG_L4: u8 = 1;
+/// `ConnEntry::flags`: the egress interface is a veth (or netkit) whose peer is in another
+/// network namespace; the program hands frames straight to the peer's ingress
+/// (`bpf_redirect_peer`) instead of transmitting them.
+pub const FLAG_PEER: u8 = 2;
 /// `ConnEntry::node` of entries made by user space (handoff): no node slot.
 pub const NODE_NONE: u16 = 0xffff;
 pub(crate) const SELECT_ROUND_ROBIN: u32 = 0;
@@ -164,7 +168,7 @@ pub struct ConnEntry {
     pub ifindex: u32,
     /// Raw action: see [`ConnEntry::action`].
     pub action: u8,
-    /// [`FLAG_L4`] or 0.
+    /// [`FLAG_L4`] and [`FLAG_PEER`] bits.
     pub flags: u8,
     /// Node slot of entries made by the l4 path, [`NODE_NONE`] otherwise.
     pub node: u16,
@@ -191,18 +195,25 @@ impl ConnEntry {
     pub fn is_l4(&self) -> bool {
         self.flags & FLAG_L4 != 0
     }
+
+    /// Whether the program redirects into the peer of the egress interface.
+    pub fn into_peer(&self) -> bool {
+        self.flags & FLAG_PEER != 0
+    }
 }
 
-/// One node slot of the `nodes` array (C `struct node_slot`, 16 bytes); `ifindex` 0 is empty.
+/// One node slot of the `nodes` array (C `struct node_slot`, 20 bytes); `ifindex` 0 is empty.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub(crate) struct NodeValue {
     pub mac: MacAddr,
     pub switch_mac: MacAddr,
     pub ifindex: u32,
+    /// [`FLAG_PEER`] or 0, copied into the entries the l4 path makes.
+    pub flags: u32,
 }
 
-// SAFETY: repr(C), 6+6+4 bytes, no padding.
+// SAFETY: repr(C), 6+6+4+4 bytes, no padding.
 unsafe impl Plain for NodeValue {}
 
 /// A service the l4 path directs (C `struct service_key`, 8 bytes, network order).
@@ -249,7 +260,7 @@ pub(crate) struct MapShape {
 
 pub(crate) const MAP_SHAPES: [MapShape; 7] = [
     MapShape { name: CONNS, kind: 1, key_size: 12, value_size: 48 },
-    MapShape { name: NODES, kind: 2, key_size: 4, value_size: 16 },
+    MapShape { name: NODES, kind: 2, key_size: 4, value_size: 20 },
     MapShape { name: SERVICES, kind: 1, key_size: 8, value_size: 4 },
     MapShape { name: SELECTION, kind: 2, key_size: 4, value_size: 4 },
     MapShape { name: CONFIG, kind: 2, key_size: 4, value_size: 8 },
@@ -292,10 +303,15 @@ mod tests {
             ],
             [0, 6, 12, 16, 17, 18, 20, 24, 32, 40]
         );
-        assert_eq!(size_of::<NodeValue>(), 16);
+        assert_eq!(size_of::<NodeValue>(), 20);
         assert_eq!(
-            [offset_of!(NodeValue, mac), offset_of!(NodeValue, switch_mac), offset_of!(NodeValue, ifindex)],
-            [0, 6, 12]
+            [
+                offset_of!(NodeValue, mac),
+                offset_of!(NodeValue, switch_mac),
+                offset_of!(NodeValue, ifindex),
+                offset_of!(NodeValue, flags),
+            ],
+            [0, 6, 12, 16]
         );
         assert_eq!(size_of::<ServiceKey>(), 8);
         assert_eq!([offset_of!(ServiceKey, vip), offset_of!(ServiceKey, port)], [0, 4]);

@@ -121,6 +121,75 @@ pub fn interface_by_index(index: u32) -> Result<Interface, ForwarderError> {
     interface(&name)
 }
 
+/// Whether a frame sent out of interface `index` may instead be handed straight to the ingress
+/// of the interface's peer (`bpf_redirect_peer`, which skips the interface's transmit path): the
+/// interface is one end of a veth or netkit pair whose other end lives in another network
+/// namespace, as a container's or a lab host's uplink is. The kernel drops a peer redirect
+/// within one namespace, so a pair inside one namespace, and every other kind of interface,
+/// answers `false`. Asked of the kernel with `RTM_GETLINK` in the calling thread's network
+/// namespace: the link kind, and `IFLA_LINK_NETNSID`, which the kernel reports only for a peer
+/// in another namespace.
+pub fn peer_in_other_namespace(index: u32) -> Result<bool, ForwarderError> {
+    use netlink_packet_core::{NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload};
+    use netlink_packet_route::RouteNetlinkMessage;
+    use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkInfo, LinkMessage};
+    use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+
+    let error = |what: &str, e: io::Error| {
+        interface_error(format!("#{index}"), io::Error::new(e.kind(), format!("{what}: {e}")))
+    };
+    let mut link = LinkMessage::default();
+    link.header.index = index;
+    let mut request = NetlinkMessage::new(
+        NetlinkHeader::default(),
+        NetlinkPayload::from(RouteNetlinkMessage::GetLink(link)),
+    );
+    request.header.flags = NLM_F_REQUEST;
+    request.finalize();
+    let mut bytes = vec![0u8; request.buffer_len()];
+    request.serialize(&mut bytes);
+
+    let mut socket = Socket::new(NETLINK_ROUTE).map_err(|e| error("open a route netlink socket", e))?;
+    socket.bind_auto().map_err(|e| error("bind the route netlink socket", e))?;
+    socket.connect(&SocketAddr::new(0, 0)).map_err(|e| error("connect the route netlink socket", e))?;
+    socket.send(&bytes, 0).map_err(|e| error("send RTM_GETLINK", e))?;
+    // One RTM_NEWLINK answers a request for one link; 64 KiB holds any link's attributes.
+    let mut reply = vec![0u8; 64 * 1024];
+    let len = socket.recv(&mut &mut reply[..], 0).map_err(|e| error("receive the RTM_GETLINK reply", e))?;
+    let message = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&reply[..len.min(reply.len())])
+        .map_err(|e| {
+            error("decode the RTM_GETLINK reply", io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+        })?;
+    let link = match message.payload {
+        NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(link)) => link,
+        NetlinkPayload::Error(e) => {
+            let code = e.code.map_or(0, |c| -c.get());
+            let e = if code == libc::ENODEV {
+                io::Error::new(io::ErrorKind::NotFound, "no such interface in this network namespace")
+            } else {
+                io::Error::from_raw_os_error(code)
+            };
+            return Err(error("RTM_GETLINK", e));
+        }
+        other => {
+            let e = io::Error::new(io::ErrorKind::InvalidData, format!("unexpected reply {other:?}"));
+            return Err(error("RTM_GETLINK", e));
+        }
+    };
+    let mut pair = false;
+    let mut peer_elsewhere = false;
+    for attribute in &link.attributes {
+        match attribute {
+            LinkAttribute::LinkInfo(infos) => {
+                pair |= infos.iter().any(|i| matches!(i, LinkInfo::Kind(InfoKind::Veth | InfoKind::Netkit)));
+            }
+            LinkAttribute::LinkNetNsId(_) => peer_elsewhere = true,
+            _ => {}
+        }
+    }
+    Ok(pair && peer_elsewhere)
+}
+
 /// An entry of the ARP table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Neighbour {

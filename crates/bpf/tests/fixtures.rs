@@ -17,8 +17,13 @@ const NODE1: NodeSlot = NodeSlot { mac: NODE1_MAC, ifindex: 7 };
 const NODE2: NodeSlot = NodeSlot { mac: NODE2_MAC, ifindex: 8 };
 
 fn forwarder(max_entries: u32) -> Forwarder {
-    Forwarder::load(ForwarderOptions { max_entries, switch_mac: Some(SWITCH_MAC), ..Default::default() })
-        .expect("load the forwarder")
+    Forwarder::load(ForwarderOptions {
+        max_entries,
+        switch_mac: Some(SWITCH_MAC),
+        peer_redirect: false,
+        ..Default::default()
+    })
+    .expect("load the forwarder")
 }
 
 fn client(port: u16) -> SocketAddrV4 {
@@ -459,7 +464,12 @@ fn the_default_capacity_is_262144_and_the_forwarder_is_shareable() {
     }
     fn shareable<T: Send + Sync>() {}
     shareable::<Forwarder>();
-    let f = Forwarder::load(ForwarderOptions { switch_mac: Some(SWITCH_MAC), ..Default::default() }).unwrap();
+    let f = Forwarder::load(ForwarderOptions {
+        switch_mac: Some(SWITCH_MAC),
+        peer_redirect: false,
+        ..Default::default()
+    })
+    .unwrap();
     assert_eq!(f.capacity(), 262_144);
     // Threads write entries concurrently through &Forwarder.
     std::thread::scope(|s| {

@@ -1,7 +1,9 @@
 //! End to end in network namespaces: client, switch and two nodes on a bridge, the switch owning
 //! the VIP, the nodes carrying it on `lo` (arp_ignore=1, arp_announce=2). The forwarder on the
 //! switch's `eth0` directs TCP connections to VIP:port round robin (l4 mode); the nodes' TCP
-//! servers answer the client directly, which the switch's interface counters show.
+//! servers answer the client directly, which the switch's interface counters show. Frames go
+//! to the nodes through the switch's veth peer (`FLAG_PEER`) in one test and out of the veth in
+//! the other; `peer_in_other_namespace` is checked on veth pairs within and across namespaces.
 
 mod common;
 
@@ -14,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use locus_bpf::{
-    Forwarder, ForwarderOptions, NodeSlot, NodeTable, SelectionMode, interface, resolve_neighbour,
+    Forwarder, ForwarderOptions, NodeSlot, NodeTable, SelectionMode, interface, peer_in_other_namespace,
+    resolve_neighbour,
 };
 
 const VIP: Ipv4Addr = Ipv4Addr::new(10, 9, 2, 100);
@@ -32,6 +35,8 @@ struct Lan {
     switch: NetnsGuard,
     nodes: Vec<NetnsGuard>,
     bridge: LinkGuard,
+    /// The bridge's port (root namespace) whose veth peer is the switch's `eth0`.
+    switch_port: String,
 }
 
 fn write_sysctl(key: &str, value: &str) {
@@ -50,12 +55,13 @@ impl Lan {
             run(&["ip", "link", "set", &port, "master", &bridge.name, "up"]);
             run(&["ip", "-n", &ns.name, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
             run(&["ip", "-n", &ns.name, "link", "set", "eth0", "up"]);
+            port
         };
         let client = NetnsGuard::new("c");
         let switch = NetnsGuard::new("s");
         let nodes = vec![NetnsGuard::new("n"), NetnsGuard::new("n")];
         plug(&client, CLIENT);
-        plug(&switch, SWITCH);
+        let switch_port = plug(&switch, SWITCH);
         run(&["ip", "-n", &switch.name, "addr", "add", &format!("{VIP}/32"), "dev", "eth0"]);
         for (ns, addr) in nodes.iter().zip(NODES) {
             plug(ns, addr);
@@ -67,7 +73,7 @@ impl Lan {
                 }
             });
         }
-        Lan { client, switch, nodes, bridge }
+        Lan { client, switch, nodes, bridge, switch_port }
     }
 }
 
@@ -154,8 +160,14 @@ fn read_line(s: &mut TcpStream) -> Option<String> {
 
 /// (rx_bytes, tx_bytes) of `eth0` in the calling thread's namespace.
 fn eth0_bytes() -> (u64, u64) {
+    interface_bytes("eth0")
+}
+
+/// (received, transmitted) bytes of interface `name` in the calling thread's namespace.
+fn interface_bytes(name: &str) -> (u64, u64) {
     let dev = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
-    let line = dev.lines().find(|l| l.trim_start().starts_with("eth0:")).expect("eth0 in net/dev");
+    let prefix = format!("{name}:");
+    let line = dev.lines().find(|l| l.trim_start().starts_with(&prefix)).expect("the interface in net/dev");
     let f: Vec<u64> =
         line.split(':').nth(1).unwrap().split_whitespace().map(|v| v.parse().unwrap()).collect();
     (f[0], f[8])
@@ -163,7 +175,7 @@ fn eth0_bytes() -> (u64, u64) {
 
 /// On a thread in the switch's namespace: the forwarder attached to `eth0`, directing VIP:PORT
 /// round robin over the two nodes (their MACs resolved by ARP), and the node slots.
-fn l4_switch() -> (Forwarder, Vec<NodeSlot>) {
+fn l4_switch(peer_redirect: bool) -> (Forwarder, Vec<NodeSlot>) {
     let eth0 = interface("eth0").unwrap();
     let slots: Vec<NodeSlot> = NODES
         .iter()
@@ -172,7 +184,8 @@ fn l4_switch() -> (Forwarder, Vec<NodeSlot>) {
             ifindex: eth0.index,
         })
         .collect();
-    let f = Forwarder::attach("eth0", ForwarderOptions::default()).unwrap();
+    let f = Forwarder::attach("eth0", ForwarderOptions { peer_redirect, ..Default::default() }).unwrap();
+    assert_eq!(f.redirects_into_peer(eth0.index).unwrap(), peer_redirect, "eth0's peer is on the bridge");
     f.set_nodes(&slots).unwrap();
     f.set_selection_mode(SelectionMode::RoundRobin).unwrap();
     f.set_selection(NodeTable::round_robin(2).slots()).unwrap();
@@ -209,11 +222,13 @@ fn l4_round_robin_sends_connections_to_both_nodes_and_responses_bypass_the_switc
             NodeServer::start(&lan.nodes[1], "node2", Serve::Download),
         ];
         let (forwarder, before) = lan.switch.on(|| {
-            let (f, _) = l4_switch();
+            let (f, _) = l4_switch(true);
             (f, eth0_bytes())
         });
+        let port_before = interface_bytes(&lan.switch_port);
         let answers: Vec<(String, usize)> = lan.client.on(|| (0..CONNECTIONS).map(|_| fetch()).collect());
         let after = lan.switch.on(eth0_bytes);
+        let port_after = interface_bytes(&lan.switch_port);
 
         for (node, len) in &answers {
             assert_eq!(*len, RESPONSE_BYTES, "{node} sent the whole body");
@@ -231,11 +246,21 @@ fn l4_round_robin_sends_connections_to_both_nodes_and_responses_bypass_the_switc
         let entries = forwarder.entries().unwrap();
         assert_eq!(entries.len(), CONNECTIONS);
         assert!(entries.iter().all(|(k, e)| k.server() == SocketAddrV4::new(VIP, PORT) && e.is_l4()));
+        assert!(entries.iter().all(|(_, e)| e.into_peer()), "l4 entries take the node slots' FLAG_PEER");
         let (rx, tx) = (after.0 - before.0, after.1 - before.1);
+        // Redirected into the peer, forwarded frames skip eth0's transmit counters and show up
+        // as received by the bridge's port.
+        let into_bridge = port_after.0 - port_before.0;
         let responses = (CONNECTIONS * RESPONSE_BYTES) as u64;
-        eprintln!("switch eth0: rx {rx} B, tx {tx} B for {responses} B of responses; {stats:?}; {answers:?}");
+        eprintln!(
+            "switch eth0: rx {rx} B, tx {tx} B, its bridge port rx {into_bridge} B for {responses} B of \
+             responses; {stats:?}; {answers:?}"
+        );
         assert!(rx < responses / 10, "the switch received {rx} bytes for {responses} bytes of responses");
-        assert!(tx >= rx / 2, "what it received went back out to the nodes: rx {rx}, tx {tx}");
+        assert!(
+            into_bridge >= rx / 2 + tx,
+            "what it received went back to the bridge through the peer: rx {rx}, tx {tx}, port rx {into_bridge}"
+        );
         drop(forwarder); // detaches from the switch's namespace while on this (root) thread
         assert!(!output(&["tc", "-n", &lan.switch.name, "qdisc", "show", "dev", "eth0"]).contains("clsact"));
     }
@@ -256,7 +281,8 @@ fn a_held_live_connection_loses_nothing_once_forwarded_again() {
         NodeServer::start(&lan.nodes[0], "node1", Serve::Echo),
         NodeServer::start(&lan.nodes[1], "node2", Serve::Echo),
     ];
-    let (forwarder, slots) = lan.switch.on(l4_switch);
+    // Out of eth0 (no peer redirect): the path a switch with a physical interface takes.
+    let (forwarder, slots) = lan.switch.on(|| l4_switch(false));
     lan.client.on(|| {
         let mut s = TcpStream::connect_timeout(&SocketAddrV4::new(VIP, PORT).into(), Duration::from_secs(5))
             .expect("connect to VIP:PORT");
@@ -275,6 +301,7 @@ fn a_held_live_connection_loses_nothing_once_forwarded_again() {
         let slot = slots[if node == "node1" { 0 } else { 1 }];
         // Hold: the next line is dropped at the switch (the client keeps retransmitting it).
         forwarder.hold(key, slot).unwrap();
+        assert!(!forwarder.get(key).unwrap().unwrap().into_peer());
         s.write_all(b"two\n").unwrap();
         s.set_read_timeout(Some(Duration::from_millis(400))).unwrap();
         assert_eq!(read_line(&mut s), None, "nothing gets through while held");
@@ -286,4 +313,30 @@ fn a_held_live_connection_loses_nothing_once_forwarded_again() {
         s.write_all(b"three\n").unwrap();
         assert_eq!(read_line(&mut s).as_deref(), Some(format!("{node}:three").as_str()));
     });
+}
+
+#[test]
+fn peer_redirect_is_chosen_only_for_a_veth_whose_peer_is_in_another_namespace() {
+    if !privileged("peer detection") {
+        return;
+    }
+    let ns = NetnsGuard::new("p");
+    let across = LinkGuard { name: unique("x") };
+    run(&["ip", "link", "add", &across.name, "type", "veth", "peer", "name", "inner", "netns", &ns.name]);
+    let within = LinkGuard { name: unique("w") };
+    let within_peer = unique("w");
+    run(&["ip", "link", "add", &within.name, "type", "veth", "peer", "name", &within_peer]);
+    let bridge = LinkGuard { name: unique("b") };
+    run(&["ip", "link", "add", &bridge.name, "type", "bridge"]);
+
+    let index = |name: &str| interface(name).unwrap().index;
+    assert!(peer_in_other_namespace(index(&across.name)).unwrap(), "root end of a pair across namespaces");
+    assert!(ns.on(|| peer_in_other_namespace(index("inner")).unwrap()), "namespace end of that pair");
+    assert!(!peer_in_other_namespace(index(&within.name)).unwrap(), "a pair within one namespace");
+    assert!(!peer_in_other_namespace(index(&within_peer)).unwrap(), "its other end");
+    assert!(!peer_in_other_namespace(index(&bridge.name)).unwrap(), "a bridge is no pair");
+    assert!(!peer_in_other_namespace(index("lo")).unwrap(), "loopback");
+    let missing = index(&across.name) + 10_000;
+    let err = ns.on(|| peer_in_other_namespace(missing)).unwrap_err();
+    assert!(err.to_string().contains("no such interface"), "{err}");
 }

@@ -48,6 +48,8 @@ fn options(pins: &BpffsGuard) -> ForwarderOptions {
         pin_dir: Some(pins.path().join("locus")),
         max_entries: 4096,
         switch_mac: Some(SWITCH_MAC),
+        // The node slots' ifindex is made up.
+        peer_redirect: false,
     }
 }
 
