@@ -1,8 +1,10 @@
 //! Running wrk and reading its report: requests per second, latency percentiles from
 //! `--latency`, socket errors and non-2xx/3xx responses. Connection-per-request runs send
-//! `Connection: close`, so the server ends every connection after one response.
+//! `Connection: close`, so the server ends every connection after one response. wrk dies with
+//! the bench (Ctrl-C, SIGTERM, even SIGKILL) instead of running out its time.
 
 use anyhow::{Context, bail};
+use locus_load::parse_wrk_report;
 use std::process::Command;
 
 /// What one wrk run measured.
@@ -44,6 +46,7 @@ impl WrkLoad {
 /// Run `wrk … --latency url` with `load`; `wrk` is the command to run (already placed on the
 /// client's host).
 pub fn run_wrk(mut wrk: Command, url: &str, load: &WrkLoad) -> anyhow::Result<WrkResult> {
+    locus_lab::die_with_spawning_thread(&mut wrk);
     let out =
         wrk.args(load.args()).arg(url).output().with_context(|| format!("run {:?}", wrk.get_program()))?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -53,55 +56,16 @@ pub fn run_wrk(mut wrk: Command, url: &str, load: &WrkLoad) -> anyhow::Result<Wr
     parse_wrk_output(&text).with_context(|| format!("reading wrk output for {url}:\n{text}"))
 }
 
-fn duration_ms(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let (num, scale) = if let Some(v) = s.strip_suffix("us") {
-        (v, 0.001)
-    } else if let Some(v) = s.strip_suffix("ms") {
-        (v, 1.0)
-    } else if let Some(v) = s.strip_suffix('s') {
-        (v, 1000.0)
-    } else if let Some(v) = s.strip_suffix('m') {
-        (v, 60_000.0)
-    } else {
-        return None;
-    };
-    num.parse::<f64>().ok().map(|n| n * scale)
-}
-
-/// Parse wrk's report (run with `--latency`).
+/// wrk's report as the benches need it: `locus_load::parse_wrk_report` (one reader of wrk's
+/// text for the whole workspace), with the latency percentiles `--latency` adds required.
 pub fn parse_wrk_output(text: &str) -> anyhow::Result<WrkResult> {
-    let mut rps = None;
-    let mut p50 = None;
-    let mut p99 = None;
-    let mut requests = None;
-    let mut errors = 0u64;
-    for line in text.lines() {
-        let t = line.trim();
-        if let Some(v) = t.strip_prefix("Requests/sec:") {
-            rps = v.trim().parse::<f64>().ok();
-        } else if let Some(v) = t.strip_prefix("50%") {
-            p50 = duration_ms(v);
-        } else if let Some(v) = t.strip_prefix("99%") {
-            p99 = duration_ms(v);
-        } else if let Some(v) = t.strip_prefix("Non-2xx or 3xx responses:") {
-            errors += v.trim().parse::<u64>().unwrap_or(0);
-        } else if let Some(v) = t.strip_prefix("Socket errors:") {
-            errors += v
-                .split(',')
-                .filter_map(|part| part.split_whitespace().last())
-                .filter_map(|n| n.parse::<u64>().ok())
-                .sum::<u64>();
-        } else if t.contains(" requests in ") {
-            requests = t.split_whitespace().next().and_then(|n| n.parse::<u64>().ok());
-        }
-    }
+    let report = parse_wrk_report(text)?;
     Ok(WrkResult {
-        rps: rps.context("no Requests/sec line")?,
-        p50_ms: p50.context("no 50% latency line (was --latency given?)")?,
-        p99_ms: p99.context("no 99% latency line")?,
-        requests: requests.context("no request count line")?,
-        errors,
+        rps: report.rps,
+        p50_ms: report.p50_ms.context("no 50% latency line (was --latency given?)")?,
+        p99_ms: report.p99_ms.context("no 99% latency line")?,
+        requests: report.requests,
+        errors: report.errors,
     })
 }
 
@@ -134,8 +98,6 @@ Transfer/sec:     27.84MB
         assert!((r.p99_ms - 2.90).abs() < 1e-9);
         assert_eq!(r.requests, 115258);
         assert_eq!(r.errors, 10);
-        assert!((duration_ms("383.23us").unwrap() - 0.38323).abs() < 1e-9);
-        assert_eq!(duration_ms("1.50s"), Some(1500.0));
     }
 
     #[test]

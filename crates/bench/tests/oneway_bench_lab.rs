@@ -197,12 +197,27 @@ fn ctrl_c_during_a_proxy_bench_removes_its_servers_namespaces_and_scratch_folder
     if skip() {
         return;
     }
+    interrupt_a_proxy_bench("namespaces");
+}
+
+#[test]
+fn ctrl_c_during_a_loopback_proxy_bench_leaves_no_wrk_running() {
+    if skip() {
+        return;
+    }
+    // On loopback no namespace kill reaches wrk: it must die with the bench itself.
+    interrupt_a_proxy_bench("loopback");
+}
+
+/// Start `locus bench proxy` on `net`, send it SIGINT once wrk runs, and check that it exits
+/// with 130 leaving no namespace, scratch folder, server or wrk behind.
+fn interrupt_a_proxy_bench(net: &str) {
     watchdog("proxy bench interrupt", Duration::from_secs(180));
     let tmp = tempfile::tempdir().unwrap();
     let mut bench = KilledOnDrop(
         Command::new(locus_binary())
             .args(["bench", "proxy", "--paths", "locus", "--sizes", "1k", "--keepalive", "on"])
-            .args(["--rounds", "1", "--seconds", "20", "--idle-connections", "0", "--net", "namespaces"])
+            .args(["--rounds", "1", "--seconds", "20", "--idle-connections", "0", "--net", net])
             .env("TMPDIR", tmp.path())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -226,7 +241,7 @@ fn ctrl_c_during_a_proxy_bench_removes_its_servers_namespaces_and_scratch_folder
         let wrk_runs = procs
             .iter()
             .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "wrk"));
-        if wrk_runs && !owned().is_empty() {
+        if wrk_runs && (net == "loopback" || !owned().is_empty()) {
             break procs;
         }
         assert!(bench.try_wait().unwrap().is_none(), "the bench ended before its load began");

@@ -30,8 +30,8 @@ pub use experiment::{
 };
 pub use plots::write_plots;
 pub use process::{
-    ChildGuard, descendants, find_program, free_port, kill_processes_in_namespace, process_alive,
-    processes_in_namespace, require_program, rss_mb,
+    ChildGuard, descendants, die_with_spawning_thread, find_program, free_port, kill_processes_in_namespace,
+    process_alive, processes_in_namespace, require_program, rss_mb,
 };
 pub use report::{LabReport, PlotFile, PointResult, Series, SeriesPoint, ratio_text, write_results_json};
 pub use runner::{LabOptions, LabRun, measure, point_result, preflight, run_experiment};

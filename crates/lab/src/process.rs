@@ -27,16 +27,7 @@ impl ChildGuard {
         let out = std::fs::File::create(log).map_err(|e| LabError::io(log, e))?;
         let err = out.try_clone().map_err(|e| LabError::io(log, e))?;
         cmd.stdin(Stdio::null()).stdout(out).stderr(err).process_group(0);
-        // SAFETY: prctl is async-signal-safe; it runs in the forked child before exec and only
-        // asks the kernel to kill the child if its parent thread dies.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        die_with_spawning_thread(&mut cmd);
         let mut reg = registry();
         reg.ensure_open()?;
         let child = cmd
@@ -57,6 +48,22 @@ impl ChildGuard {
             Ok(None) => None,
             Err(e) => Some(format!("cannot be waited for: {e}")),
         }
+    }
+}
+
+/// Have the kernel SIGKILL the process `cmd` starts as soon as the thread that spawns it ends
+/// (`PR_SET_PDEATHSIG`), so nothing a lab or benchmark starts outlives it, even a run killed
+/// with SIGKILL. Spawn from a thread that lives as long as the process should.
+pub fn die_with_spawning_thread(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe; it runs in the forked child before exec and only
+    // asks the kernel to kill the child if its parent thread dies.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 

@@ -111,6 +111,16 @@ impl HandoffPlane {
                 if f.adopted() {
                     tracing::info!(interface = %iface, "forwarder adopted the pinned maps of an earlier switch");
                 }
+                // Decided once per interface and cached; an error here would fail every hold.
+                match locus_bpf::interface(iface).and_then(|i| f.redirects_into_peer(i.index)) {
+                    Ok(true) => tracing::info!(
+                        interface = %iface,
+                        "forwarder: a veth whose peer is in another namespace; frames for the nodes go \
+                         straight into the peer"
+                    ),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(interface = %iface, "forwarder: {e}"),
+                }
                 Some(f)
             }
             None => None,
