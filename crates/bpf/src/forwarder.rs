@@ -33,7 +33,10 @@ const TC_HANDLE: TcHandle = TcHandle::new(0, 1);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ForwarderOptions {
     /// A directory on a bpf filesystem to pin the maps in. Maps already pinned there are adopted
-    /// instead of created, so entries survive a restart of the switch process.
+    /// instead of created, so entries survive a restart of the switch process. A pinned map the
+    /// switch fills afresh anyway (everything but the connections) whose shape an older program
+    /// laid out differently is replaced by a fresh one (`Forwarder::replaced_pins`); a
+    /// connection map of another shape is refused.
     pub pin_dir: Option<PathBuf>,
     /// Capacity of the connection map (ignored for an adopted map, which keeps its own).
     pub max_entries: u32,
@@ -172,6 +175,7 @@ pub struct Forwarder {
     netns: Netns,
     pin_dir: Option<PathBuf>,
     adopted: bool,
+    replaced_pins: Vec<&'static str>,
     capacity: u32,
     switch_mac: Option<MacAddr>,
     peer_redirect: bool,
@@ -203,8 +207,10 @@ impl Forwarder {
     pub fn load(options: ForwarderOptions) -> Result<Forwarder> {
         let netns = Netns::current().map_err(ForwarderError::Namespace)?;
         let mut adopted = false;
+        let mut replaced_pins = Vec::new();
         if let Some(dir) = &options.pin_dir {
             prepare_pin_dir(dir)?;
+            replaced_pins = unpin_stale_refilled_maps(dir)?;
             adopted = ALL_MAPS.iter().any(|m| dir.join(m).exists());
         }
         if options.max_entries == 0 {
@@ -240,6 +246,7 @@ impl Forwarder {
             netns,
             pin_dir: options.pin_dir,
             adopted,
+            replaced_pins,
             capacity,
             switch_mac: options.switch_mac,
             peer_redirect: options.peer_redirect,
@@ -295,6 +302,12 @@ impl Forwarder {
     /// Whether the maps were adopted from pins left by an earlier forwarder.
     pub fn adopted(&self) -> bool {
         self.adopted
+    }
+
+    /// The maps whose pins had another shape (left by a switch whose program laid them out
+    /// differently) and were replaced by fresh, empty ones; see [`ForwarderOptions::pin_dir`].
+    pub fn replaced_pins(&self) -> &[&'static str] {
+        &self.replaced_pins
     }
 
     /// Capacity of the connection map.
@@ -732,6 +745,39 @@ fn prepare_pin_dir(dir: &Path) -> Result<()> {
         return Err(error("not on a bpf filesystem (mount one: `mount -t bpf bpf /sys/fs/bpf`)".into()));
     }
     Ok(())
+}
+
+/// Unpin the maps in `dir` that the switch fills afresh at every start (l4 node slots, services,
+/// selection table, configuration, round-robin cursor, counters) when their pin has another
+/// shape than this program needs — as an older switch, whose program laid them out differently,
+/// leaves them: the loader then makes and pins a fresh map instead of the whole load failing, and
+/// an upgrade keeps the live connections. The connection map, which holds them, is never
+/// replaced: a `conns` pin of another shape is refused by `check_shapes`. Returns the maps
+/// unpinned.
+fn unpin_stale_refilled_maps(dir: &Path) -> Result<Vec<&'static str>> {
+    let mut replaced = Vec::new();
+    for shape in MAP_SHAPES.iter().filter(|shape| shape.name != CONNS) {
+        let path = dir.join(shape.name);
+        if !path.exists() {
+            continue;
+        }
+        let mismatch = |detail: String| ForwarderError::PinnedMismatch {
+            path: path.clone(),
+            dir: dir.to_path_buf(),
+            detail,
+        };
+        let found = {
+            let map = MapData::from_pin(&path).map_err(|e| mismatch(format!("open it: {e}")))?;
+            let info = map.info().map_err(|e| mismatch(format!("read its info: {e}")))?;
+            let kind = info.map_type().map_err(|e| mismatch(format!("read its type: {e}")))? as u32;
+            (kind, info.key_size(), info.value_size())
+        };
+        if found != (shape.kind, shape.key_size, shape.value_size) {
+            std::fs::remove_file(&path).map_err(|e| mismatch(format!("unpin it: {e}")))?;
+            replaced.push(shape.name);
+        }
+    }
+    Ok(replaced)
 }
 
 /// Check every (possibly adopted) map against the shape the program needs; returns the

@@ -1,7 +1,8 @@
 //! Pinning and attachment lifecycle, on a dummy interface in a private namespace and a private
 //! bpffs mount: entries survive a switch restart (drop, attach again with the same pins) and keep
 //! forwarding; `keep_running` leaves the filter in place for the next process to replace; drop
-//! removes the filter and the qdisc; unusable or mismatched pins are refused.
+//! removes the filter and the qdisc; unusable pins and a connection map of another shape are refused;
+//! a refilled map of an older layout is replaced, keeping the connections.
 
 mod common;
 
@@ -181,6 +182,11 @@ fn a_pin_dir_off_bpffs_is_refused() {
 
 /// Create a hash map with the given sizes and pin it (raw `bpf(2)`, to fake a foreign pin).
 fn pin_foreign_hash(path: &std::path::Path, key_size: u32, value_size: u32) {
+    pin_foreign_map(path, 1, key_size, value_size);
+}
+
+/// Create a map of `bpf_map_type` `map_type` with the given sizes and pin it at `path`.
+fn pin_foreign_map(path: &std::path::Path, map_type: u32, key_size: u32, value_size: u32) {
     #[repr(C)]
     struct CreateAttr {
         map_type: u32,
@@ -196,7 +202,7 @@ fn pin_foreign_hash(path: &std::path::Path, key_size: u32, value_size: u32) {
         file_flags: u32,
         rest: [u8; 112],
     }
-    let create = CreateAttr { map_type: 1, key_size, value_size, max_entries: 16, rest: [0; 112] };
+    let create = CreateAttr { map_type, key_size, value_size, max_entries: 16, rest: [0; 112] };
     // SAFETY: BPF_MAP_CREATE (0) with a zero-padded bpf_attr.
     let fd = unsafe { libc::syscall(libc::SYS_bpf, 0, &create, size_of::<CreateAttr>()) };
     assert!(fd >= 0, "map create: {}", std::io::Error::last_os_error());
@@ -223,4 +229,34 @@ fn a_pinned_map_of_another_shape_is_refused_not_adopted() {
     assert!(matches!(err, ForwarderError::PinnedMismatch { .. }), "{err}");
     let text = err.to_string();
     assert!(text.contains("conns") && text.contains("40") && text.contains("48"), "{text}");
+}
+
+#[test]
+fn an_older_layout_of_a_refilled_map_is_replaced_and_the_connections_are_kept() {
+    if !privileged("older layout") {
+        return;
+    }
+    let pins = BpffsGuard::new();
+    let dir = pins.path().join("locus");
+    let key = ConnKey::new(client(52000), vip());
+    {
+        let first = Forwarder::load(options(&pins)).unwrap();
+        first.hold(key, NODE1).unwrap();
+        first.forward(key).unwrap();
+    }
+    // What a switch built before node slots had flags leaves: a 16-byte `nodes` array.
+    std::fs::remove_file(dir.join("nodes")).unwrap();
+    pin_foreign_map(&dir.join("nodes"), 2, 4, 16);
+    let second = Forwarder::load(options(&pins)).unwrap();
+    assert!(second.adopted());
+    assert_eq!(second.replaced_pins(), ["nodes"]);
+    assert_eq!(second.get(key).unwrap().unwrap().action(), Some(Action::Forward), "connection kept");
+    second.set_nodes(&[NODE1]).unwrap();
+    let frame = Frame::tcp(client(52000), vip()).payload(b"after upgrade").build();
+    assert_eq!(second.run_frame(&frame).unwrap().verdict, Verdict::Redirect);
+    drop(second);
+    // The fresh map was pinned in its place: the next load adopts everything and replaces nothing.
+    let third = Forwarder::load(options(&pins)).unwrap();
+    assert!(third.replaced_pins().is_empty());
+    third.unpin().unwrap();
 }

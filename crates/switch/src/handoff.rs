@@ -111,6 +111,13 @@ impl HandoffPlane {
                 if f.adopted() {
                     tracing::info!(interface = %iface, "forwarder adopted the pinned maps of an earlier switch");
                 }
+                if !f.replaced_pins().is_empty() {
+                    tracing::info!(
+                        maps = ?f.replaced_pins(),
+                        "forwarder: pinned maps of another layout (an older switch) replaced by fresh ones; \
+                         the connections were kept"
+                    );
+                }
                 // Decided once per interface and cached; an error here would fail every hold.
                 match locus_bpf::interface(iface).and_then(|i| f.redirects_into_peer(i.index)) {
                     Ok(true) => tracing::info!(
