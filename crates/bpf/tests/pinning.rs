@@ -180,12 +180,8 @@ fn a_pin_dir_off_bpffs_is_refused() {
     assert!(err.to_string().contains("bpf filesystem"), "{err}");
 }
 
-/// Create a hash map with the given sizes and pin it (raw `bpf(2)`, to fake a foreign pin).
-fn pin_foreign_hash(path: &std::path::Path, key_size: u32, value_size: u32) {
-    pin_foreign_map(path, 1, key_size, value_size);
-}
-
-/// Create a map of `bpf_map_type` `map_type` with the given sizes and pin it at `path`.
+/// Create a map of `bpf_map_type` `map_type` with the given sizes and pin it at `path` (raw
+/// `bpf(2)`, to fake a foreign or older pin).
 fn pin_foreign_map(path: &std::path::Path, map_type: u32, key_size: u32, value_size: u32) {
     #[repr(C)]
     struct CreateAttr {
@@ -224,7 +220,7 @@ fn a_pinned_map_of_another_shape_is_refused_not_adopted() {
     let pins = BpffsGuard::new();
     let dir = pins.path().join("locus");
     std::fs::create_dir(&dir).unwrap();
-    pin_foreign_hash(&dir.join("conns"), 12, 40);
+    pin_foreign_map(&dir.join("conns"), 1, 12, 40); // a hash, 40-byte values
     let err = Forwarder::load(options(&pins)).err().unwrap();
     assert!(matches!(err, ForwarderError::PinnedMismatch { .. }), "{err}");
     let text = err.to_string();

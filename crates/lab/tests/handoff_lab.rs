@@ -195,6 +195,12 @@ impl HandoffLab {
         if key.is_none() && self.agents {
             let n = self.nodes.len() as u64;
             self.wait_for(|lab| lab.switch_status()["handoff"]["channels_up"] == n, "control channels");
+            // And every agent has the switch's Hello: before it, a node serves what it is asked
+            // itself rather than asking the switch.
+            self.wait_for(
+                |lab| lab.nodes.iter().all(|n| lab.admin_get(n.admin.unwrap())["handoff_node_id"].is_u64()),
+                "the switch's Hello on every node",
+            );
         } else {
             self.wait_for(|lab| lab.switch_status()["handoff"].is_object(), "switch status");
             std::thread::sleep(Duration::from_millis(300));

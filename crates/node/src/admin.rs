@@ -38,6 +38,7 @@ pub fn status_json(node: &NodeContext) -> serde_json::Value {
         "backend_forwards": s.backend_forwards,
         "routes_asked": s.routes_asked,
         "handoff_channels": s.handoff_channels,
+        "handoff_node_id": s.handoff_node_id,
         "requests_total": s.requests,
         "in_flight": s.in_flight,
         "bytes_sent": s.bytes_sent,

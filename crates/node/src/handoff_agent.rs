@@ -323,6 +323,7 @@ impl HandoffAgent {
             HandoffMessage::Hello { node, peers, .. } => {
                 tracing::info!(channel = serial, node = node.0, peers = peers.len(), "switch says hello");
                 *self.cluster.lock() = Some(ClusterView { node, peers });
+                self.node.metrics.handoff_node_id.store(u64::from(node.0) + 1, Ordering::Relaxed);
                 false
             }
             HandoffMessage::HandOver { id, state, hint } => {

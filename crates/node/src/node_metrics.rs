@@ -103,6 +103,9 @@ pub struct NodeMetrics {
     pub routes_asked: AtomicU64,
     /// Live control channels from switches (a gauge).
     pub handoff_channels: AtomicU64,
+    /// This node's id in the switch's cluster plus one, from the newest `Hello`; 0 before any
+    /// (until then the agent serves every request itself).
+    pub handoff_node_id: AtomicU64,
 }
 
 impl NodeMetrics {
@@ -120,6 +123,7 @@ impl NodeMetrics {
             backend_forwards: AtomicU64::new(0),
             routes_asked: AtomicU64::new(0),
             handoff_channels: AtomicU64::new(0),
+            handoff_node_id: AtomicU64::new(0),
         }
     }
 
@@ -156,6 +160,7 @@ impl NodeMetrics {
             backend_forwards: self.backend_forwards.load(Ordering::Relaxed),
             routes_asked: self.routes_asked.load(Ordering::Relaxed),
             handoff_channels: self.handoff_channels.load(Ordering::Relaxed),
+            handoff_node_id: self.handoff_node_id.load(Ordering::Relaxed).checked_sub(1),
             statuses: COUNTED_STATUSES
                 .iter()
                 .map(|s| s.to_string())
@@ -200,6 +205,8 @@ pub struct NodeStats {
     pub routes_asked: u64,
     /// Live control channels from switches now.
     pub handoff_channels: u64,
+    /// This node's id in the switch's cluster (from the switch's `Hello`), once known.
+    pub handoff_node_id: Option<u64>,
     /// Responses per status code (codes with a count only).
     pub statuses: Vec<(String, u64)>,
 }

@@ -544,15 +544,17 @@ fn cloned_connections_ask_from_the_first_request_and_serve_locally_without_a_swi
 }
 
 #[test]
-fn a_control_peer_with_the_wrong_key_is_refused() {
+fn a_control_peer_with_the_wrong_key_is_refused_and_the_right_ones_hello_names_the_node() {
     let n1 = node("n1", |_, _| {});
     let addr = n1.server().handoff_addr().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let wrong = ControlKey::from_hex(&"ab".repeat(32)).unwrap();
     let refused = rt.block_on(ControlChannel::connect(addr, &wrong));
     assert!(refused.is_err(), "a wrong key must fail the handshake");
+    assert_eq!(n1.server().stats().handoff_node_id, None, "no Hello yet");
     let mut right = rt.block_on(ControlChannel::connect(addr, &key())).unwrap();
     let hello = HandoffMessage::Hello { id: ConnectionId(0), node: NodeId(1), peers: Vec::new() };
     rt.block_on(right.send(&hello)).unwrap();
     wait_until("the channel to count", || n1.server().stats().handoff_channels == 1);
+    wait_until("the node to know its id from the Hello", || n1.server().stats().handoff_node_id == Some(1));
 }
