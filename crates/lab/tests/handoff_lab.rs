@@ -573,12 +573,19 @@ fn l4_nodes_clone_connections_to_the_node_the_switch_policy_picks() {
         }
         served
     });
-    for (path, nodes) in &served {
-        assert_eq!(nodes.len(), 1, "{path} served by {nodes:?}: the policy keeps a target on one node");
+    let status = lab.switch_status();
+    // On failure, what the nodes saw too: a node serves a request itself when it has no answer
+    // to its Route (no channel or Hello yet, no RouteTo within its timeout).
+    let nodes: Vec<serde_json::Value> = lab.nodes.iter().map(|n| lab.admin_get(n.admin.unwrap())).collect();
+    for (path, served_by) in &served {
+        assert_eq!(
+            served_by.len(),
+            1,
+            "{path} served by {served_by:?}: the policy keeps a target on one node\nswitch: {status}\nnodes: {nodes:?}"
+        );
     }
     let used: HashSet<&String> = served.values().flatten().collect();
     assert_eq!(used.len(), 2, "targets on both nodes: {served:?}");
-    let status = lab.switch_status();
     assert!(handoff_counter(&status, "routes") >= 32, "{status}");
     // Round robin at the SYN sends about half the connections to the other node first.
     assert!(handoff_counter(&status, "rehandoffs") >= 4, "{status}");
