@@ -37,6 +37,7 @@ pub fn status_json(node: &NodeContext) -> serde_json::Value {
         "rehandoffs": s.rehandoffs,
         "backend_forwards": s.backend_forwards,
         "routes_asked": s.routes_asked,
+        "routes_unanswered": s.routes_unanswered,
         "handoff_channels": s.handoff_channels,
         "handoff_node_id": s.handoff_node_id,
         "requests_total": s.requests,
@@ -91,6 +92,12 @@ pub fn metrics_text(node: &NodeContext) -> String {
     );
     counter(&mut registry, "backend_forwards", "Requests fetched from another node", s.backend_forwards);
     counter(&mut registry, "routes_asked", "Route questions sent to the switch", s.routes_asked);
+    counter(
+        &mut registry,
+        "routes_unanswered",
+        "Requests served here for want of a usable answer from the switch",
+        s.routes_unanswered,
+    );
     gauge(&mut registry, "handoff_channels", "Live control channels from switches", s.handoff_channels);
     gauge(&mut registry, "active_connections", "Open client connections", s.active_connections);
     gauge(&mut registry, "in_flight", "Requests being handled", s.in_flight);

@@ -494,31 +494,31 @@ impl HandoffAgent {
     /// `Local` when no switch is connected, it does not answer within the route timeout, it
     /// names this node, or it names a node this agent cannot reach.
     pub async fn route(&self, id: ConnectionId, target: &str) -> RouteDecision {
-        let Some((serial, outbox)) = self.newest_channel() else { return RouteDecision::Local };
+        let Some((serial, outbox)) = self.newest_channel() else { return self.unanswered() };
         let (answer_tx, answer_rx) = oneshot::channel();
         self.routes.lock().insert(id, (serial, answer_tx));
         count(&self.node.metrics.routes_asked);
         let moves = self.rehandoff == RehandoffPolicy::Handoff;
         if outbox.send(HandoffMessage::Route { id, target: target.to_string(), moves }).is_err() {
             self.routes.lock().remove(&id);
-            return RouteDecision::Local;
+            return self.unanswered();
         }
         let answer = match tokio::time::timeout(self.route_timeout, answer_rx).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => {
                 tracing::warn!(%id, channel = serial, "control channel lost while waiting for RouteTo; serving locally");
-                return RouteDecision::Local;
+                return self.unanswered();
             }
             Err(_) => {
                 self.routes.lock().remove(&id);
                 tracing::warn!(%id, channel = serial, timeout = ?self.route_timeout, "no RouteTo in time; serving locally");
-                return RouteDecision::Local;
+                return self.unanswered();
             }
         };
         let cluster = self.cluster.lock().clone();
         let Some(cluster) = cluster else {
             tracing::warn!(%id, "RouteTo before any Hello: own node id unknown; serving locally");
-            return RouteDecision::Local;
+            return self.unanswered();
         };
         if answer.node == cluster.node {
             return RouteDecision::Local;
@@ -529,10 +529,16 @@ impl HandoffAgent {
                 Some((_, addr)) => RouteDecision::Forward(*addr),
                 None => {
                     tracing::warn!(%id, node = answer.node.0, "RouteTo a node not in Hello's peers; serving locally");
-                    RouteDecision::Local
+                    self.unanswered()
                 }
             },
         }
+    }
+
+    /// `Local` for a request whose `Route` got no usable answer, counted.
+    fn unanswered(&self) -> RouteDecision {
+        count(&self.node.metrics.routes_unanswered);
+        RouteDecision::Local
     }
 
     /// Give connection `id` back to the switch (dumped, next request in front), on channel

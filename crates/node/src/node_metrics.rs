@@ -101,6 +101,9 @@ pub struct NodeMetrics {
     pub backend_forwards: AtomicU64,
     /// `Route` questions sent to the switch.
     pub routes_asked: AtomicU64,
+    /// Requests served here because asking the switch gave no usable answer (no channel or
+    /// `Hello` yet, the channel lost, no `RouteTo` in time, an unknown peer).
+    pub routes_unanswered: AtomicU64,
     /// Live control channels from switches (a gauge).
     pub handoff_channels: AtomicU64,
     /// This node's id in the switch's cluster plus one, from the newest `Hello`; 0 before any
@@ -122,6 +125,7 @@ impl NodeMetrics {
             rehandoffs: AtomicU64::new(0),
             backend_forwards: AtomicU64::new(0),
             routes_asked: AtomicU64::new(0),
+            routes_unanswered: AtomicU64::new(0),
             handoff_channels: AtomicU64::new(0),
             handoff_node_id: AtomicU64::new(0),
         }
@@ -159,6 +163,7 @@ impl NodeMetrics {
             rehandoffs: self.rehandoffs.load(Ordering::Relaxed),
             backend_forwards: self.backend_forwards.load(Ordering::Relaxed),
             routes_asked: self.routes_asked.load(Ordering::Relaxed),
+            routes_unanswered: self.routes_unanswered.load(Ordering::Relaxed),
             handoff_channels: self.handoff_channels.load(Ordering::Relaxed),
             handoff_node_id: self.handoff_node_id.load(Ordering::Relaxed).checked_sub(1),
             statuses: COUNTED_STATUSES
@@ -203,6 +208,8 @@ pub struct NodeStats {
     pub backend_forwards: u64,
     /// `Route` questions sent to the switch.
     pub routes_asked: u64,
+    /// Requests served here for want of a usable `RouteTo`.
+    pub routes_unanswered: u64,
     /// Live control channels from switches now.
     pub handoff_channels: u64,
     /// This node's id in the switch's cluster (from the switch's `Hello`), once known.

@@ -522,6 +522,7 @@ fn cloned_connections_ask_from_the_first_request_and_serve_locally_without_a_swi
     alone.send(&get("/a"));
     assert_eq!(alone.response(false).header("X-Locus-Node"), Some("n1"), "no switch: served here");
     assert_eq!(n1.server().stats().routes_asked, 0);
+    assert_eq!(n1.server().stats().routes_unanswered, 1, "served here for want of an answer");
 
     let peers = [(1, n1.addr()), (2, n2.addr())];
     let (mut s1, mut s2) = (Switch::connect(&n1, 1, &peers), Switch::connect(&n2, 2, &peers));
@@ -539,6 +540,7 @@ fn cloned_connections_ask_from_the_first_request_and_serve_locally_without_a_swi
     s2.hand_over(id, state, "/b");
     let r = client.response(false);
     assert_eq!((r.text().as_str(), r.header("X-Locus-Node")), ("document b\n", Some("n2")));
+    assert_eq!(n1.server().stats().routes_unanswered, 1, "answered routes are not counted");
     drop(client);
     s2.expect_closed(id);
 }
