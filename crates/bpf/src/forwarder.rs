@@ -299,6 +299,11 @@ impl Forwarder {
         self.attachment.as_ref().map(|a| a.iface.as_str())
     }
 
+    /// The index of the interface the program is attached to (in the forwarder's namespace).
+    pub fn interface_index(&self) -> Option<u32> {
+        self.attachment.as_ref().map(|a| a.ifindex)
+    }
+
     /// Whether the maps were adopted from pins left by an earlier forwarder.
     pub fn adopted(&self) -> bool {
         self.adopted
@@ -766,18 +771,21 @@ fn unpin_stale_refilled_maps(dir: &Path) -> Result<Vec<&'static str>> {
             dir: dir.to_path_buf(),
             detail,
         };
-        let found = {
-            let map = MapData::from_pin(&path).map_err(|e| mismatch(format!("open it: {e}")))?;
-            let info = map.info().map_err(|e| mismatch(format!("read its info: {e}")))?;
-            let kind = info.map_type().map_err(|e| mismatch(format!("read its type: {e}")))? as u32;
-            (kind, info.key_size(), info.value_size())
-        };
-        if found != (shape.kind, shape.key_size, shape.value_size) {
+        let map = MapData::from_pin(&path).map_err(|e| mismatch(format!("open it: {e}")))?;
+        let (found, _) = map_dims(&map).map_err(mismatch)?;
+        if found != shape.dims() {
             std::fs::remove_file(&path).map_err(|e| mismatch(format!("unpin it: {e}")))?;
             replaced.push(shape.name);
         }
     }
     Ok(replaced)
+}
+
+/// A map's (type, key size, value size) and its capacity; the error says which read failed.
+fn map_dims(map: &MapData) -> std::result::Result<((u32, u32, u32), u32), String> {
+    let info = map.info().map_err(|e| format!("read its info: {e}"))?;
+    let kind = info.map_type().map_err(|e| format!("read its type: {e}"))? as u32;
+    Ok(((kind, info.key_size(), info.value_size()), info.max_entries()))
 }
 
 /// Check every (possibly adopted) map against the shape the program needs; returns the
@@ -796,17 +804,15 @@ fn check_shapes(ebpf: &Ebpf, dir: &Path) -> Result<u32> {
             Map::HashMap(m) | Map::Array(m) | Map::PerCpuArray(m) => m,
             other => return Err(mismatch(format!("unexpected map kind {other:?}"))),
         };
-        let info = data.info().map_err(|e| mismatch(format!("read its info: {e}")))?;
-        let kind = info.map_type().map_err(|e| mismatch(format!("read its type: {e}")))? as u32;
-        let found = (kind, info.key_size(), info.value_size());
-        let wanted = (shape.kind, shape.key_size, shape.value_size);
+        let (found, max_entries) = map_dims(data).map_err(mismatch)?;
+        let wanted = shape.dims();
         if found != wanted {
             return Err(mismatch(format!(
                 "(type, key size, value size) is {found:?}, the program needs {wanted:?}"
             )));
         }
         if shape.name == CONNS {
-            capacity = info.max_entries();
+            capacity = max_entries;
         }
     }
     Ok(capacity)

@@ -258,6 +258,13 @@ pub(crate) struct MapShape {
     pub value_size: u32,
 }
 
+impl MapShape {
+    /// (type, key size, value size), as `map_dims` reads them from a map.
+    pub fn dims(&self) -> (u32, u32, u32) {
+        (self.kind, self.key_size, self.value_size)
+    }
+}
+
 pub(crate) const MAP_SHAPES: [MapShape; 7] = [
     MapShape { name: CONNS, kind: 1, key_size: 12, value_size: 48 },
     MapShape { name: NODES, kind: 2, key_size: 4, value_size: 20 },

@@ -156,10 +156,9 @@ pub fn peer_in_other_namespace(index: u32) -> Result<bool, ForwarderError> {
     // One RTM_NEWLINK answers a request for one link; 64 KiB holds any link's attributes.
     let mut reply = vec![0u8; 64 * 1024];
     let len = socket.recv(&mut &mut reply[..], 0).map_err(|e| error("receive the RTM_GETLINK reply", e))?;
-    let message = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&reply[..len.min(reply.len())])
-        .map_err(|e| {
-            error("decode the RTM_GETLINK reply", io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
-        })?;
+    let message = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&reply[..len]).map_err(|e| {
+        error("decode the RTM_GETLINK reply", io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+    })?;
     let link = match message.payload {
         NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(link)) => link,
         NetlinkPayload::Error(e) => {

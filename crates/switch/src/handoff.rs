@@ -119,7 +119,7 @@ impl HandoffPlane {
                     );
                 }
                 // Decided once per interface and cached; an error here would fail every hold.
-                match locus_bpf::interface(iface).and_then(|i| f.redirects_into_peer(i.index)) {
+                match f.interface_index().map(|index| f.redirects_into_peer(index)).unwrap_or(Ok(false)) {
                     Ok(true) => tracing::info!(
                         interface = %iface,
                         "forwarder: a veth whose peer is in another namespace; frames for the nodes go \
