@@ -308,11 +308,16 @@ fn net_sysctl(net: &Net, role: &str, key: &str) -> anyhow::Result<String> {
     })
 }
 
-/// Give every lab host `wanted` (if named) and say which congestion control the run uses; on
-/// loopback that is the machine's, and naming another is refused rather than ignored.
+/// Give every lab connection `wanted` (if named) and say which congestion control the run
+/// uses: in the lab, what its probe connection got (cubic by default, set per route; where
+/// the kernel refuses, what the namespaces have, with why); on loopback the machine's, and
+/// naming another is refused rather than ignored.
 fn set_congestion_control(net: &Net, wanted: Option<&str>) -> anyhow::Result<String> {
-    if let (Net::Namespaces(lab), Some(name)) = (net, wanted) {
-        lab.set_congestion_control(name)?;
+    if let Net::Namespaces(lab) = net {
+        if let Some(name) = wanted {
+            lab.set_congestion_control(name)?;
+        }
+        return Ok(lab.congestion_control().to_string());
     }
     let used = net_sysctl(net, "client", "net.ipv4.tcp_congestion_control")?;
     if let Some(name) = wanted.filter(|w| *w != used) {

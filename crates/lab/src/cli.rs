@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::demo::{checks_markdown, demo_checks, demo_experiment, tuning_note};
+use crate::error::LabError;
 use crate::experiment::Experiment;
 use crate::runner::{LabOptions, run_experiment};
 use crate::teardown::InterruptWatch;
@@ -126,10 +127,11 @@ fn run_and_report(experiment: Experiment, output: OutputArgs, demo: bool) -> any
         println!("{}", report.results_json());
     }
     if let Some(e) = run.error {
-        return Err(e).context(format!(
-            "the lab run stopped early; the report of what was measured is in {}",
-            out.display()
-        ));
+        let what = match e {
+            LabError::PointsFailed { .. } => "the lab run did not measure every point",
+            _ => "the lab run stopped early",
+        };
+        return Err(e).context(format!("{what}; the report of what was measured is in {}", out.display()));
     }
     Ok(())
 }

@@ -86,6 +86,26 @@ pub enum LabError {
         /// The drawing error.
         message: String,
     },
+    /// A server's address was still held by another socket in its host.
+    #[error("{addr} is still held after {waited:?}: {holders}")]
+    PortHeld {
+        /// The address the server is to listen on.
+        addr: std::net::SocketAddr,
+        /// How long the lab waited for it.
+        waited: std::time::Duration,
+        /// Each socket listening there, with the process that holds it.
+        holders: String,
+    },
+    /// Points that failed twice; the run measured the others.
+    #[error("{failed} of {total} points failed, each tried twice (first: {first})")]
+    PointsFailed {
+        /// How many failed.
+        failed: usize,
+        /// How many the experiment has.
+        total: usize,
+        /// The first failure.
+        first: String,
+    },
     /// The lab is being torn down (after SIGINT or SIGTERM): nothing new may start.
     #[error("the lab was interrupted and is being torn down")]
     Interrupted,

@@ -6,10 +6,12 @@
 
 pub mod cli;
 mod cluster;
+mod congestion;
 mod cpu_time;
 mod demo;
 mod error;
 mod experiment;
+mod listeners;
 mod plots;
 mod process;
 mod report;
@@ -21,6 +23,7 @@ mod topology;
 mod utc_time;
 
 pub use cluster::{ClusterDelta, ClusterSnapshot, ClusterSpec, LabCluster, NodeCounters, max_over_mean};
+pub use congestion::CongestionControl;
 pub use cpu_time::{cpu_us_per_request, process_tree_cpu, stat_cpu_ticks};
 pub use demo::{DEMO_EXPERIMENT, DemoCheck, checks_markdown, demo_checks, demo_experiment, tuning_note};
 pub use error::LabError;
@@ -39,7 +42,8 @@ pub use servers::{HaproxyBalance, Net, NginxBalance, NodeSpec, Server, SwitchSpe
 pub use site::LabSite;
 pub use teardown::{InterruptWatch, ScratchFolder, TeardownSummary, tear_down_everything};
 pub use topology::{
-    BRIDGE_PREFIX, CleanReport, LabHost, LabNetwork, MAX_NODES, NAMESPACE_PREFIX, SCRATCH_FOLDER_PREFIX,
-    VIRTUAL_IP, bridge_owner, clean_stale_labs, namespace_owner, scratch_folder_owner,
+    BRIDGE_PREFIX, CleanReport, DEFAULT_CONGESTION_CONTROL, LAN_PREFIX_LEN, LabHost, LabNetwork, MAX_NODES,
+    NAMESPACE_PREFIX, SCRATCH_FOLDER_PREFIX, VIRTUAL_IP, bridge_owner, clean_stale_labs, namespace_owner,
+    scratch_folder_owner,
 };
 pub use utc_time::UtcTime;

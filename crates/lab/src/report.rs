@@ -44,9 +44,34 @@ pub struct PointResult {
     pub node_requests: Vec<u64>,
     /// The switch process's CPU time (utime + stime) over the interval per forwarded request.
     pub switch_cpu_us_per_request: Option<f64>,
+    /// The TCP congestion control of the lab's connections (the machine's on loopback).
+    #[serde(default)]
+    pub congestion_control: String,
+    /// Runs it took: 2 when the first failed and the point was tried again.
+    #[serde(default = "one_attempt")]
+    pub attempts: u32,
     /// Anything that made a number less trustworthy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+fn one_attempt() -> u32 {
+    1
+}
+
+/// A point that failed on both tries (an object of `results.json` with a `failed` key and no
+/// measurements).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailedPoint {
+    pub switch: SwitchKind,
+    pub policy: String,
+    pub mode: String,
+    pub nodes: usize,
+    pub workload: String,
+    pub repetition: u32,
+    pub attempts: u32,
+    /// Why the last try failed.
+    pub failed: String,
 }
 
 impl PointResult {
@@ -120,6 +145,8 @@ pub struct LabReport {
     pub machine: String,
     /// Markdown paragraphs for the end of the report (a demo explains its tuning here).
     pub notes: Vec<String>,
+    /// Points that failed on both tries; the run went on without them.
+    pub failed_points: Vec<FailedPoint>,
     /// Why the run stopped early, if it did.
     pub failure: Option<String>,
 }
@@ -135,9 +162,13 @@ pub fn ratio_text(a: f64, b: f64) -> String {
 }
 
 impl LabReport {
-    /// `results.json`: an array with one object per measured point.
+    /// `results.json`: an array with one object per measured point, then one per failed point
+    /// (those have a `failed` key).
     pub fn results_json(&self) -> String {
-        serde_json::to_string_pretty(&self.points).unwrap_or_else(|_| "[]".into())
+        let measured = self.points.iter().filter_map(|p| serde_json::to_value(p).ok());
+        let failed = self.failed_points.iter().filter_map(|p| serde_json::to_value(p).ok());
+        let all: Vec<serde_json::Value> = measured.chain(failed).collect();
+        serde_json::to_string_pretty(&all).unwrap_or_else(|_| "[]".into())
     }
 
     /// The series of one workload, in the experiment's row and policy order.
@@ -273,6 +304,18 @@ impl LabReport {
         if let Some(f) = &self.failure {
             let _ = writeln!(out, "**The run stopped early:** {f}\n");
         }
+        if !self.failed_points.is_empty() {
+            let _ = writeln!(
+                out,
+                "**{} points failed on both tries** and are left out of the tables:\n",
+                self.failed_points.len()
+            );
+            for p in &self.failed_points {
+                let label = series_label(p.switch, &p.policy, &p.mode);
+                let _ = writeln!(out, "- {label}, {} nodes, run {}: {}", p.nodes, p.repetition, p.failed);
+            }
+            out.push('\n');
+        }
         out.push_str(&self.render_setup());
         for w in self.workloads() {
             out.push_str(&self.render_workload(&w, plots));
@@ -296,6 +339,17 @@ impl LabReport {
              it on `lo` with `arp_ignore=1`, `arp_announce=2` (LVS direct-routing style, ready for the one-way modes). \
              Clients connect to the virtual IP."
         );
+        let cc: std::collections::BTreeSet<&str> =
+            self.points.iter().map(|p| p.congestion_control.as_str()).filter(|c| !c.is_empty()).collect();
+        if !cc.is_empty() {
+            let cc: Vec<&str> = cc.into_iter().collect();
+            let _ = writeln!(
+                out,
+                "- **TCP congestion control**: {} on every lab connection, set per route in each host's namespace \
+                 (the machine's own settings are left as they are).",
+                cc.join(", ")
+            );
+        }
         let n = &e.node;
         let _ = writeln!(
             out,
@@ -471,7 +525,7 @@ impl LabReport {
     /// Write `results.json`, the plots and `report.md` into `dir`; the files written.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, LabError> {
         std::fs::create_dir_all(dir).map_err(|e| LabError::io(dir, e))?;
-        let mut written = vec![write_results_json(dir, &self.points)?];
+        let mut written = vec![write_results_json(dir, self)?];
         let plots = crate::plots::write_plots(self, dir)?;
         written.extend(plots.iter().map(|p| dir.join(&p.file)));
         let md = dir.join("report.md");
@@ -482,10 +536,9 @@ impl LabReport {
 }
 
 /// Write `results.json` (rewritten after every point, so a stopped run keeps what it measured).
-pub fn write_results_json(dir: &Path, points: &[PointResult]) -> Result<PathBuf, LabError> {
+pub fn write_results_json(dir: &Path, report: &LabReport) -> Result<PathBuf, LabError> {
     let path = dir.join("results.json");
-    let text = serde_json::to_string_pretty(points).unwrap_or_else(|_| "[]".into());
-    std::fs::write(&path, text + "\n").map_err(|e| LabError::io(&path, e))?;
+    std::fs::write(&path, report.results_json() + "\n").map_err(|e| LabError::io(&path, e))?;
     Ok(path)
 }
 
@@ -513,6 +566,8 @@ pub(crate) mod tests {
             duration_s: 6.0,
             node_requests: vec![10; nodes],
             switch_cpu_us_per_request: Some(40.0),
+            congestion_control: "cubic".into(),
+            attempts: 1,
             warnings: Vec::new(),
         }
     }
@@ -562,6 +617,7 @@ files = 10
             wall_s: 12.0,
             machine: "2 CPUs".into(),
             notes: vec!["A note.".into()],
+            failed_points: Vec::new(),
             failure: None,
         }
     }

@@ -15,7 +15,7 @@ use crate::cpu_time::cpu_us_per_request;
 use crate::error::LabError;
 use crate::experiment::{Experiment, ExperimentPoint, SwitchKind};
 use crate::process::require_program;
-use crate::report::{LabReport, PointResult, write_results_json};
+use crate::report::{FailedPoint, LabReport, PointResult, write_results_json};
 use crate::servers::Net;
 use crate::site::LabSite;
 use crate::teardown::ScratchFolder;
@@ -154,14 +154,15 @@ fn run_with_sites(
         wall_s: 0.0,
         machine: describe_machine(),
         notes: Vec::new(),
+        failed_points: Vec::new(),
         failure: None,
     };
     let points = experiment.points();
     let mut error = None;
     for point in &points {
         let t = Instant::now();
-        let site = &sites[point.workload];
-        match run_point(&net, experiment, point, site, options) {
+        let outcome = run_point_twice(&net, experiment, point, &sites[point.workload], options, progress);
+        match outcome {
             Ok(result) => {
                 progress(&format!(
                     "[{}/{}] {:<40} {:>7.0} req/s  hit {:.3}  imbalance {:.2}  switch {} µs/req  ({:.1} s)",
@@ -174,32 +175,96 @@ fn run_with_sites(
                     result.switch_cpu_us_per_request.map_or("—".into(), |c| format!("{c:.0}")),
                     t.elapsed().as_secs_f64()
                 ));
-                let mismatches = result.mismatches;
                 report.points.push(result);
-                if let Err(e) = write_results_json(out, &report.points) {
-                    error = Some(e);
-                    break;
-                }
-                if mismatches > 0 {
-                    error = Some(LabError::Point {
-                        point: point.label(),
-                        message: format!("{mismatches} responses did not match the site (see results.json)"),
-                    });
-                    break;
-                }
             }
-            Err(e) => {
+            Err(PointFailure::Stop(e)) => {
                 error = Some(e);
                 break;
             }
+            Err(PointFailure::Failed(failed)) => {
+                progress(&format!(
+                    "[{}/{}] {} FAILED twice: {}",
+                    point.index + 1,
+                    points.len(),
+                    point.label(),
+                    failed.failed
+                ));
+                report.failed_points.push(failed);
+            }
+        }
+        if let Err(e) = write_results_json(out, &report) {
+            error = Some(e);
+            break;
         }
     }
     drop(net);
     if let Some(e) = &error {
         report.failure = Some(e.to_string());
     }
+    if let (None, Some(first)) = (&error, report.failed_points.first()) {
+        error = Some(LabError::PointsFailed {
+            failed: report.failed_points.len(),
+            total: points.len(),
+            first: first.failed.clone(),
+        });
+    }
     report.wall_s = started.elapsed().as_secs_f64();
     Ok(LabRun { report, error })
+}
+
+/// Why a point has no result: it failed on both tries (the run goes on), or the run must stop
+/// (an interrupt, or `results.json` could not be written).
+enum PointFailure {
+    Failed(FailedPoint),
+    Stop(LabError),
+}
+
+/// Run a point; if it fails (a server that did not start or died, an address still held,
+/// wrong bytes), sweep the lab's hosts and run it once more.
+fn run_point_twice(
+    net: &Net,
+    experiment: &Experiment,
+    point: &ExperimentPoint,
+    site: &LabSite,
+    options: &LabOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<PointResult, PointFailure> {
+    let mut last = String::new();
+    for attempt in 1..=2 {
+        let outcome =
+            run_point(net, experiment, point, site, options, attempt).and_then(|r| match r.mismatches {
+                0 => Ok(r),
+                n => Err(LabError::Point {
+                    point: point.label(),
+                    message: format!("{n} responses did not match the site (see the point's warnings)"),
+                }),
+            });
+        // Whatever a server left behind on the hosts goes before the next point starts.
+        net.sweep_hosts();
+        match outcome {
+            Ok(mut result) => {
+                result.attempts = attempt;
+                return Ok(result);
+            }
+            Err(LabError::Interrupted) => return Err(PointFailure::Stop(LabError::Interrupted)),
+            Err(e) => {
+                last = e.to_string();
+                if attempt == 1 {
+                    progress(&format!("{last}; trying the point once more"));
+                }
+            }
+        }
+    }
+    Err(PointFailure::Failed(FailedPoint {
+        switch: point.switch,
+        policy: point.policy.clone(),
+        mode: point.mode.clone(),
+        nodes: point.nodes,
+        workload: experiment.workloads[point.workload].name.clone(),
+        repetition: point.repetition,
+        attempts: 2,
+        failed: last,
+    }))
 }
 
 /// The load of one point: the workload's Zipf stream over the site, closed loop, every
@@ -278,15 +343,17 @@ fn run_point(
     point: &ExperimentPoint,
     site: &LabSite,
     options: &LabOptions,
+    attempt: u32,
 ) -> Result<PointResult, LabError> {
     let scratch = options.out_dir.join("logs").join(format!(
-        "{:03}-{}-{}-{}-{}n-r{}",
+        "{:03}-{}-{}-{}-{}n-r{}{}",
         point.index + 1,
         experiment.workloads[point.workload].name,
         point.switch.name(),
         point.policy,
         point.nodes,
-        point.repetition
+        point.repetition,
+        if attempt > 1 { format!("-try{attempt}") } else { String::new() }
     ));
     let spec = ClusterSpec {
         nodes: point.nodes,
@@ -304,7 +371,9 @@ fn run_point(
     let (load, before, after) = measure(&cluster, &config).map_err(in_point)?;
     cluster.check_running().map_err(in_point)?;
     drop(cluster);
-    Ok(point_result(experiment, point, &load, &before, &after))
+    let mut result = point_result(experiment, point, &load, &before, &after);
+    result.congestion_control = net.congestion_control();
+    Ok(result)
 }
 
 /// The numbers of a point from its load report and cluster snapshots.
@@ -354,6 +423,8 @@ pub fn point_result(
         duration_s: load.duration_s,
         switch_cpu_us_per_request: cpu_us_per_request(Duration::ZERO, delta.switch_cpu, delta.forwarded()),
         node_requests: delta.node_requests,
+        congestion_control: String::new(),
+        attempts: 1,
         warnings,
     }
 }

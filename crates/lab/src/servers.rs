@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::error::LabError;
-use crate::process::{ChildGuard, free_port, require_program};
+use crate::process::{ChildGuard, free_port, kill_processes_in_namespace, require_program};
 use crate::topology::LabNetwork;
 
 /// The network servers and clients run on.
@@ -84,6 +84,39 @@ impl Net {
         }
     }
 
+    /// Wait until nothing on `role`'s host listens where a server is to listen on `addrs`
+    /// (the previous point's server may still be letting go: NGINX workers outlive their
+    /// master by a moment); the kernel of that host is asked, not the process table. Loopback
+    /// servers take fresh ports and need no wait.
+    pub fn wait_until_free(&self, role: &str, addrs: &[SocketAddr]) -> Result<(), LabError> {
+        if self.lab().is_none() {
+            return Ok(());
+        }
+        self.on_host(role, || {
+            addrs.iter().try_for_each(|&a| crate::listeners::wait_until_free(a, PORT_FREE_LIMIT))
+        })
+    }
+
+    /// SIGKILL whatever still runs on the lab's hosts (a server's orphaned children), between
+    /// points and before a point is tried again.
+    pub fn sweep_hosts(&self) {
+        if let Net::Namespaces(lab) = self {
+            for h in lab.hosts() {
+                kill_processes_in_namespace(&h.namespace);
+            }
+        }
+    }
+
+    /// The TCP congestion control connections here use: the lab's (see `congestion.rs`), or
+    /// the machine's default on loopback.
+    pub fn congestion_control(&self) -> String {
+        match self {
+            Net::Namespaces(lab) => lab.congestion_control().to_string(),
+            Net::Loopback => std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+                .map_or_else(|_| "unknown".into(), |c| c.trim().to_string()),
+        }
+    }
+
     /// A short description for reports.
     pub fn describe(&self) -> &'static str {
         match self {
@@ -123,6 +156,9 @@ impl Server {
 
 const START_LIMIT: Duration = Duration::from_secs(15);
 
+/// Longest wait for a server's address to be free before it starts.
+const PORT_FREE_LIMIT: Duration = Duration::from_secs(10);
+
 /// Lines of a failed server's log quoted in its start error.
 const LOG_TAIL_LINES: usize = 5;
 
@@ -138,10 +174,11 @@ fn log_tail(log: &Path) -> String {
     format!(" (log: {})", lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join(" | "))
 }
 
-/// Spawn `cmd` and wait until its address (and admin address) accept connections from the
-/// client host.
+/// Wait until `addr` (and `admin`) are free on `role`'s host, spawn `cmd` there and wait until
+/// they accept connections from the client host.
 fn start(
     net: &Net,
+    role: &str,
     name: &str,
     cmd: Command,
     addr: SocketAddr,
@@ -149,6 +186,8 @@ fn start(
     scratch: &Path,
 ) -> Result<Server, LabError> {
     let log = scratch.join(format!("{name}.log"));
+    let wanted: Vec<SocketAddr> = std::iter::once(addr).chain(admin).collect();
+    net.wait_until_free(role, &wanted)?;
     let mut process = ChildGuard::spawn(name, cmd, &log)?;
     // The log's end goes into the error: a bench's scratch folder (and the log in it) is
     // removed before anyone reads the message.
@@ -157,7 +196,6 @@ fn start(
         message: format!("{message}{}", log_tail(&log)),
         log: log.clone(),
     };
-    let wanted: Vec<SocketAddr> = std::iter::once(addr).chain(admin).collect();
     let outcome = net.on_host("client", || -> Result<Result<(), String>, LabError> {
         let started = Instant::now();
         for a in &wanted {
@@ -303,7 +341,8 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
         }
         None => None,
     };
-    let mut server = start(net, &spec.role, cmd, addr, admin, scratch)?;
+    net.wait_until_free(&spec.role, agent.as_slice())?;
+    let mut server = start(net, &spec.role, &spec.role, cmd, addr, admin, scratch)?;
     server.agent = agent;
     Ok(server)
 }
@@ -382,7 +421,7 @@ pub fn locus_switch(
     if let Some(dir) = &spec.handoff_pin_dir {
         cmd.arg("--handoff-pin-dir").arg(dir);
     }
-    start(net, "locus-switch", cmd, listen, admin, scratch)
+    start(net, "switch", "locus-switch", cmd, listen, admin, scratch)
 }
 
 /// Whether a Locus switch mode is one-way (`handoff`, `l4`): it needs a control-channel key,
@@ -445,7 +484,7 @@ pub fn haproxy(
         .map_err(|e| LabError::io(&path, e))?;
     let mut cmd = net.command("switch", &bin)?;
     cmd.arg("-db").arg("-f").arg(&path);
-    start(net, "haproxy", cmd, listen, None, scratch)
+    start(net, "switch", "haproxy", cmd, listen, None, scratch)
 }
 
 /// How NGINX picks an upstream.
@@ -506,7 +545,7 @@ pub fn nginx_proxy(
         .map_err(|e| LabError::io(&path, e))?;
     let mut cmd = net.command("switch", &bin)?;
     cmd.arg("-c").arg(&path).arg("-p").arg(&dir);
-    start(net, "nginx", cmd, listen, None, scratch)
+    start(net, "switch", "nginx", cmd, listen, None, scratch)
 }
 
 /// NGINX's folder in `scratch`, made and given as an absolute path: NGINX takes a relative
@@ -538,7 +577,7 @@ pub fn nginx_static(net: &Net, scratch: &Path, role: &str, root: &Path) -> Resul
     std::fs::write(&path, config).map_err(|e| LabError::io(&path, e))?;
     let mut cmd = net.command(role, &bin)?;
     cmd.arg("-c").arg(&path).arg("-p").arg(&dir);
-    start(net, "nginx", cmd, addr, None, scratch)
+    start(net, role, "nginx", cmd, addr, None, scratch)
 }
 
 #[cfg(test)]

@@ -9,8 +9,10 @@ use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::congestion::CongestionControl;
 use crate::error::LabError;
 use crate::process::{kill_processes_in_namespace, process_alive};
 use crate::teardown::registry;
@@ -30,10 +32,16 @@ const BRIDGE_ALIAS: &str = "locus-lab:owner=";
 /// Most nodes in one lab (interface names must fit in 15 bytes).
 pub const MAX_NODES: usize = 32;
 
-/// The TCP congestion control every lab host starts with: Linux's own default. A new namespace
-/// would otherwise inherit the machine's (often BBR, whose pacing changes how proxies that
-/// send in small pieces compare), and results would depend on how the host was tuned.
+/// The TCP congestion control every lab connection starts with: Linux's own default. A new
+/// namespace would otherwise inherit the machine's (often BBR, whose pacing changes how
+/// proxies that send in small pieces compare), and results would depend on how the host was
+/// tuned.
 pub const DEFAULT_CONGESTION_CONTROL: &str = "cubic";
+
+/// The lab's LAN, 10.253.0.0/24.
+const LAN_SUBNET: Ipv4Addr = Ipv4Addr::new(10, 253, 0, 0);
+/// The LAN's prefix length.
+pub const LAN_PREFIX_LEN: u8 = 24;
 
 /// The virtual IP the switch owns and the nodes carry on `lo`.
 pub const VIRTUAL_IP: Ipv4Addr = Ipv4Addr::new(10, 253, 0, 100);
@@ -61,6 +69,8 @@ pub struct LabNetwork {
     bridge: String,
     hosts: Vec<LabHost>,
     nodes: usize,
+    /// What the lab's connections use, once set.
+    congestion: Mutex<CongestionControl>,
 }
 
 /// Run `ip args…`; its error output becomes the error.
@@ -147,7 +157,12 @@ impl LabNetwork {
             })
             .collect();
         let lan = format!("{NAMESPACE_PREFIX}{pid}-{seq}-lan");
-        let lab = LabNetwork { lan, bridge, hosts, nodes };
+        let congestion = Mutex::new(CongestionControl {
+            wanted: DEFAULT_CONGESTION_CONTROL.into(),
+            used: String::new(),
+            note: Some("not set yet".into()),
+        });
+        let lab = LabNetwork { lan, bridge, hosts, nodes, congestion };
         {
             // Registered before they exist, under the lock, so a teardown either happens
             // before anything is made or removes whatever was.
@@ -197,7 +212,7 @@ impl LabNetwork {
             ip(&["netns", "add", ns])?;
             ip(&["-n", lan, "link", "add", &h.port, "type", "veth", "peer", "name", "eth0", "netns", ns])?;
             ip(&["-n", lan, "link", "set", &h.port, "master", br, "up"])?;
-            ip(&["-n", ns, "addr", "add", &format!("{}/24", h.addr), "dev", "eth0"])?;
+            ip(&["-n", ns, "addr", "add", &format!("{}/{LAN_PREFIX_LEN}", h.addr), "dev", "eth0"])?;
             ip(&["-n", ns, "link", "set", "eth0", "up"])?;
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
         }
@@ -210,10 +225,11 @@ impl LabNetwork {
     }
 
     /// Sysctls: nodes ignore ARP for the VIP they carry on `lo` and never announce it; the
-    /// client and switch may open many short connections; every host uses
-    /// `DEFAULT_CONGESTION_CONTROL`.
+    /// client and switch may open many short connections. Every lab connection uses
+    /// `DEFAULT_CONGESTION_CONTROL` where the kernel has it (a per-route setting: nothing of the
+    /// machine changes).
     fn configure(&self) -> Result<(), LabError> {
-        self.set_congestion_control(DEFAULT_CONGESTION_CONTROL)?;
+        self.prefer_congestion_control(DEFAULT_CONGESTION_CONTROL)?;
         for h in &self.hosts {
             self.on_host(&h.role, || -> Result<(), LabError> {
                 if h.role.starts_with("node") {
@@ -231,22 +247,18 @@ impl LabNetwork {
         Ok(())
     }
 
-    /// Set the TCP congestion control (`net.ipv4.tcp_congestion_control`) of every host; an
-    /// algorithm the kernel lacks is refused with the list of those it has.
-    pub fn set_congestion_control(&self, name: &str) -> Result<(), LabError> {
-        for h in &self.hosts {
-            self.on_host(&h.role, || write_sysctl("net.ipv4.tcp_congestion_control", name)).map_err(|e| {
-                let available =
-                    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-                        .unwrap_or_default();
-                LabError::CongestionControl {
-                    name: name.to_string(),
-                    message: e.to_string(),
-                    available: available.trim().to_string(),
-                }
-            })?;
-        }
-        Ok(())
+    /// The congestion control the lab's connections use (see `congestion.rs`).
+    pub fn congestion_control(&self) -> CongestionControl {
+        self.congestion.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub(crate) fn record_congestion_control(&self, cc: CongestionControl) {
+        *self.congestion.lock().unwrap_or_else(|p| p.into_inner()) = cc;
+    }
+
+    /// The LAN's network address (its prefix is [`LAN_PREFIX_LEN`] bits).
+    pub fn lan_subnet(&self) -> Ipv4Addr {
+        LAN_SUBNET
     }
 
     /// Number of nodes.
@@ -498,27 +510,56 @@ mod tests {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// The congestion control of both ends of a connection from `from` to `to`'s address.
+    fn connection_congestion(lab: &LabNetwork, from: &str, to: &str) -> (String, String) {
+        let addr = lab.addr(to).unwrap();
+        let listener =
+            lab.on_host(to, || Ok::<_, LabError>(std::net::TcpListener::bind((addr, 0)).unwrap())).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let client = lab
+            .on_host(from, || Ok::<_, LabError>(std::net::TcpStream::connect((addr, port)).unwrap()))
+            .unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let name = |s: &std::net::TcpStream| {
+            let n = socket2::SockRef::from(s).tcp_congestion().unwrap();
+            String::from_utf8_lossy(&n).trim_end_matches('\0').to_string()
+        };
+        (name(&client), name(&server))
+    }
+
     #[test]
-    fn hosts_start_with_cubic_whatever_the_host_uses_and_an_unknown_algorithm_is_refused_by_name() {
+    fn lab_connections_use_cubic_on_both_ends_without_changing_the_machine_and_an_unknown_algorithm_is_refused()
+     {
         if let Err(why) = LabNetwork::available() {
             eprintln!("skipped: {why}");
             return;
         }
-        let lab = LabNetwork::create(1).unwrap();
-        for h in lab.hosts() {
+        let machine = |key: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{key}")).unwrap();
+        let (allowed, default) =
+            (machine("tcp_allowed_congestion_control"), machine("tcp_congestion_control"));
+        let lab = LabNetwork::create(2).unwrap();
+        let cc = lab.congestion_control();
+        assert_eq!((cc.used.as_str(), cc.note.as_deref()), ("cubic", None), "{cc}");
+        for (from, to) in [("client", "switch"), ("switch", "node1"), ("node2", "client")] {
             assert_eq!(
-                read_sysctl_in(&h.namespace, "net.ipv4.tcp_congestion_control"),
-                "cubic",
-                "{}",
-                h.role
+                connection_congestion(&lab, from, to),
+                ("cubic".into(), "cubic".into()),
+                "{from} -> {to}"
             );
         }
         lab.set_congestion_control("reno").unwrap();
-        for h in lab.hosts() {
-            assert_eq!(read_sysctl_in(&h.namespace, "net.ipv4.tcp_congestion_control"), "reno", "{}", h.role);
-        }
+        assert_eq!(connection_congestion(&lab, "client", "node1"), ("reno".into(), "reno".into()));
+        assert_eq!(lab.congestion_control().used, "reno");
         let err = lab.set_congestion_control("warp-drive").unwrap_err().to_string();
         assert!(err.contains("`warp-drive`") && err.contains("cubic"), "{err}");
+        assert_eq!(lab.congestion_control().used, "reno", "a refused algorithm leaves the lab as it was");
+        assert!(lab.set_congestion_control("cubic lock").is_err(), "not a name: never reaches `ip`");
+        assert_eq!(
+            machine("tcp_allowed_congestion_control"),
+            allowed,
+            "the machine's allowed list is untouched"
+        );
+        assert_eq!(machine("tcp_congestion_control"), default, "the machine's default is untouched");
     }
 
     #[test]
