@@ -124,6 +124,14 @@ impl LabNetwork {
         }
     }
 
+    /// For a test that needs the lab (marked `#[ignore]`; `./quickstart test` runs it as root):
+    /// panics with why the lab cannot be made here, so that the test fails rather than passes.
+    pub fn require_for_test() {
+        if let Err(why) = LabNetwork::available() {
+            panic!("the lab's network namespaces {why}: run it as root, as ./quickstart test does");
+        }
+    }
+
     /// Make a lab with a client, a switch and `nodes` nodes on one bridge, with the virtual IP
     /// and the sysctls set. Everything made so far is removed if a step fails.
     pub fn create(nodes: usize) -> Result<LabNetwork, LabError> {
@@ -499,11 +507,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
     fn hosts_start_with_cubic_whatever_the_host_uses_and_an_unknown_algorithm_is_refused_by_name() {
-        if let Err(why) = LabNetwork::available() {
-            eprintln!("skipped: {why}");
-            return;
-        }
+        LabNetwork::require_for_test();
         let lab = LabNetwork::create(1).unwrap();
         for h in lab.hosts() {
             assert_eq!(
@@ -522,11 +528,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
     fn hosts_reach_each_other_the_switch_answers_for_the_vip_and_everything_is_removed_after() {
-        if let Err(why) = LabNetwork::available() {
-            eprintln!("skipped: {why}");
-            return;
-        }
+        LabNetwork::require_for_test();
         let (mut names, bridge);
         {
             let lab = LabNetwork::create(2).unwrap();
