@@ -62,7 +62,7 @@ impl HandoffLab {
     /// For the tests, which are `#[ignore]`d (`./quickstart test` runs them as root).
     fn require() {
         if let Err(why) = HandoffLab::available() {
-            panic!("network namespaces here {why}: run it as root, as ./quickstart test does");
+            panic!("cannot make network namespaces here ({why}): run it as root, as ./quickstart test does");
         }
     }
 

@@ -128,7 +128,7 @@ impl LabNetwork {
     /// panics with why the lab cannot be made here, so that the test fails rather than passes.
     pub fn require_for_test() {
         if let Err(why) = LabNetwork::available() {
-            panic!("the lab's network namespaces {why}: run it as root, as ./quickstart test does");
+            panic!("the lab cannot run here ({why}): run it as root, as ./quickstart test does");
         }
     }
 
