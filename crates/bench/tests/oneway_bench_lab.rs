@@ -1,6 +1,7 @@
 //! `locus bench clubweb` and `locus bench rehandoff` on tiny points in the lab's namespaces
-//! (skipped, with a message, without root or `ip`): every mode and configuration gives a
-//! complete row with no failed request; the flags parse with their defaults.
+//! (root only: `#[ignore]`d; `./quickstart test` runs them as root): every mode and
+//! configuration gives a complete row with no failed request; the flags parse with their
+//! defaults.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -80,21 +81,10 @@ fn defaults_match_the_documented_sweeps() {
     assert!(Bench::try_parse_from(["bench", "clubweb", "--size", "zero"]).is_err());
 }
 
-fn skip() -> bool {
-    match LabNetwork::available() {
-        Ok(()) => false,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            true
-        }
-    }
-}
-
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn clubweb_runs_a_tiny_point_per_mode_without_errors() {
-    if skip() {
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("clubweb lab", Duration::from_secs(240));
     let locus = locus_binary();
     let a = clubweb_args(&[
@@ -148,10 +138,9 @@ fn assert_served(r: &locus_bench::rehandoff::RehandoffRow) {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn rehandoff_runs_multiple_handoff_a_connection_per_request_and_proxy_without_errors() {
-    if skip() {
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("rehandoff lab", Duration::from_secs(240));
     let rows = tiny_rehandoff("handoff,handoff-close,proxy");
     let setups: Vec<&str> = rows.iter().map(|r| r.setup.as_str()).collect();
@@ -162,10 +151,9 @@ fn rehandoff_runs_multiple_handoff_a_connection_per_request_and_proxy_without_er
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn rehandoff_measures_back_end_forwarding_on_keep_alive_connections() {
-    if skip() {
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("rehandoff forward lab", Duration::from_secs(240));
     let rows = tiny_rehandoff("forward");
     assert_eq!(rows.len(), 1);
@@ -193,18 +181,16 @@ fn still_running(pids: &[u32]) -> Vec<u32> {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn ctrl_c_during_a_proxy_bench_removes_its_servers_namespaces_and_scratch_folder() {
-    if skip() {
-        return;
-    }
+    LabNetwork::require_for_test();
     interrupt_a_proxy_bench("namespaces");
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn ctrl_c_during_a_loopback_proxy_bench_leaves_no_wrk_running() {
-    if skip() {
-        return;
-    }
+    LabNetwork::require_for_test();
     // On loopback no namespace kill reaches wrk: it must die with the bench itself.
     interrupt_a_proxy_bench("loopback");
 }

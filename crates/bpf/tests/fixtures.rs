@@ -45,10 +45,9 @@ fn pin_to_cpu0() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn hold_drops_the_clients_packets_and_counts_them() {
-    if !privileged("hold") {
-        return;
-    }
+    require_root();
     let f = forwarder(1024);
     let key = ConnKey::new(client(40000), vip());
     f.hold(key, NODE1).unwrap();
@@ -64,10 +63,9 @@ fn hold_drops_the_clients_packets_and_counts_them() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn forward_redirects_and_rewrites_both_macs_but_no_ip_or_tcp_byte() {
-    if !privileged("forward") {
-        return;
-    }
+    require_root();
     let f = forwarder(1024);
     let key = ConnKey::new(client(40001), vip());
     f.hold(key, NODE1).unwrap();
@@ -88,10 +86,9 @@ fn forward_redirects_and_rewrites_both_macs_but_no_ip_or_tcp_byte() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn pure_syn_on_a_handoff_entry_deletes_it_and_passes_but_syn_ack_does_not() {
-    if !privileged("syn reset") {
-        return;
-    }
+    require_root();
     let f = forwarder(1024);
     let key = ConnKey::new(client(40002), vip());
     f.hold(key, NODE1).unwrap();
@@ -113,10 +110,9 @@ fn pure_syn_on_a_handoff_entry_deletes_it_and_passes_but_syn_ack_does_not() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn unmapped_traffic_passes_unchanged() {
-    if !privileged("unmapped") {
-        return;
-    }
+    require_root();
     let f = forwarder(1024);
     f.hold(ConnKey::new(client(40003), vip()), NODE1).unwrap();
     for frame in [
@@ -135,10 +131,9 @@ fn unmapped_traffic_passes_unchanged() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn non_ipv4_non_tcp_fragments_and_truncated_headers_pass_even_with_an_entry() {
-    if !privileged("not ours") {
-        return;
-    }
+    require_root();
     let f = forwarder(1024);
     let key = ConnKey::new(client(40005), vip());
     f.hold(key, NODE1).unwrap();
@@ -184,10 +179,9 @@ fn non_ipv4_non_tcp_fragments_and_truncated_headers_pass_even_with_an_entry() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn ip_options_are_skipped_by_ihl_to_find_the_ports() {
-    if !privileged("ip options") {
-        return;
-    }
+    require_root();
     let f = forwarder(1024);
     let key = ConnKey::new(client(40006), vip());
     f.hold(key, NODE2).unwrap();
@@ -212,10 +206,9 @@ fn ip_options_are_skipped_by_ihl_to_find_the_ports() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn forward_and_repoint_need_an_entry_and_repoint_moves_it() {
-    if !privileged("repoint") {
-        return;
-    }
+    require_root();
     let f = forwarder(1024);
     let key = ConnKey::new(client(40008), vip());
     assert!(matches!(f.forward(key), Err(ForwarderError::NoEntry(_))));
@@ -242,10 +235,9 @@ fn forward_and_repoint_need_an_entry_and_repoint_moves_it() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn expire_deletes_only_entries_idle_for_longer_than_asked() {
-    if !privileged("expire") {
-        return;
-    }
+    require_root();
     let f = forwarder(1024);
     let idle = ConnKey::new(client(40010), vip());
     let busy = ConnKey::new(client(40011), vip());
@@ -274,10 +266,9 @@ fn l4_forwarder(max_entries: u32, mode: SelectionMode, table: &NodeTable) -> For
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn l4_syn_to_a_service_creates_entries_round_robin_over_the_nodes() {
-    if !privileged("l4 rr") {
-        return;
-    }
+    require_root();
     pin_to_cpu0();
     let f = l4_forwarder(1024, SelectionMode::RoundRobin, &NodeTable::round_robin(2));
     let mut picked = Vec::new();
@@ -309,10 +300,9 @@ fn l4_syn_to_a_service_creates_entries_round_robin_over_the_nodes() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn l4_weighted_table_follows_its_weights() {
-    if !privileged("l4 wrr") {
-        return;
-    }
+    require_root();
     pin_to_cpu0();
     let f = l4_forwarder(1024, SelectionMode::RoundRobin, &NodeTable::weighted(&[3, 1]));
     let mut counts = [0; 2];
@@ -324,10 +314,9 @@ fn l4_weighted_table_follows_its_weights() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn l4_hash_selection_is_stable_per_4_tuple_and_matches_flow_hash() {
-    if !privileged("l4 hash") {
-        return;
-    }
+    require_root();
     let table = NodeTable::from_slots(vec![0, 1, 1, 0, 1]);
     let f = l4_forwarder(1024, SelectionMode::Hash, &table);
     let mut seen = [0; 2];
@@ -348,10 +337,9 @@ fn l4_hash_selection_is_stable_per_4_tuple_and_matches_flow_hash() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn l4_syn_retransmission_reuses_its_entry() {
-    if !privileged("l4 retransmit") {
-        return;
-    }
+    require_root();
     pin_to_cpu0();
     let f = l4_forwarder(1024, SelectionMode::RoundRobin, &NodeTable::round_robin(2));
     let syn = Frame::tcp(client(44000), vip()).flags(TCP_SYN).build();
@@ -364,10 +352,9 @@ fn l4_syn_retransmission_reuses_its_entry() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn l4_drops_syns_it_cannot_place_and_counts_them() {
-    if !privileged("l4 drops") {
-        return;
-    }
+    require_root();
     // No selection table yet.
     let f = forwarder(2);
     f.set_services(&[(*vip().ip(), vip().port())]).unwrap();
@@ -390,10 +377,9 @@ fn l4_drops_syns_it_cannot_place_and_counts_them() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn port_reuse_on_an_l4_service_deletes_the_handoff_entry_and_places_the_syn_anew() {
-    if !privileged("l4 reuse") {
-        return;
-    }
+    require_root();
     pin_to_cpu0();
     let f = l4_forwarder(1024, SelectionMode::RoundRobin, &NodeTable::round_robin(2));
     let key = ConnKey::new(client(46000), vip());
@@ -409,10 +395,9 @@ fn port_reuse_on_an_l4_service_deletes_the_handoff_entry_and_places_the_syn_anew
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn counters_count_every_outcome() {
-    if !privileged("counters") {
-        return;
-    }
+    require_root();
     pin_to_cpu0();
     let f = l4_forwarder(1024, SelectionMode::RoundRobin, &NodeTable::round_robin(2));
     let held = ConnKey::new(client(47000), vip());
@@ -439,10 +424,9 @@ fn counters_count_every_outcome() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn bad_tables_and_lists_are_refused_with_what_was_wrong() {
-    if !privileged("validation") {
-        return;
-    }
+    require_root();
     let f = forwarder(16);
     let err = f.set_selection(&[0, 300]).unwrap_err().to_string();
     assert!(err.contains("selection table") && err.contains("300"), "{err}");
@@ -458,10 +442,9 @@ fn bad_tables_and_lists_are_refused_with_what_was_wrong() {
 }
 
 #[test]
+#[ignore = "needs root: loads BPF programs (./quickstart test runs it as root)"]
 fn the_default_capacity_is_262144_and_the_forwarder_is_shareable() {
-    if !privileged("capacity") {
-        return;
-    }
+    require_root();
     fn shareable<T: Send + Sync>() {}
     shareable::<Forwarder>();
     let f = Forwarder::load(ForwarderOptions {

@@ -55,10 +55,9 @@ fn options(pins: &BpffsGuard) -> ForwarderOptions {
 }
 
 #[test]
+#[ignore = "needs root: BPF, bpffs and network namespaces (./quickstart test runs it as root)"]
 fn entries_survive_a_switch_restart_through_pins_and_still_forward() {
-    if !privileged("restart") {
-        return;
-    }
+    require_root();
     let pins = BpffsGuard::new();
     let (ns, dev) = namespace_with_veth();
     let held = ConnKey::new(client(50000), vip());
@@ -100,10 +99,9 @@ fn entries_survive_a_switch_restart_through_pins_and_still_forward() {
 }
 
 #[test]
+#[ignore = "needs root: BPF, bpffs and network namespaces (./quickstart test runs it as root)"]
 fn keep_running_leaves_the_filter_forwarding_and_the_next_attach_replaces_it_in_place() {
-    if !privileged("keep running") {
-        return;
-    }
+    require_root();
     let pins = BpffsGuard::new();
     let (ns, dev) = namespace_with_veth();
     let key = ConnKey::new(client(51000), vip());
@@ -125,10 +123,9 @@ fn keep_running_leaves_the_filter_forwarding_and_the_next_attach_replaces_it_in_
 }
 
 #[test]
+#[ignore = "needs root: BPF, bpffs and network namespaces (./quickstart test runs it as root)"]
 fn an_existing_clsact_with_other_filters_is_kept_on_drop() {
-    if !privileged("foreign filter") {
-        return;
-    }
+    require_root();
     let (ns, dev) = namespace_with_veth();
     run(&["tc", "-n", &ns.name, "qdisc", "add", "dev", &dev, "clsact"]);
     // A classic-BPF filter that returns 0 (no verdict): matchall and the tc actions are not
@@ -144,10 +141,9 @@ fn an_existing_clsact_with_other_filters_is_kept_on_drop() {
 }
 
 #[test]
+#[ignore = "needs root: BPF, bpffs and network namespaces (./quickstart test runs it as root)"]
 fn a_forwarder_dropped_on_another_thread_detaches_in_its_own_namespace() {
-    if !privileged("drop elsewhere") {
-        return;
-    }
+    require_root();
     let (ns, dev) = namespace_with_veth();
     let f = ns.on(|| Forwarder::attach(&dev, ForwarderOptions::default()).unwrap());
     assert_eq!(filters(&ns.name, &dev), 1);
@@ -157,20 +153,18 @@ fn a_forwarder_dropped_on_another_thread_detaches_in_its_own_namespace() {
 }
 
 #[test]
+#[ignore = "needs root: BPF, bpffs and network namespaces (./quickstart test runs it as root)"]
 fn attach_names_a_missing_interface() {
-    if !privileged("missing interface") {
-        return;
-    }
+    require_root();
     let (ns, _dev) = namespace_with_veth();
     let err = ns.on(|| Forwarder::attach("lbfnope0", ForwarderOptions::default()).err().unwrap());
     assert!(err.to_string().contains("lbfnope0"), "{err}");
 }
 
 #[test]
+#[ignore = "needs root: BPF, bpffs and network namespaces (./quickstart test runs it as root)"]
 fn a_pin_dir_off_bpffs_is_refused() {
-    if !privileged("not bpffs") {
-        return;
-    }
+    require_root();
     let dir = tempfile::tempdir().unwrap();
     let err =
         Forwarder::load(ForwarderOptions { pin_dir: Some(dir.path().to_path_buf()), ..Default::default() })
@@ -213,10 +207,9 @@ fn pin_foreign_map(path: &std::path::Path, map_type: u32, key_size: u32, value_s
 }
 
 #[test]
+#[ignore = "needs root: BPF, bpffs and network namespaces (./quickstart test runs it as root)"]
 fn a_pinned_map_of_another_shape_is_refused_not_adopted() {
-    if !privileged("mismatch") {
-        return;
-    }
+    require_root();
     let pins = BpffsGuard::new();
     let dir = pins.path().join("locus");
     std::fs::create_dir(&dir).unwrap();
@@ -228,10 +221,9 @@ fn a_pinned_map_of_another_shape_is_refused_not_adopted() {
 }
 
 #[test]
+#[ignore = "needs root: BPF, bpffs and network namespaces (./quickstart test runs it as root)"]
 fn an_older_layout_of_a_refilled_map_is_replaced_and_the_connections_are_kept() {
-    if !privileged("older layout") {
-        return;
-    }
+    require_root();
     let pins = BpffsGuard::new();
     let dir = pins.path().join("locus");
     let key = ConnKey::new(client(52000), vip());

@@ -9,7 +9,7 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::thread;
 use std::time::Duration;
 
-use common::privileged;
+use common::require_root;
 use locus_bpf::{PairReport, RelayError, SockmapRelay};
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -57,10 +57,9 @@ fn send_and_receive(mut tx: TcpStream, mut rx: TcpStream, data: Vec<u8>) -> (Vec
 }
 
 #[test]
+#[ignore = "needs root: loads the BPF sockmap program (./quickstart test runs it as root)"]
 fn bytes_are_relayed_exactly_both_ways_at_1k_64k_1m_and_8m() {
-    if !privileged("bytes_are_relayed_exactly_both_ways_at_1k_64k_1m_and_8m") {
-        return;
-    }
+    require_root();
     let relay = SockmapRelay::load().unwrap();
     for size in [1 << 10, 64 << 10, 1 << 20, 8 << 20] {
         let Relayed { client, node, a, b } = relayed();
@@ -84,10 +83,9 @@ fn bytes_are_relayed_exactly_both_ways_at_1k_64k_1m_and_8m() {
 }
 
 #[test]
+#[ignore = "needs root: loads the BPF sockmap program (./quickstart test runs it as root)"]
 fn a_half_close_is_passed_on_after_the_last_byte_each_way() {
-    if !privileged("a_half_close_is_passed_on_after_the_last_byte_each_way") {
-        return;
-    }
+    require_root();
     let relay = SockmapRelay::load().unwrap();
     let Relayed { mut client, mut node, a, b } = relayed();
     let pair = relay.join(&a, &b).unwrap();
@@ -117,10 +115,9 @@ fn a_half_close_is_passed_on_after_the_last_byte_each_way() {
 }
 
 #[test]
+#[ignore = "needs root: loads the BPF sockmap program (./quickstart test runs it as root)"]
 fn a_reset_ends_the_pair_and_closes_the_other_side() {
-    if !privileged("a_reset_ends_the_pair_and_closes_the_other_side") {
-        return;
-    }
+    require_root();
     let relay = SockmapRelay::load().unwrap();
     let Relayed { client, mut node, a, b } = relayed();
     let pair = relay.join(&a, &b).unwrap();
@@ -136,10 +133,9 @@ fn a_reset_ends_the_pair_and_closes_the_other_side() {
 }
 
 #[test]
+#[ignore = "needs root: loads the BPF sockmap program (./quickstart test runs it as root)"]
 fn a_hundred_pairs_relay_at_once_without_mixing_bytes() {
-    if !privileged("a_hundred_pairs_relay_at_once_without_mixing_bytes") {
-        return;
-    }
+    require_root();
     let relay = SockmapRelay::load().unwrap();
     let mut pairs = Vec::new();
     for i in 0..100u32 {
@@ -177,10 +173,9 @@ fn a_hundred_pairs_relay_at_once_without_mixing_bytes() {
 }
 
 #[test]
+#[ignore = "needs root: loads the BPF sockmap program (./quickstart test runs it as root)"]
 fn bytes_queued_before_the_join_are_relayed_without_more_traffic() {
-    if !privileged("bytes_queued_before_the_join_are_relayed_without_more_traffic") {
-        return;
-    }
+    require_root();
     let relay = SockmapRelay::load().unwrap();
     let Relayed { mut client, mut node, a, b } = relayed();
     client.write_all(b"early request").unwrap();
@@ -194,10 +189,9 @@ fn bytes_queued_before_the_join_are_relayed_without_more_traffic() {
 }
 
 #[test]
+#[ignore = "needs root: loads the BPF sockmap program (./quickstart test runs it as root)"]
 fn unjoin_hands_back_sockets_that_work_as_plain_sockets() {
-    if !privileged("unjoin_hands_back_sockets_that_work_as_plain_sockets") {
-        return;
-    }
+    require_root();
     let relay = SockmapRelay::load().unwrap();
     let Relayed { mut client, mut node, mut a, mut b } = relayed();
     let pair = relay.join(&a, &b).unwrap();
@@ -234,10 +228,9 @@ fn unjoin_hands_back_sockets_that_work_as_plain_sockets() {
 }
 
 #[test]
+#[ignore = "needs root: loads the BPF sockmap program (./quickstart test runs it as root)"]
 fn joining_a_socket_twice_is_refused_and_leaves_its_pair_relaying() {
-    if !privileged("joining_a_socket_twice_is_refused_and_leaves_its_pair_relaying") {
-        return;
-    }
+    require_root();
     let relay = SockmapRelay::load().unwrap();
     let Relayed { mut client, mut node, a, b } = relayed();
     let (_other_peer, other) = tcp_pair();

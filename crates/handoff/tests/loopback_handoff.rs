@@ -16,13 +16,11 @@ use locus_handoff::{
     resume_connection, sending_mss,
 };
 
-fn skip_unless_root() -> bool {
+/// For the root-only tests (`#[ignore]`d; `./quickstart test` runs them as root).
+fn require_root() {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: TCP_REPAIR needs CAP_NET_ADMIN (run as root)");
-        return true;
-    }
-    false
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(root, "TCP_REPAIR needs CAP_NET_ADMIN: run it as root, as ./quickstart test does");
 }
 
 /// A connected pair on loopback: (listener, client, accepted server side).
@@ -73,10 +71,9 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn loopback_handoff_keeps_the_request_in_front_and_the_client_continues_byte_exact() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let (listener, mut client, mut server) = connected_pair();
     let request = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
     let pipelined = b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -140,10 +137,9 @@ fn loopback_handoff_keeps_the_request_in_front_and_the_client_continues_byte_exa
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn loopback_handoff_transfers_the_send_queue_when_the_client_is_not_reading() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     // A small receive buffer on the client so the server's writes back up.
     let client = socket_with_small_receive_buffer();
@@ -230,10 +226,9 @@ fn connect(fd: &std::os::fd::OwnedFd, addr: std::net::SocketAddr) {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn dumping_a_listener_fails_at_the_first_step_and_gives_the_socket_back() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let err = dump_connection(listener, b"").unwrap_err();
     assert_eq!(err.error.to_string(), "TCP_REPAIR=1: EPERM (Operation not permitted)");
@@ -244,10 +239,9 @@ fn dumping_a_listener_fails_at_the_first_step_and_gives_the_socket_back() {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn dumping_a_half_closed_connection_is_refused_and_the_socket_still_works() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let (_listener, mut client, server) = connected_pair();
     client.shutdown(std::net::Shutdown::Write).unwrap();
     std::thread::sleep(Duration::from_millis(20));
@@ -262,10 +256,9 @@ fn dumping_a_half_closed_connection_is_refused_and_the_socket_still_works() {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn restoring_onto_an_address_this_host_lacks_fails_at_bind_with_eaddrnotavail() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let state = TcpRepairState {
         // TEST-NET-1: on no interface here. Nothing is sent: the bind fails first.
         local: SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 1), 80),
@@ -289,10 +282,9 @@ fn restoring_onto_an_address_this_host_lacks_fails_at_bind_with_eaddrnotavail() 
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn on_one_host_a_dumped_socket_must_leave_the_tables_before_its_restore() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let (_listener, mut client, server) = connected_pair();
     let state = dump_connection_in_place(server.as_fd(), b"").unwrap();
     // Still open in repair mode: the restored socket's 4-tuple collides with it.
@@ -315,10 +307,9 @@ fn on_one_host_a_dumped_socket_must_leave_the_tables_before_its_restore() {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn a_connection_dumped_in_place_and_resumed_serves_on_as_if_nothing_happened() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let (_listener, mut client, mut server) = connected_pair();
     client.write_all(b"request").unwrap();
     wait_until("the request", || bytes_available(&server) == 7);
@@ -336,10 +327,9 @@ fn a_connection_dumped_in_place_and_resumed_serves_on_as_if_nothing_happened() {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn measuring_handoff_latency_times_every_handoff_over_connections_that_work() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     // More than one batch (250), the last one partial.
     let latency = measure_handoff_latency(300).unwrap();
     assert_eq!(latency.handoffs, 300);
@@ -378,10 +368,9 @@ fn sockaddr(addr: SocketAddrV4) -> libc::sockaddr_in {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn the_kernel_refuses_repair_steps_out_of_order_with_these_errnos() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let (_listener, mut client, server) = connected_pair();
     client.write_all(b"queued").unwrap();
     wait_until("the request", || bytes_available(&server) == 6);
@@ -475,10 +464,9 @@ fn the_kernel_refuses_repair_steps_out_of_order_with_these_errnos() {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn a_nonblocking_restore_gives_a_socket_tokio_can_take() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let (_listener, mut client, server) = connected_pair();
     let state = dump_connection(server, b"GET / HTTP/1.1\r\n\r\n").unwrap();
     let options = RestoreOptions { nonblocking: true, ..RestoreOptions::default() };
@@ -498,10 +486,9 @@ fn a_nonblocking_restore_gives_a_socket_tokio_can_take() {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn dumping_with_known_addresses_gives_the_state_the_lookups_give() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let (listener, mut client, server) = connected_pair();
     client.write_all(b"request").unwrap();
     wait_until("the request", || bytes_available(&server) == 7);
@@ -523,10 +510,9 @@ fn dumping_with_known_addresses_gives_the_state_the_lookups_give() {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn a_socket_bound_ahead_restores_only_its_own_address_and_the_client_continues() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let (listener, mut client, server) = connected_pair();
     client.write_all(b"ping").unwrap();
     wait_until("the request", || bytes_available(&server) == 4);
@@ -565,10 +551,9 @@ fn listen_reusing(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn the_time_wait_of_a_restored_or_resumed_connection_does_not_keep_its_listener_from_binding_again() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     // Restored: the restored socket closes first, so its side is the one in TIME_WAIT.
     let (listener, mut client, server) = connected_pair();
     let addr = listener.local_addr().unwrap();

@@ -59,6 +59,13 @@ impl HandoffLab {
         }
     }
 
+    /// For the tests, which are `#[ignore]`d (`./quickstart test` runs them as root).
+    fn require() {
+        if let Err(why) = HandoffLab::available() {
+            panic!("cannot make network namespaces here ({why}): run it as root, as ./quickstart test does");
+        }
+    }
+
     /// A client, a switch and `nodes` nodes on a bridge.
     fn create(nodes: u8) -> HandoffLab {
         let n = LABS.fetch_add(1, Ordering::Relaxed);
@@ -310,11 +317,9 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces and TCP_REPAIR (./quickstart test runs it as root)"]
 fn namespace_handoff_serves_5kb_and_1mb_byte_exact_keeps_alive_and_hands_on_to_another_node() {
-    if let Err(why) = HandoffLab::available() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    HandoffLab::require();
     let lab = HandoffLab::create(2);
     let rt = runtime();
     let key = ControlKey::generate().0;
@@ -403,11 +408,9 @@ fn namespace_handoff_serves_5kb_and_1mb_byte_exact_keeps_alive_and_hands_on_to_a
 }
 
 #[test]
+#[ignore = "needs root: network namespaces and TCP_REPAIR (./quickstart test runs it as root)"]
 fn namespace_handoff_transfers_unacknowledged_and_unsent_data_in_the_send_queue() {
-    if let Err(why) = HandoffLab::available() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    HandoffLab::require();
     let lab = HandoffLab::create(1);
     let rt = runtime();
     let key = ControlKey::generate().0;

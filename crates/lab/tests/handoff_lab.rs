@@ -1,5 +1,5 @@
-//! Handoff mode end to end, as root in the lab's network namespaces (skipped, with a message,
-//! without root or `ip`): `locus switch --mode handoff` with its tc forwarder on the switch's
+//! Handoff mode end to end, as root in the lab's network namespaces (`#[ignore]`d, run by
+//! `./quickstart test`): `locus switch --mode handoff` with its tc forwarder on the switch's
 //! interface, `locus node` with the handoff agent. Byte-exact 1 KB and 1 MB responses that do
 //! not pass the switch; keep-alive with a re-handoff between requests; a pipelined pair that
 //! crosses nodes; a switch restart with live handed-off connections; a wrong key refused; a
@@ -16,10 +16,6 @@ use locus_lab::servers::{
     HTTP_PORT, NodeSpec, Server, SwitchSpec, locus_node, locus_switch, write_handoff_key,
 };
 use locus_lab::{LabNetwork, Net, tear_down_everything};
-
-fn skip_reason() -> Option<String> {
-    LabNetwork::available().err()
-}
 
 /// The `locus` executable of this build profile, built first so that it is current.
 fn locus_binary() -> PathBuf {
@@ -361,11 +357,9 @@ fn handoff_counter(status: &serde_json::Value, name: &str) -> u64 {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn handoff_serves_1kb_and_1mb_byte_exact_and_the_responses_bypass_the_switch() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("handoff byte-exact", Duration::from_secs(180));
     let lab = HandoffLab::start(2, "lard", false);
     let vip = lab.vip();
@@ -395,11 +389,9 @@ fn handoff_serves_1kb_and_1mb_byte_exact_and_the_responses_bypass_the_switch() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn keep_alive_requests_move_between_nodes_and_a_pipelined_pair_crosses_nodes() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("handoff re-handoff", Duration::from_secs(180));
     let lab = HandoffLab::start(2, "hash", false);
     let (a, b) = lab.targets_on_two_nodes();
@@ -428,11 +420,9 @@ fn keep_alive_requests_move_between_nodes_and_a_pipelined_pair_crosses_nodes() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn handed_off_connections_survive_a_switch_restart() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("handoff restart", Duration::from_secs(180));
     let mut lab = HandoffLab::start(2, "hash", true);
     let (a, b) = lab.targets_on_two_nodes();
@@ -464,11 +454,9 @@ fn handed_off_connections_survive_a_switch_restart() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn a_switch_with_the_wrong_key_hands_nothing_off_and_still_serves() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("handoff wrong key", Duration::from_secs(120));
     let mut lab = HandoffLab::start(2, "lard", false);
     lab.stop_switch();
@@ -490,11 +478,9 @@ fn a_switch_with_the_wrong_key_hands_nothing_off_and_still_serves() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn a_node_that_refuses_a_connection_leaves_it_to_the_switch_and_the_client_sees_no_error() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("handoff refusal", Duration::from_secs(120));
     let lab = HandoffLab::start(1, "lard", false);
     // Without the virtual IP the node cannot restore the client's connection.
@@ -520,11 +506,9 @@ fn a_node_that_refuses_a_connection_leaves_it_to_the_switch_and_the_client_sees_
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn l4_directs_each_connection_at_its_syn_without_terminating_it() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("l4 round robin", Duration::from_secs(120));
     let lab = HandoffLab::start_mode(2, "lard", false, "l4", false);
     let vip = lab.vip();
@@ -551,11 +535,9 @@ fn l4_directs_each_connection_at_its_syn_without_terminating_it() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn l4_nodes_clone_connections_to_the_node_the_switch_policy_picks() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("l4 cloning", Duration::from_secs(180));
     let lab = HandoffLab::start_mode(2, "hash", false, "l4", true);
     let vip = lab.vip();
@@ -593,11 +575,9 @@ fn l4_nodes_clone_connections_to_the_node_the_switch_policy_picks() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn an_unmodified_nginx_behind_the_agent_answers_handed_off_connections_directly() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     if locus_lab::find_program("nginx").is_none() {
         eprintln!("skipped: nginx is not installed");
         return;

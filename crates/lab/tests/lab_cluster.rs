@@ -1,5 +1,5 @@
-//! The lab end to end, as root in real network namespaces (skipped, with a message, without
-//! root or `ip`): a 2-node cluster serves a few hundred verified requests byte for byte
+//! The lab end to end, as root in real network namespaces (`#[ignore]`d; `./quickstart test`
+//! runs them as root): a 2-node cluster serves a few hundred verified requests byte for byte
 //! through Locus (and HAProxy and NGINX when installed), LARD keeps a target on one node while
 //! WRR spreads it, a run's report folder holds results.json, report.md and plots, Ctrl-C tears
 //! everything down with a non-zero exit, and `clean` removes what a killed run left behind.
@@ -14,11 +14,6 @@ use locus_lab::{
     find_program, measure, namespace_owner, run_experiment, tear_down_everything,
 };
 use locus_load::{DocumentSet, LoadConfig, Popularity, Verification, Workload};
-
-/// Why the lab cannot run here, if it cannot.
-fn skip_reason() -> Option<String> {
-    LabNetwork::available().err()
-}
 
 /// The `locus` executable of this build profile (`target/<profile>/locus`, next to the
 /// folder holding this test), built first (once per test binary) so that it is current.
@@ -131,11 +126,9 @@ impl SmallLab {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn lard_keeps_a_target_on_one_node_while_wrr_spreads_it_and_every_byte_is_right() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: the lab {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("lard_keeps_a_target_on_one_node", Duration::from_secs(300));
     let lab = SmallLab::new();
     let target = "/index.html";
@@ -172,11 +165,9 @@ fn lard_keeps_a_target_on_one_node_while_wrr_spreads_it_and_every_byte_is_right(
 /// Regression test: the splice relay once took a full pipe's EAGAIN for a drained node socket
 /// and stalled on responses spread over many MTU-1500 segments (1 run in 2 failed).
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn the_switch_relays_every_response_with_splice_on_across_veth() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: the lab {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("the_switch_relays_every_response_with_splice_on", Duration::from_secs(300));
     let lab = SmallLab::new();
     let cluster = lab.cluster("wrr", None);
@@ -215,11 +206,9 @@ fn relative_to_cwd(path: &Path) -> PathBuf {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn a_run_measures_every_point_and_writes_results_json_and_the_report() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: the lab {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("a_run_measures_every_point", Duration::from_secs(300));
     let locus = locus_binary();
     let out = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -280,11 +269,9 @@ fn failing_switch_locus(dir: &Path) -> PathBuf {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn a_failed_point_is_tried_once_more_and_one_that_fails_twice_is_reported_while_the_run_goes_on() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: the lab {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("a_failed_point_is_tried_once_more", Duration::from_secs(240));
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let experiment = Experiment::from_toml(
@@ -323,11 +310,9 @@ fn a_failed_point_is_tried_once_more_and_one_that_fails_twice_is_reported_while_
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn a_server_waits_until_its_address_is_free_in_its_host() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: the lab {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     watchdog("a_server_waits_until_its_address_is_free", Duration::from_secs(60));
     let net = Net::Namespaces(LabNetwork::create(1).unwrap());
     let vip: std::net::SocketAddr = (net.lab().unwrap().vip(), 80).into();
@@ -426,11 +411,9 @@ fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn ctrl_c_tears_the_whole_lab_down_and_exits_non_zero() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: the lab {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     let _one_at_a_time = LAB_PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut lab = start_lab_process(dir.path());
@@ -456,11 +439,9 @@ fn ctrl_c_tears_the_whole_lab_down_and_exits_non_zero() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn clean_removes_what_a_killed_run_left_behind() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: the lab {why}");
-        return;
-    }
+    LabNetwork::require_for_test();
     let _one_at_a_time = LAB_PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut lab = start_lab_process(dir.path());

@@ -22,13 +22,14 @@ use locus_node::{HandoffConfig, NodeConfig, RehandoffPolicy};
 const KEY: &str = "8f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0";
 const WAIT: Duration = Duration::from_secs(5);
 
-fn skip_unless_root() -> bool {
+/// For the root-only tests (`#[ignore]`d; `./quickstart test` runs them as root).
+fn require_root() {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: the handoff agent restores sockets with TCP_REPAIR (run as root)");
-        return true;
-    }
-    false
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(
+        root,
+        "the handoff agent restores sockets with TCP_REPAIR: run it as root, as ./quickstart test does"
+    );
 }
 
 fn key() -> ControlKey {
@@ -204,10 +205,9 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn a_handed_off_connection_is_served_byte_exact_and_its_next_request_is_routed() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let n1 = node("n1", |_, _| {});
     let mut switch = Switch::connect(&n1, 1, &[(1, n1.addr())]);
     let vip = VirtualIp::new();
@@ -236,10 +236,9 @@ fn a_handed_off_connection_is_served_byte_exact_and_its_next_request_is_routed()
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn a_request_routed_to_another_node_is_handed_back_with_the_request_in_front() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let (n1, n2) = (node("n1", |_, _| {}), node("n2", |_, _| {}));
     let peers = [(1, n1.addr()), (2, n2.addr())];
     let (mut s1, mut s2) = (Switch::connect(&n1, 1, &peers), Switch::connect(&n2, 2, &peers));
@@ -268,10 +267,9 @@ fn a_request_routed_to_another_node_is_handed_back_with_the_request_in_front() {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn pipelined_requests_crossing_nodes_are_answered_in_order() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let (n1, n2) = (node("n1", |_, _| {}), node("n2", |_, _| {}));
     let peers = [(1, n1.addr()), (2, n2.addr())];
     let (mut s1, mut s2) = (Switch::connect(&n1, 1, &peers), Switch::connect(&n2, 2, &peers));
@@ -296,10 +294,9 @@ fn pipelined_requests_crossing_nodes_are_answered_in_order() {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn a_rehandoff_carries_responses_still_in_the_send_queue_and_the_next_node_sends_them_first() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let (n1, n2) = (node("n1", |_, _| {}), node("n2", |_, _| {}));
     let peers = [(1, n1.addr()), (2, n2.addr())];
     let (mut s1, mut s2) = (Switch::connect(&n1, 1, &peers), Switch::connect(&n2, 2, &peers));
@@ -359,10 +356,9 @@ fn a_rehandoff_carries_responses_still_in_the_send_queue_and_the_next_node_sends
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn handovers_are_refused_at_max_connections_or_when_the_restore_fails() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let n1 = node("n1", |c, _| c.limits.max_connections = 1);
     let mut switch = Switch::connect(&n1, 1, &[]);
     let mut occupant = n1.client();
@@ -388,10 +384,9 @@ fn handovers_are_refused_at_max_connections_or_when_the_restore_fails() {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn closed_is_kept_while_no_switch_is_connected_and_the_newest_are_sent_on_the_next_channel() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let n1 = node("n1", |_, h| h.closed_queue = 2);
     let mut first = Switch::connect(&n1, 1, &[]);
     let vip = VirtualIp::new();
@@ -418,10 +413,9 @@ fn closed_is_kept_while_no_switch_is_connected_and_the_newest_are_sent_on_the_ne
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn without_go_the_restored_connection_is_dropped_silently_and_reported_closed() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let n1 = node("n1", |_, h| h.go_timeout_ms = 300);
     let mut switch = Switch::connect(&n1, 1, &[]);
     // Nonsense first: a Go for nobody, messages only a node sends, and a HandOver whose state
@@ -453,10 +447,9 @@ fn without_go_the_restored_connection_is_dropped_silently_and_reported_closed() 
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn backend_forwarding_fetches_the_request_from_the_other_node_and_keeps_the_connection() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let n2 = TestNode::start(|c, _| c.name = "n2".into());
     write_files(&n2);
     let n1 = node("n1", |_, h| h.rehandoff = RehandoffPolicy::Forward);
@@ -488,10 +481,9 @@ fn backend_forwarding_fetches_the_request_from_the_other_node_and_keeps_the_conn
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn upstream_mode_relays_the_connection_to_a_plain_server_in_the_kernel() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let plain = TestNode::start(|c, _| c.name = "plain".into());
     write_files(&plain);
     let n1 = node("n1", |_, h| h.upstream = Some(plain.addr()));
@@ -512,10 +504,9 @@ fn upstream_mode_relays_the_connection_to_a_plain_server_in_the_kernel() {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn cloned_connections_ask_from_the_first_request_and_serve_locally_without_a_switch() {
-    if skip_unless_root() {
-        return;
-    }
+    require_root();
     let n1 = node("n1", |_, h| h.clone = true);
     let n2 = node("n2", |_, _| {});
     let mut alone = n1.client();

@@ -1,5 +1,5 @@
 //! Integration tests of the switch in handoff mode on loopback, with in-process Locus nodes
-//! running the handoff agent (root only: TCP_REPAIR needs CAP_NET_ADMIN; skipped otherwise).
+//! running the handoff agent (root only: TCP_REPAIR needs CAP_NET_ADMIN; ignored otherwise).
 //! On one host no packet forwarder is needed: the kernel delivers the client's packets to
 //! whichever socket holds the connection. Responses come from the nodes themselves (the
 //! switch relays no byte), keep-alive and pipelined requests move between nodes as the
@@ -17,9 +17,11 @@ use std::time::{Duration, Instant};
 const KEY: &str = "6c6f6375732d746573742d6b65792d6f662d33322d62797465732d2d2d2d2d21";
 const OTHER_KEY: &str = "0123456789abcdef0123456789abcdef";
 
-fn is_root() -> bool {
+/// For the root-only tests (`#[ignore]`d; `./quickstart test` runs them as root).
+fn require_root() {
     // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(root, "handoff needs CAP_NET_ADMIN: run it as root, as ./quickstart test does");
 }
 
 struct Cluster {
@@ -131,11 +133,9 @@ impl Cluster {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn handoff_serves_small_and_large_files_byte_exact_from_the_nodes_themselves() {
-    if !is_root() {
-        eprintln!("skipped: handoff needs CAP_NET_ADMIN (run as root)");
-        return;
-    }
+    require_root();
     let c = cluster("lard", 2, KEY);
     let big = pattern(3 << 20, 11);
     for round in 0..3 {
@@ -160,11 +160,9 @@ fn handoff_serves_small_and_large_files_byte_exact_from_the_nodes_themselves() {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn keep_alive_and_pipelined_requests_move_to_the_node_the_policy_picks() {
-    if !is_root() {
-        eprintln!("skipped: handoff needs CAP_NET_ADMIN (run as root)");
-        return;
-    }
+    require_root();
     let c = cluster("hash", 2, KEY);
     let a = "/f1.txt".to_string();
     let home = c.node_of(&a);
@@ -204,11 +202,9 @@ fn keep_alive_and_pipelined_requests_move_to_the_node_the_policy_picks() {
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn a_switch_whose_key_the_agents_reject_hands_nothing_off_and_serves_by_proxy() {
-    if !is_root() {
-        eprintln!("skipped: handoff needs CAP_NET_ADMIN (run as root)");
-        return;
-    }
+    require_root();
     let c = cluster("lard", 2, OTHER_KEY);
     std::thread::sleep(Duration::from_millis(300));
     let mut client = Client::connect(c.switch.addr());
@@ -225,11 +221,9 @@ fn a_switch_whose_key_the_agents_reject_hands_nothing_off_and_serves_by_proxy() 
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn with_back_end_forwarding_the_connection_stays_and_the_other_node_answers_through_it() {
-    if !is_root() {
-        eprintln!("skipped: handoff needs CAP_NET_ADMIN (run as root)");
-        return;
-    }
+    require_root();
     let c = cluster_with("hash", 2, KEY, RehandoffPolicy::Forward);
     let a = "/f1.txt".to_string();
     let home = c.node_of(&a);

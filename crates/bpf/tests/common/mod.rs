@@ -23,14 +23,12 @@ pub const TCP_RST: u8 = 0x04;
 pub const TCP_PSH: u8 = 0x08;
 pub const TCP_ACK: u8 = 0x10;
 
-/// Whether this process may load BPF programs and make namespaces; prints why a test is skipped.
-pub fn privileged(test: &str) -> bool {
+/// For the root-only tests (`#[ignore]`d; `./quickstart test` runs them as root): fails unless
+/// this process may load BPF programs and make namespaces.
+pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!("{test}: skipped (needs root for BPF and network namespaces)");
-    }
-    root
+    assert!(root, "needs root for BPF and network namespaces: run it as root, as ./quickstart test does");
 }
 
 /// One frame to build: Ethernet, IPv4 (optionally with options or as a fragment), TCP.
