@@ -35,8 +35,11 @@ struct LabHost {
     mac: String,
 }
 
-/// The namespaces and the bridge of one test; all removed on drop.
+/// The namespaces and the bridge of one test; all removed on drop. The bridge lives in a
+/// namespace of its own (`lan`), where the machine's firewall does not see the frames it
+/// switches, so the test needs nothing of the machine's firewall rules.
 struct HandoffLab {
+    lan: String,
     bridge: String,
     hosts: Vec<LabHost>,
 }
@@ -89,13 +92,37 @@ impl HandoffLab {
             })
             .collect();
         // The guard exists before anything is made: whatever was made is removed on a panic.
-        let lab = HandoffLab { bridge: format!("{prefix}br"), hosts };
-        ip(&["link", "add", &lab.bridge, "type", "bridge"]);
-        ip(&["link", "set", &lab.bridge, "up"]);
+        let lab = HandoffLab { lan: format!("{prefix}l"), bridge: format!("{prefix}br"), hosts };
+        let lan = lab.lan.as_str();
+        ip(&["netns", "add", lan]);
+        let off =
+            "for f in /proc/sys/net/bridge/bridge-nf-call-*; do [ -e \"$f\" ] && echo 0 > \"$f\"; done; true";
+        let out =
+            Command::new("ip").args(["netns", "exec", lan, "sh", "-c", off]).output().expect("ip netns exec");
+        assert!(
+            out.status.success(),
+            "bridge-nf-call off in {lan}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ip(&["-n", lan, "link", "add", &lab.bridge, "type", "bridge"]);
+        ip(&["-n", lan, "link", "set", &lab.bridge, "up"]);
         for h in &lab.hosts {
             ip(&["netns", "add", &h.namespace]);
-            ip(&["link", "add", &h.port, "type", "veth", "peer", "name", "eth0", "netns", &h.namespace]);
-            ip(&["link", "set", &h.port, "master", &lab.bridge, "up"]);
+            ip(&[
+                "-n",
+                lan,
+                "link",
+                "add",
+                &h.port,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                &h.namespace,
+            ]);
+            ip(&["-n", lan, "link", "set", &h.port, "master", &lab.bridge, "up"]);
             ip(&["-n", &h.namespace, "link", "set", "eth0", "address", &h.mac]);
             ip(&["-n", &h.namespace, "addr", "add", &format!("{}/24", h.addr), "dev", "eth0"]);
             ip(&["-n", &h.namespace, "link", "set", "eth0", "up"]);
@@ -181,12 +208,11 @@ impl Drop for HandoffLab {
         for h in &self.hosts {
             // The port first: a namespace outlives its name while sockets in it linger (a
             // failed test leaves connections with data in flight), and so would its veth pair.
-            if std::path::Path::new("/sys/class/net").join(&h.port).exists() {
-                let _ = Command::new("ip").args(["link", "del", &h.port]).output();
-            }
+            let _ = Command::new("ip").args(["-n", &self.lan, "link", "del", &h.port]).output();
             let _ = Command::new("ip").args(["netns", "del", &h.namespace]).output();
         }
-        let _ = Command::new("ip").args(["link", "del", &self.bridge]).output();
+        let _ = Command::new("ip").args(["-n", &self.lan, "link", "del", &self.bridge]).output();
+        let _ = Command::new("ip").args(["netns", "del", &self.lan]).output();
     }
 }
 
