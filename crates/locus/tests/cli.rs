@@ -117,3 +117,15 @@ fn a_sigterm_right_after_the_address_is_printed_still_drains_and_exits_cleanly()
         assert!(sigterm_and_wait(&mut node).success(), "the node was killed by the signal");
     }
 }
+
+#[test]
+fn switch_help_lists_every_mode_including_l4() {
+    let out = Command::new(LOCUS).args(["switch", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let mode_help = &help[help.find("--mode").expect("--mode in the help")..];
+    let mode_help = &mode_help[..mode_help.find("--policy").unwrap_or(mode_help.len())];
+    for mode in ["proxy", "splice", "handoff", "l4"] {
+        assert!(mode_help.contains(&format!("{mode}:")), "--mode help lacks {mode}: {mode_help}");
+    }
+}

@@ -21,10 +21,9 @@ pub struct SwitchArgs {
     /// Admin address for /locus/status and /metrics.
     #[arg(long)]
     pub admin: Option<SocketAddr>,
-    /// Forwarding mode: proxy (every request routed), splice (first request routed, then a
-    /// kernel-spliced tunnel) or handoff (the connection moves to the node; one-way).
-    #[arg(long)]
-    pub mode: Option<String>,
+    /// Forwarding mode (the file's `mode`; default proxy).
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
     /// Policy name with default parameters: rr, wrr, lc, wlc, p2c, hash, chash, maglev,
     /// chash-bounded, lard, lard-r.
     #[arg(long)]
@@ -97,8 +96,8 @@ impl SwitchArgs {
         if let Some(a) = self.admin {
             config.admin = Some(a);
         }
-        if let Some(m) = &self.mode {
-            config.mode = m.parse::<Mode>()?;
+        if let Some(m) = self.mode {
+            config.mode = m;
         }
         if let Some(p) = &self.policy {
             config.policy = PolicyConfig::from_name(p)?;

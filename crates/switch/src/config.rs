@@ -8,9 +8,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How the switch forwards a request once it has chosen a node.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+/// How the switch forwards a request once it has chosen a node. The variants are the one list
+/// of modes: configuration, `--mode`, its help and the unknown-mode error all read it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
+#[value(rename_all = "kebab-case")]
 pub enum Mode {
     /// Two-way, user space: every request parsed and routed, relayed over pooled keep-alive
     /// node connections.
@@ -47,15 +49,12 @@ impl Mode {
 impl std::str::FromStr for Mode {
     type Err = ConfigError;
     fn from_str(s: &str) -> Result<Mode, ConfigError> {
-        match s {
-            "proxy" => Ok(Mode::Proxy),
-            "splice" => Ok(Mode::Splice),
-            "handoff" => Ok(Mode::Handoff),
-            "l4" => Ok(Mode::L4),
-            other => Err(ConfigError::Invalid(format!(
-                "unknown mode `{other}`; available: proxy, splice, handoff, l4"
-            ))),
-        }
+        use clap::ValueEnum;
+        let modes = Mode::value_variants();
+        modes.iter().copied().find(|m| m.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = modes.iter().map(|m| m.as_str()).collect();
+            ConfigError::Invalid(format!("unknown mode `{s}`; available: {}", names.join(", ")))
+        })
     }
 }
 
