@@ -24,9 +24,8 @@ pub struct SwitchArgs {
     /// Forwarding mode (the file's `mode`; default proxy).
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
-    /// Policy name with default parameters: rr, wrr, lc, wlc, p2c, hash, chash, maglev,
-    /// chash-bounded, lard, lard-r.
-    #[arg(long)]
+    /// Policy name with default parameters (the help lists every accepted name).
+    #[arg(long, value_name = "NAME", help = policy_flag_help())]
     pub policy: Option<String>,
     /// A node, as `ADDR`, `NAME=ADDR`, `NAME=ADDR*WEIGHT`, with `@AGENT` (its handoff agent's
     /// address) for handoff mode; repeat for each node (replaces the file's nodes).
@@ -56,6 +55,12 @@ pub struct SwitchArgs {
     /// Check the configuration and exit.
     #[arg(long)]
     pub check: bool,
+}
+
+/// The `--policy` help, naming every policy the policy crate accepts.
+fn policy_flag_help() -> String {
+    let names: Vec<&str> = PolicyConfig::accepted_names().collect();
+    format!("Policy name with default parameters: {}", names.join(", "))
 }
 
 /// Parse `[NAME=]ADDR[*WEIGHT][@AGENT]`.

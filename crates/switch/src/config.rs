@@ -535,6 +535,17 @@ max_connections = 500
     }
 
     #[test]
+    fn unknown_policy_name_points_at_the_name_line_and_lists_every_name() {
+        let text = "[[node]]\naddr = \"127.0.0.1:1\"\n\n[policy]\nt_low = 5\nname = \"maglve\"\n";
+        let err = SwitchConfig::from_toml_str(text, "s.toml").unwrap_err().to_string();
+        assert!(err.starts_with("s.toml") && err.contains("line 6"), "{err}");
+        for name in locus_policy::PolicyConfig::accepted_names() {
+            assert!(err.contains(name), "{name} missing: {err}");
+        }
+        assert!(err.contains("maglev") && err.contains("lb"), "{err}");
+    }
+
+    #[test]
     fn handoff_mode_needs_a_key_and_an_agent_per_node() {
         let base = "mode = \"handoff\"\n[[node]]\naddr=\"127.0.0.1:1\"\n";
         let c = SwitchConfig::from_toml_str(base, "x").unwrap();
