@@ -129,3 +129,27 @@ fn switch_help_lists_every_mode_including_l4() {
         assert!(mode_help.contains(&format!("{mode}:")), "--mode help lacks {mode}: {mode_help}");
     }
 }
+
+#[test]
+fn logs_written_to_a_pipe_carry_no_colour_escapes() {
+    let root = tempfile::tempdir().unwrap();
+    let mut child = Command::new(LOCUS)
+        .args(["node", "--listen", "127.0.0.1:0", "--workers", "1", "--root"])
+        .arg(root.path())
+        .env_remove("LOCUS_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut node = Proc(child);
+    let mut stderr = BufReader::new(stderr);
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("node started"), "{line:?}");
+    // The rest of the log, to its end: the reader stays open until the node has exited.
+    let status = sigterm_and_wait(&mut node);
+    stderr.read_to_string(&mut line).unwrap();
+    assert!(status.success(), "{status}: {line}");
+    assert!(!line.contains("\x1b["), "colour escapes in a piped log: {line:?}");
+}
