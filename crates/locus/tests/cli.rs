@@ -153,3 +153,29 @@ fn logs_written_to_a_pipe_carry_no_colour_escapes() {
     assert!(status.success(), "{status}: {line}");
     assert!(!line.contains("\x1b["), "colour escapes in a piped log: {line:?}");
 }
+
+#[test]
+fn node_takes_dash_c_and_check_like_the_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("site");
+    std::fs::create_dir(&root).unwrap();
+    let path = dir.path().join("node.toml");
+    std::fs::write(&path, "name = \"n3\"\nroot = \"site\"\nlisten = \"127.0.0.1:1\"\n").unwrap();
+    let out = Command::new(LOCUS).args(["node", "--check", "-c"]).arg(&path).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.starts_with("configuration OK: node n3"), "{stdout}");
+
+    // --check reads what the node would start from: a missing document root fails it.
+    std::fs::remove_dir(&root).unwrap();
+    let out = Command::new(LOCUS).args(["node", "--check", "-c"]).arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{stderr}");
+    assert!(stderr.contains("document root") && stderr.contains("site"), "{stderr}");
+
+    let path = dir.path().join("switch.toml");
+    std::fs::write(&path, "[[node]]\naddr = \"127.0.0.1:1\"\n").unwrap();
+    let out = Command::new(LOCUS).args(["switch", "--check", "-c"]).arg(&path).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("configuration OK: 1 nodes"));
+}

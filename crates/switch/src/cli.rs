@@ -4,7 +4,7 @@
 use crate::config::{Mode, NodeEntry, SwitchConfig};
 use crate::server::SwitchServer;
 use anyhow::Context;
-use locus_io::TerminationSignals;
+use locus_io::{ConfigFileArgs, TerminationSignals};
 use locus_policy::PolicyConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,9 +12,8 @@ use std::path::PathBuf;
 /// Flags of `locus switch`. Flags override the configuration file.
 #[derive(clap::Args, Debug, Default)]
 pub struct SwitchArgs {
-    /// TOML configuration file.
-    #[arg(long, short)]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub file: ConfigFileArgs,
     /// Client-facing address.
     #[arg(long)]
     pub listen: Option<SocketAddr>,
@@ -52,9 +51,6 @@ pub struct SwitchArgs {
     /// Most client connections held at once.
     #[arg(long)]
     pub max_connections: Option<usize>,
-    /// Check the configuration and exit.
-    #[arg(long)]
-    pub check: bool,
 }
 
 /// The `--policy` help, naming every policy the policy crate accepts.
@@ -91,7 +87,7 @@ pub fn parse_node(spec: &str) -> anyhow::Result<NodeEntry> {
 impl SwitchArgs {
     /// The configuration these flags describe.
     pub fn to_config(&self) -> anyhow::Result<SwitchConfig> {
-        let mut config = match &self.config {
+        let mut config = match &self.file.config {
             Some(path) => SwitchConfig::from_file(path)?,
             None => SwitchConfig::default(),
         };
@@ -139,8 +135,7 @@ impl SwitchArgs {
 /// Run `locus switch` until SIGTERM or Ctrl-C.
 pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
-    if args.check {
-        println!("configuration OK: {} nodes, policy {}", config.nodes.len(), config.policy.name());
+    if args.file.report_check(&format!("{} nodes, policy {}", config.nodes.len(), config.policy.name())) {
         return Ok(());
     }
     // Held from before the address is printed: a SIGTERM right after it (a supervisor or a
