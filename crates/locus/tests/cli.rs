@@ -179,3 +179,24 @@ fn node_takes_dash_c_and_check_like_the_switch() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("configuration OK: 1 nodes"));
 }
+
+#[test]
+fn an_os_error_is_printed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let missing = missing.to_str().unwrap();
+    let key = format!("--handoff-key-file={missing}");
+    let runs: [&[&str]; 4] = [
+        &["switch", "-c", missing],
+        &["switch", "--check", "--mode", "handoff", "--node", "n=127.0.0.1:1@127.0.0.1:2", &key],
+        &["node", "--listen", "127.0.0.1:0", "--root", missing],
+        &["node", "--check", "-c", missing],
+    ];
+    for args in runs {
+        let out = Command::new(LOCUS).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(missing), "{args:?}: {err}");
+        assert_eq!(err.matches("os error").count(), 1, "{args:?}: {err}");
+    }
+}

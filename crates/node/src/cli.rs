@@ -195,7 +195,7 @@ fn check_files(mut config: NodeConfig) -> anyhow::Result<String> {
     config.load_class_file()?;
     if config.origin.is_none() {
         DocumentRoot::new(&config.root)
-            .map_err(|source| NodeError::Root { path: config.root.clone(), source })?;
+            .map_err(|source| NodeError::Root { path: config.root.clone(), error: source })?;
     }
     if let Some(h) = &config.handoff {
         h.control_key()?;

@@ -126,7 +126,7 @@ impl HandoffSettings {
     pub fn load_key(&self) -> Result<locus_handoff::ControlKey, ConfigError> {
         let text = match (&self.key_file, &self.key) {
             (Some(path), _) => std::fs::read_to_string(path)
-                .map_err(|source| ConfigError::Io { path: path.clone(), source })?,
+                .map_err(|source| ConfigError::Io { path: path.clone(), error: source })?,
             (None, Some(key)) => key.clone(),
             (None, None) => {
                 return Err(ConfigError::Invalid(
@@ -321,8 +321,8 @@ impl Default for SwitchConfig {
 /// A configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot read {path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("{origin}: {message}")]
     Parse { origin: String, message: String },
     #[error("invalid configuration: {0}")]
@@ -340,7 +340,7 @@ impl SwitchConfig {
     /// Read and parse a TOML file.
     pub fn from_file(path: &Path) -> Result<SwitchConfig, ConfigError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+            .map_err(|source| ConfigError::Io { path: path.to_path_buf(), error: source })?;
         SwitchConfig::from_toml_str(&text, &path.display().to_string())
     }
 
