@@ -2,6 +2,7 @@
 //! Ctrl-C, then shut down gracefully.
 
 use crate::config::{Mode, NodeEntry, SwitchConfig};
+use crate::node_addr::resolve_node_addr;
 use crate::server::SwitchServer;
 use anyhow::Context;
 use locus_io::{ConfigFileArgs, TerminationSignals};
@@ -27,7 +28,8 @@ pub struct SwitchArgs {
     #[arg(long, value_name = "NAME", help = policy_flag_help())]
     pub policy: Option<String>,
     /// A node, as `ADDR`, `NAME=ADDR`, `NAME=ADDR*WEIGHT`, with `@AGENT` (its handoff agent's
-    /// address) for handoff mode; repeat for each node (replaces the file's nodes).
+    /// address) for handoff mode; ADDR and AGENT are IP:PORT or HOST:PORT (resolved at
+    /// start-up); repeat for each node (replaces the file's nodes).
     #[arg(long = "node", value_name = "[NAME=]ADDR[*WEIGHT][@AGENT]")]
     pub nodes: Vec<String>,
     /// Handoff mode: file with the control channel's key in hex.
@@ -59,29 +61,23 @@ fn policy_flag_help() -> String {
     format!("Policy name with default parameters: {}", names.join(", "))
 }
 
-/// Parse `[NAME=]ADDR[*WEIGHT][@AGENT]`.
+/// Parse `[NAME=]ADDR[*WEIGHT][@AGENT]`; ADDR and AGENT are `IP:PORT` or `HOST:PORT` (resolved
+/// now).
 pub fn parse_node(spec: &str) -> anyhow::Result<NodeEntry> {
+    let resolve = |text: &str| resolve_node_addr(text).map_err(|e| anyhow::anyhow!("node `{spec}`: {e}"));
     let (spec_main, handoff) = match spec.split_once('@') {
-        Some((m, a)) => (
-            m,
-            Some(
-                a.parse::<SocketAddr>()
-                    .with_context(|| format!("node `{spec}`: agent `{a}` is not an IP:port"))?,
-            ),
-        ),
+        Some((m, agent)) => (m, Some(resolve(agent)?)),
         None => (spec, None),
     };
     let (name, rest) = match spec_main.split_once('=') {
         Some((n, r)) => (Some(n.to_string()), r),
-        None => (None, spec),
+        None => (None, spec_main),
     };
     let (addr, weight) = match rest.split_once('*') {
         Some((a, w)) => (a, w.parse::<u32>().with_context(|| format!("node `{spec}`: bad weight `{w}`"))?),
         None => (rest, 1),
     };
-    let addr =
-        addr.parse::<SocketAddr>().with_context(|| format!("node `{spec}`: `{addr}` is not an IP:port"))?;
-    Ok(NodeEntry { name, addr, weight, handoff })
+    Ok(NodeEntry { name, addr: resolve(addr)?, weight, handoff })
 }
 
 impl SwitchArgs {
@@ -163,11 +159,32 @@ mod tests {
         assert_eq!((n.name.as_deref(), n.addr.port(), n.weight), (Some("web1"), 8001, 3));
         let n = parse_node("127.0.0.1:8002").unwrap();
         assert_eq!((n.name, n.weight), (None, 1));
-        assert!(parse_node("web=localhost:80").unwrap_err().to_string().contains("not an IP:port"));
         assert!(parse_node("127.0.0.1:1*x").unwrap_err().to_string().contains("bad weight"));
         let n = parse_node("n1=10.0.0.2:80*2@10.0.0.2:7100").unwrap();
         assert_eq!((n.weight, n.handoff), (2, Some("10.0.0.2:7100".parse().unwrap())));
-        assert!(parse_node("10.0.0.2:80@agent").unwrap_err().to_string().contains("not an IP:port"));
+        let n = parse_node("10.0.0.2:80@10.0.0.2:7100").unwrap();
+        assert_eq!(
+            (n.addr, n.handoff),
+            ("10.0.0.2:80".parse().unwrap(), Some("10.0.0.2:7100".parse().unwrap()))
+        );
+        assert!(
+            parse_node("10.0.0.2:80@agent").unwrap_err().to_string().contains("not IP:PORT or HOST:PORT")
+        );
+    }
+
+    #[test]
+    fn node_specs_take_host_names_and_name_a_host_that_does_not_resolve() {
+        for spec in ["localhost:8080", "node1=localhost:8080", "node1=localhost:8080*2@localhost:7100"] {
+            let n = parse_node(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            assert!(n.addr.ip().is_loopback() && n.addr.port() == 8080, "{spec}: {}", n.addr);
+        }
+        let e = parse_node("web=nohost.invalid:80").unwrap_err().to_string();
+        assert!(
+            e.contains("web=nohost.invalid:80") && e.contains("cannot resolve host `nohost.invalid`"),
+            "{e}"
+        );
+        let e = parse_node("web=localhost:80@agent.invalid:7100").unwrap_err().to_string();
+        assert!(e.contains("`agent.invalid`"), "{e}");
     }
 
     #[test]

@@ -65,13 +65,14 @@ pub struct NodeEntry {
     /// Name used in logs, metrics and status (defaults to `node<i>`).
     #[serde(default)]
     pub name: Option<String>,
-    /// Address of the node's HTTP listener.
+    /// Address of the node's HTTP listener (`IP:PORT`, or `HOST:PORT` resolved at start-up).
+    #[serde(deserialize_with = "crate::node_addr::deserialize")]
     pub addr: SocketAddr,
     /// Weight for weighted policies.
     #[serde(default = "one")]
     pub weight: u32,
     /// Address of the node's handoff agent (control channel); handoff mode needs it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::node_addr::deserialize_opt")]
     pub handoff: Option<SocketAddr>,
 }
 
@@ -543,6 +544,17 @@ max_connections = 500
             assert!(err.contains(name), "{name} missing: {err}");
         }
         assert!(err.contains("maglev") && err.contains("lb"), "{err}");
+    }
+
+    #[test]
+    fn node_addresses_in_the_file_take_host_names_resolved_at_load() {
+        let text = "[[node]]\naddr = \"localhost:8001\"\nhandoff = \"localhost:7100\"\n";
+        let c = SwitchConfig::from_toml_str(text, "s.toml").unwrap();
+        assert!(c.nodes[0].addr.ip().is_loopback() && c.nodes[0].addr.port() == 8001);
+        assert_eq!(c.nodes[0].handoff.map(|a| a.port()), Some(7100));
+        let text = "[[node]]\naddr = \"127.0.0.1:1\"\n[[node]]\naddr = \"web2.invalid:80\"\n";
+        let err = SwitchConfig::from_toml_str(text, "s.toml").unwrap_err().to_string();
+        assert!(err.contains("line 4") && err.contains("cannot resolve host `web2.invalid`"), "{err}");
     }
 
     #[test]
