@@ -472,7 +472,7 @@ impl Connection<'_> {
             Persistence::KeepAlive
         };
         let served = self.respond(&read[*start..*end], head, persistence, out, path, cache_key).await;
-        let result = match served {
+        let (status, sent) = match served {
             Ok(Served { status, body }) => {
                 let sent = match body {
                     BodySource::Queued => Ok(()),
@@ -482,19 +482,29 @@ impl Connection<'_> {
                     BodySource::File { file, offset, len } => self.send_file(out, file, offset, len).await,
                     BodySource::Origin(origin) => self.send_origin(out, origin).await,
                 };
-                counters.request_finished(status);
-                sent
+                (status, sent)
             }
-            Err(e) => {
-                counters.request_finished(500);
-                Err(e)
-            }
+            Err(e) => (500, Err(e)),
         };
-        result?;
-        *start += head_len;
-        if body != BodyKind::Empty && !unread_body {
-            self.discard_body(read, start, end, out, body).await?;
+        if let Err(e) = sent {
+            counters.request_finished(status);
+            return Err(e);
         }
+        *start += head_len;
+        if body != BodyKind::Empty
+            && !unread_body
+            && let Err(e) = self.discard_body(read, start, end, out, body).await
+        {
+            // The connection closes now; a response still queued (the body broke before
+            // anything was flushed) is never sent, so it is not counted as its status.
+            if out.is_empty() {
+                counters.request_finished(status)
+            } else {
+                counters.request_unanswered()
+            }
+            return Err(e);
+        }
+        counters.request_finished(status);
         if *start == *end {
             *start = 0;
             *end = 0;
