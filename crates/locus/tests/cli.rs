@@ -200,3 +200,73 @@ fn an_os_error_is_printed_once() {
         assert_eq!(err.matches("os error").count(), 1, "{args:?}: {err}");
     }
 }
+
+/// The first address after `prefix` in the next lines of `out`.
+fn address_after(out: &mut impl BufRead, prefix: &str) -> SocketAddr {
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 {
+        if let Some(rest) = line.split(prefix).nth(1) {
+            let addr = rest.trim().trim_start_matches("http://").split('/').next().unwrap();
+            return addr.parse().unwrap_or_else(|_| panic!("no address in {line:?}"));
+        }
+        line.clear();
+    }
+    panic!("no line with {prefix:?}");
+}
+
+#[test]
+fn a_node_slower_than_the_health_check_is_reported_as_timed_out() {
+    // Every request for / costs 400 ms of modelled disk time (no cache); the check allows 100.
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("index.html"), "hi\n").unwrap();
+    let mut node = Command::new(LOCUS)
+        .args(["node", "--listen", "127.0.0.1:0", "--workers", "1", "--cache-size", "0"])
+        .args(["--storage", "seek_ms=400,mb_s=10,disks=1", "--root"])
+        .arg(root.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut node_out = BufReader::new(node.stdout.take().unwrap());
+    let _node = Proc(node);
+    let node_addr = address_after(&mut node_out, "listening on ");
+    let config = root.path().join("switch.toml");
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\nworkers = 1\n[[node]]\nname = \"slow\"\naddr = \"{node_addr}\"\n\
+         [health]\ninterval_ms = 50\ntimeout_ms = 100\nfall = 1\n"
+    );
+    std::fs::write(&config, toml).unwrap();
+    let mut switch = Command::new(LOCUS)
+        .args(["switch", "-c"])
+        .arg(&config)
+        .env("LOCUS_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut switch_out = BufReader::new(switch.stdout.take().unwrap());
+    let switch_err = BufReader::new(switch.stderr.take().unwrap());
+    let _switch = Proc(switch);
+    let admin = address_after(&mut switch_out, "admin on ");
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in switch_err.lines().map_while(Result::ok) {
+            if line.contains("node out of the view") && tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let log = rx.recv_timeout(Duration::from_secs(10)).expect("no 'node out of the view' in the log");
+    assert!(log.contains("slow") && log.contains("timed out") && log.contains("100 ms"), "{log}");
+
+    let status = get(admin, "/locus/status");
+    let body = &status[status.find("\r\n\r\n").unwrap() + 4..];
+    let status: serde_json::Value = serde_json::from_str(body).unwrap();
+    let node = &status["nodes"][0];
+    assert_eq!(node["up"], false, "{node}");
+    let check = &node["last_check"];
+    assert_eq!(check["passed"], false, "{check}");
+    assert!(check["failure"].as_str().unwrap().contains("timed out"), "{check}");
+    assert!(check["took_ms"].as_u64().unwrap() >= 100, "{check}");
+}
