@@ -44,6 +44,10 @@ pub struct SwitchArgs {
     /// l4 mode: how the forwarder picks a node at a client's SYN: rr, wrr, lc or hash.
     #[arg(long, value_name = "SELECTION")]
     pub l4_selection: Option<String>,
+    /// A host that absolute-form request targets may name besides the switch's own address
+    /// (repeatable; adds to the file's `server_names`).
+    #[arg(long = "server-name", value_name = "HOST")]
+    pub server_names: Vec<String>,
     /// Worker threads (0 = one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -102,6 +106,7 @@ impl SwitchArgs {
         if !self.nodes.is_empty() {
             config.nodes = self.nodes.iter().map(|s| parse_node(s)).collect::<anyhow::Result<_>>()?;
         }
+        config.server_names.extend(self.server_names.iter().cloned());
         if let Some(w) = self.workers {
             config.workers = w;
         }
@@ -205,5 +210,13 @@ mod tests {
         assert!(args.to_config().unwrap_err().to_string().contains("unknown policy"));
         let args = SwitchArgs::default();
         assert!(args.to_config().unwrap_err().to_string().contains("no nodes"));
+        let args = SwitchArgs {
+            nodes: vec!["127.0.0.1:1".into()],
+            server_names: vec!["www.example.com".into()],
+            ..Default::default()
+        };
+        assert_eq!(args.to_config().unwrap().server_names, vec!["www.example.com".to_string()]);
+        let args = SwitchArgs { server_names: vec!["http://x/".into()], ..args };
+        assert!(args.to_config().unwrap_err().to_string().contains("not a host name"));
     }
 }

@@ -276,6 +276,10 @@ pub struct SwitchConfig {
     /// Add the client address to `X-Forwarded-For` on requests to nodes.
     #[serde(default = "yes")]
     pub forwarded_for: bool,
+    /// Hosts an absolute-form request target may name besides the address the client
+    /// connected to (see `target_check`); any other host is answered 404 by the switch.
+    #[serde(default)]
+    pub server_names: Vec<String>,
     #[serde(default = "default_policy")]
     pub policy: PolicyConfig,
     #[serde(default, rename = "node")]
@@ -310,6 +314,7 @@ impl Default for SwitchConfig {
             workers: 0,
             access_log: None,
             forwarded_for: true,
+            server_names: Vec::new(),
             policy: default_policy(),
             nodes: Vec::new(),
             health: HealthConfig::default(),
@@ -393,6 +398,9 @@ impl SwitchConfig {
                 "health.path `{}` must be an origin-form path starting with /",
                 self.health.path
             )));
+        }
+        if let Some(n) = self.server_names.iter().find(|n| n.is_empty() || n.contains(['/', ' ', '@', ':'])) {
+            return Err(ConfigError::Invalid(format!("server name {n:?} is not a host name")));
         }
         if self.workers > 256 {
             return Err(ConfigError::Invalid("workers must be at most 256".into()));

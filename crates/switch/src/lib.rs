@@ -17,6 +17,7 @@ mod server;
 mod session;
 mod splice;
 mod state;
+mod target_check;
 
 pub use config::{ConfigError, HandoffSettings, HealthConfig, Mode, NodeEntry, SwitchConfig, SwitchLimits};
 pub use dispatch::{DispatchError, DispatchSnapshot};
