@@ -64,4 +64,15 @@ mod tests {
             assert!(e.contains("is not IP:PORT or HOST:PORT"), "{bad}: {e}");
         }
     }
+
+    #[test]
+    fn node_addresses_in_the_file_take_host_names_resolved_at_load() {
+        let text = "[[node]]\naddr = \"localhost:8001\"\nhandoff = \"localhost:7100\"\n";
+        let c = crate::SwitchConfig::from_toml_str(text, "s.toml").unwrap();
+        assert!(c.nodes[0].addr.ip().is_loopback() && c.nodes[0].addr.port() == 8001);
+        assert_eq!(c.nodes[0].handoff.map(|a| a.port()), Some(7100));
+        let text = "[[node]]\naddr = \"127.0.0.1:1\"\n[[node]]\naddr = \"web2.invalid:80\"\n";
+        let err = crate::SwitchConfig::from_toml_str(text, "s.toml").unwrap_err().to_string();
+        assert!(err.contains("line 4") && err.contains("cannot resolve host `web2.invalid`"), "{err}");
+    }
 }
