@@ -12,27 +12,25 @@ use crate::maps::ConnKey;
 pub enum ForwarderError {
     /// The embedded object could not be parsed or its maps created or adopted.
     #[error("load the forwarder's BPF object: {0}")]
-    Load(#[source] aya::EbpfError),
+    Load(aya::EbpfError),
     /// The kernel refused the program (the verifier's log is in the message).
     #[error("load the forwarder program into the kernel: {0}")]
-    Verify(#[source] aya::programs::ProgramError),
+    Verify(aya::programs::ProgramError),
     /// The clsact qdisc could not be added.
-    #[error("add a clsact qdisc on {iface}: {source}")]
+    #[error("add a clsact qdisc on {iface}: {error}")]
     Qdisc {
         /// The interface.
         iface: String,
         /// Why.
-        #[source]
-        source: aya::programs::tc::TcError,
+        error: aya::programs::tc::TcError,
     },
     /// The program could not be attached to the interface's ingress.
-    #[error("attach clsact ingress on {iface}: {source}")]
+    #[error("attach clsact ingress on {iface}: {error}")]
     Attach {
         /// The interface.
         iface: String,
         /// Why.
-        #[source]
-        source: aya::programs::ProgramError,
+        error: aya::programs::ProgramError,
     },
     /// The pin directory is unusable.
     #[error("pin directory {}: {message}", path.display())]
@@ -60,15 +58,14 @@ pub enum ForwarderError {
     #[error("keep the forwarder running: it has no pin directory, so no later process could adopt its maps")]
     NotPinned,
     /// A map command (`bpf(2)`) failed.
-    #[error("{op} in map `{map}`: {source}")]
+    #[error("{op} in map `{map}`: {error}")]
     Map {
         /// The operation (`update`, `lookup`, ...).
         op: &'static str,
         /// The map's name.
         map: &'static str,
         /// The kernel's error.
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// An operation on an existing entry found none.
     #[error("no forwarder entry for {0}")]
@@ -82,13 +79,12 @@ pub enum ForwarderError {
         detail: String,
     },
     /// An interface could not be looked up.
-    #[error("interface {name}: {source}")]
+    #[error("interface {name}: {error}")]
     Interface {
         /// Its name (or `#index`).
         name: String,
         /// Why.
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// A neighbour's MAC could not be found.
     #[error("neighbour {ip}: {message}")]
@@ -100,10 +96,10 @@ pub enum ForwarderError {
     },
     /// Entering or leaving the forwarder's network namespace failed.
     #[error("network namespace of the forwarder: {0}")]
-    Namespace(#[source] io::Error),
+    Namespace(io::Error),
     /// `BPF_PROG_TEST_RUN` failed.
     #[error("run a frame through the program (BPF_PROG_TEST_RUN): {0}")]
-    TestRun(#[source] aya::programs::ProgramError),
+    TestRun(aya::programs::ProgramError),
 }
 
 /// A result of this library.
@@ -114,42 +110,39 @@ pub type Result<T, E = ForwarderError> = std::result::Result<T, E>;
 pub enum RelayError {
     /// The embedded object could not be parsed or its maps created.
     #[error("load the relay's BPF object: {0}")]
-    Load(#[source] aya::EbpfError),
+    Load(aya::EbpfError),
     /// The embedded object lacks a map or program, or one has an unexpected type.
     #[error("the relay's BPF object: {0}")]
     Object(String),
     /// The kernel refused the verdict program or its attachment to the socket map.
-    #[error("{step} the relay's stream verdict program: {source}")]
+    #[error("{step} the relay's stream verdict program: {error}")]
     Program {
         /// `load` or `attach`.
         step: &'static str,
         /// Why.
-        #[source]
-        source: aya::programs::ProgramError,
+        error: aya::programs::ProgramError,
     },
     /// A map command (`bpf(2)`) failed.
-    #[error("{op} in map `{map}`: {source}")]
+    #[error("{op} in map `{map}`: {error}")]
     Map {
         /// The operation (`insert`, `remove`, `lookup`).
         op: &'static str,
         /// The map's name.
         map: &'static str,
         /// The kernel's error.
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// A socket operation (cookie, TCP_INFO, epoll registration, shutdown) failed.
-    #[error("{op} on a relayed socket: {source}")]
+    #[error("{op} on a relayed socket: {error}")]
     Socket {
         /// The operation.
         op: &'static str,
         /// The kernel's error.
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// The relay's watcher (epoll, eventfd, thread) could not be set up.
     #[error("start the relay's watcher: {0}")]
-    Watcher(#[source] io::Error),
+    Watcher(io::Error),
     /// The pair is not (or no longer) joined.
     #[error("no joined pair {0}")]
     UnknownPair(u64),

@@ -183,7 +183,7 @@ pub struct Forwarder {
 }
 
 fn map_error(op: &'static str, map: &'static str) -> impl FnOnce(std::io::Error) -> ForwarderError {
-    move |source| ForwarderError::Map { op, map, source }
+    move |source| ForwarderError::Map { op, map, error: source }
 }
 
 fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<MapData> {
@@ -278,7 +278,7 @@ impl Forwarder {
         let created_qdisc = match aya::programs::tc::qdisc_add_clsact(iface) {
             Ok(()) => true,
             Err(TcError::NetlinkError(e)) if e.raw_os_error() == Some(libc::EEXIST) => false,
-            Err(source) => return Err(ForwarderError::Qdisc { iface: iface.to_string(), source }),
+            Err(source) => return Err(ForwarderError::Qdisc { iface: iface.to_string(), error: source }),
         };
         match attach_filter(&mut self.ebpf, iface) {
             Ok(link) => {
@@ -697,7 +697,7 @@ impl Forwarder {
         let egress = sys::clsact_filters(ifindex, sys::CLSACT_EGRESS);
         if let (Ok(0), Ok(0)) = (ingress, egress) {
             sys::delete_clsact(ifindex)
-                .map_err(|e| ForwarderError::Qdisc { iface: iface.clone(), source: TcError::IoError(e) })?;
+                .map_err(|e| ForwarderError::Qdisc { iface: iface.clone(), error: TcError::IoError(e) })?;
         }
         Ok(())
     }
@@ -713,7 +713,7 @@ impl Drop for Forwarder {
 /// Attach the program at the forwarder's spot of clsact ingress of `iface` (calling thread's
 /// namespace), replacing a filter an earlier process left there.
 fn attach_filter(ebpf: &mut Ebpf, iface: &str) -> Result<SchedClassifierLink> {
-    let attach_error = |source| ForwarderError::Attach { iface: iface.to_string(), source };
+    let attach_error = |source| ForwarderError::Attach { iface: iface.to_string(), error: source };
     let program = program_mut(ebpf)?;
     let options = NlOptions { priority: TC_PRIORITY, handle: TC_HANDLE, classid: None };
     let link_id =

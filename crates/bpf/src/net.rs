@@ -58,7 +58,7 @@ pub struct Interface {
 }
 
 fn interface_error(name: impl Into<String>, source: io::Error) -> ForwarderError {
-    ForwarderError::Interface { name: name.into(), source }
+    ForwarderError::Interface { name: name.into(), error: source }
 }
 
 /// An `AF_INET` datagram socket for interface ioctls (in the calling thread's namespace).

@@ -179,11 +179,11 @@ pub struct SockmapRelay {
 }
 
 fn map_err(op: &'static str, map: &'static str) -> impl FnOnce(io::Error) -> RelayError {
-    move |source| RelayError::Map { op, map, source }
+    move |source| RelayError::Map { op, map, error: source }
 }
 
 fn sock_err(op: &'static str) -> impl FnOnce(io::Error) -> RelayError {
-    move |source| RelayError::Socket { op, source }
+    move |source| RelayError::Socket { op, error: source }
 }
 
 fn take(ebpf: &mut Ebpf, name: &'static str) -> Result<Map, RelayError> {
@@ -460,9 +460,9 @@ impl SockmapRelay {
             .program_mut(PROGRAM)
             .ok_or_else(|| RelayError::Object(format!("no program `{PROGRAM}`")))?
             .try_into()
-            .map_err(|e| RelayError::Program { step: "find", source: e })?;
-        program.load().map_err(|e| RelayError::Program { step: "load", source: e })?;
-        program.attach(socks.fd()).map_err(|e| RelayError::Program { step: "attach", source: e })?;
+            .map_err(|e| RelayError::Program { step: "find", error: e })?;
+        program.load().map_err(|e| RelayError::Program { step: "load", error: e })?;
+        program.attach(socks.fd()).map_err(|e| RelayError::Program { step: "attach", error: e })?;
 
         let dup = |fd: BorrowedFd<'_>| fd.try_clone_to_owned().map_err(RelayError::Watcher);
         // SAFETY: plain descriptor-creating calls; the results are checked and then owned.

@@ -162,7 +162,6 @@ impl fmt::Display for TcpStateName {
 #[error("dump failed: {error}")]
 pub struct DumpError {
     /// What failed.
-    #[source]
     pub error: RepairError,
     /// The socket, out of repair mode, if it could be given back.
     pub socket: Option<OwnedFd>,
@@ -202,13 +201,12 @@ pub enum DecodeError {
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
     /// A socket operation failed.
-    #[error("control channel: {during}: {source}")]
+    #[error("control channel: {during}: {error}")]
     Io {
         /// What was being done (`connect`, `handshake`, `send`, `recv`).
         during: &'static str,
         /// The error.
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// The peer did not answer in time.
     #[error("control channel: {during} timed out after {after:?}")]
@@ -260,7 +258,7 @@ pub enum ControlError {
     },
     /// An authenticated frame that does not decode as a message (a peer bug, not an attack).
     #[error("control channel: bad message: {0}")]
-    Decode(#[from] DecodeError),
+    Decode(DecodeError),
     /// The channel failed earlier (authentication or framing) and was dropped.
     #[error("control channel: dropped after an earlier failure")]
     Poisoned,
@@ -278,18 +276,17 @@ pub enum HandoffError {
     Dump(#[from] DumpError),
     /// Restoring it failed.
     #[error("restore failed: {0}")]
-    Restore(#[from] RepairError),
+    Restore(RepairError),
     /// The control channel failed.
     #[error(transparent)]
     Control(#[from] ControlError),
     /// Another socket operation failed.
-    #[error("{during}: {source}")]
+    #[error("{during}: {error}")]
     Io {
         /// What was being done.
         during: &'static str,
         /// The error.
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// The node refused or answered something unexpected.
     #[error("protocol: {0}")]
@@ -299,6 +296,20 @@ pub enum HandoffError {
 impl HandoffError {
     /// An I/O error during `during`.
     pub fn io(during: &'static str, source: io::Error) -> HandoffError {
-        HandoffError::Io { during, source }
+        HandoffError::Io { during, error: source }
+    }
+}
+
+// By hand, not `#[from]`: the message already carries the cause, so it is no `source()`
+// (which would print it twice in a `{:#}` chain).
+impl From<DecodeError> for ControlError {
+    fn from(e: DecodeError) -> ControlError {
+        ControlError::Decode(e)
+    }
+}
+
+impl From<RepairError> for HandoffError {
+    fn from(e: RepairError) -> HandoffError {
+        HandoffError::Restore(e)
     }
 }

@@ -49,20 +49,18 @@ pub enum LabError {
         message: String,
     },
     /// Reading or writing a file or directory failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The path involved.
         path: PathBuf,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// A system call failed.
-    #[error("{call}: {source}")]
+    #[error("{call}: {error}")]
     System {
         /// What was being done.
         call: String,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// A load run could not start.
     #[error(transparent)]
@@ -114,11 +112,11 @@ pub enum LabError {
 impl LabError {
     /// An I/O error about `path`.
     pub fn io(path: impl Into<PathBuf>, source: io::Error) -> LabError {
-        LabError::Io { path: path.into(), source }
+        LabError::Io { path: path.into(), error: source }
     }
 
     /// A failed system call.
     pub fn system(call: impl Into<String>, source: io::Error) -> LabError {
-        LabError::System { call: call.into(), source }
+        LabError::System { call: call.into(), error: source }
     }
 }

@@ -68,7 +68,7 @@ impl Net {
                 s.spawn(f).join().unwrap_or_else(|_| {
                     Err(LabError::System {
                         call: format!("thread on {role}"),
-                        source: std::io::Error::other("panicked"),
+                        error: std::io::Error::other("panicked"),
                     }
                     .into())
                 })

@@ -385,7 +385,7 @@ fn in_namespace<T: Send, E: From<LabError> + Send>(
         .unwrap_or_else(|_| {
             Err(LabError::System {
                 call: format!("thread in {ns}"),
-                source: std::io::Error::other("panicked"),
+                error: std::io::Error::other("panicked"),
             }
             .into())
         })

@@ -20,23 +20,21 @@ pub enum LoadError {
         message: String,
     },
     /// A host name that does not resolve.
-    #[error("cannot resolve `{host}`: {source}")]
+    #[error("cannot resolve `{host}`: {error}")]
     Resolve {
         /// `host:port`.
         host: String,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// Reading or parsing a trace or a site manifest failed.
     #[error(transparent)]
     Trace(#[from] locus_trace::TraceError),
     /// Reading the document root for verification failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// A worker thread or its runtime could not be started, or a worker died.
     #[error("load worker: {0}")]

@@ -17,13 +17,27 @@ const MIN_READ_SPACE: usize = 8 * 1024;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FramingError {
     #[error("bad response head: {0}")]
-    Head(#[from] ResponseError),
+    Head(ResponseError),
     #[error("bad response body: {0}")]
-    Body(#[from] BodyError),
+    Body(BodyError),
     #[error("unexpected 101 Switching Protocols")]
     Upgrade,
     #[error("connection closed in the middle of a response head")]
     TruncatedHead,
+}
+
+// By hand, not `#[from]`: the message already carries the cause, so it is no `source()`
+// (which would print it twice in a `{:#}` chain).
+impl From<ResponseError> for FramingError {
+    fn from(e: ResponseError) -> FramingError {
+        FramingError::Head(e)
+    }
+}
+
+impl From<BodyError> for FramingError {
+    fn from(e: BodyError) -> FramingError {
+        FramingError::Body(e)
+    }
 }
 
 impl FramingError {

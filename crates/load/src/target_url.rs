@@ -30,13 +30,13 @@ impl TargetUrl {
         let hostport = (self.host.as_str(), self.port);
         let resolved = hostport
             .to_socket_addrs()
-            .map_err(|source| LoadError::Resolve { host: self.host_header(), source })?;
+            .map_err(|source| LoadError::Resolve { host: self.host_header(), error: source })?;
         let mut addrs: Vec<SocketAddr> = resolved.collect();
         // Prefer IPv4 like most tools do for `localhost`.
         addrs.sort_by_key(|a| !a.is_ipv4());
         addrs.into_iter().next().ok_or_else(|| LoadError::Resolve {
             host: self.host_header(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
+            error: std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
         })
     }
 }

@@ -139,8 +139,8 @@ enum RootOutcome {
 impl ResponseVerifier {
     /// Expectations from the files under `root` (as a Locus node serving it answers).
     pub fn from_root(root: &Path) -> Result<ResponseVerifier, LoadError> {
-        let canonical =
-            std::fs::canonicalize(root).map_err(|source| LoadError::Io { path: root.into(), source })?;
+        let canonical = std::fs::canonicalize(root)
+            .map_err(|source| LoadError::Io { path: root.into(), error: source })?;
         if !canonical.is_dir() {
             return Err(LoadError::config(format!("{} is not a directory", root.display())));
         }
@@ -255,7 +255,7 @@ fn resolve_in_root(root: &Path, target: &str) -> RootOutcome {
 /// Size and XXH3-64 of each file, read in 256 KiB pieces on up to `threads` threads.
 fn hash_files(paths: &[&PathBuf], threads: usize) -> Result<Vec<(u64, u64)>, LoadError> {
     let hash_one = |path: &Path| -> Result<(u64, u64), LoadError> {
-        let io = |source| LoadError::Io { path: path.to_path_buf(), source };
+        let io = |source| LoadError::Io { path: path.to_path_buf(), error: source };
         let mut file = std::fs::File::open(path).map_err(io)?;
         let mut hasher = Xxh3::new();
         let mut buf = vec![0u8; 256 * 1024];

@@ -13,12 +13,8 @@ pub const WRK_PROGRAM: &str = "/usr/bin/wrk";
 /// Why wrk could not be run or read.
 #[derive(Debug, thiserror::Error)]
 pub enum WrkError {
-    #[error("cannot run {program}: {source}")]
-    Spawn {
-        program: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot run {program}: {error}")]
+    Spawn { program: String, error: std::io::Error },
     #[error("wrk failed: {0}")]
     Failed(String),
     #[error("cannot read wrk's report ({0}):\n{1}")]
@@ -96,7 +92,7 @@ pub fn run_wrk(
         .args(["-t", &threads.to_string(), "-c", &connections.to_string(), "-d", &format!("{seconds}s")])
         .args(["--latency", "--timeout", "10s", url])
         .output()
-        .map_err(|source| WrkError::Spawn { program: program.display().to_string(), source })?;
+        .map_err(|source| WrkError::Spawn { program: program.display().to_string(), error: source })?;
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         return Err(WrkError::Failed(format!("{text}{}", String::from_utf8_lossy(&out.stderr))));

@@ -1,6 +1,7 @@
 //! The `locus` command: parses arguments and hands each subcommand to its library crate.
 
 use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
 
 /// Locus: a content-aware web cluster.
 #[derive(Parser, Debug)]
@@ -48,6 +49,8 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal, never into a file, pipe or journal.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let result = match cli.command {
         Command::Switch(args) => locus_switch::cli::run(args),

@@ -42,6 +42,7 @@ pub fn status_json(node: &NodeContext) -> serde_json::Value {
         "handoff_node_id": s.handoff_node_id,
         "requests_total": s.requests,
         "in_flight": s.in_flight,
+        "requests_unanswered": s.unanswered,
         "bytes_sent": s.bytes_sent,
         "cache_hits": s.hits,
         "cache_misses": s.misses,
@@ -75,6 +76,12 @@ pub fn metrics_text(node: &NodeContext) -> String {
         registry.register(name, help, g);
     };
     counter(&mut registry, "requests", "Requests whose head was parsed", s.requests);
+    counter(
+        &mut registry,
+        "requests_unanswered",
+        "Requests whose connection closed before their response was sent",
+        s.unanswered,
+    );
     counter(&mut registry, "bytes_sent", "Bytes written to clients", s.bytes_sent);
     counter(&mut registry, "cache_hits", "Static responses served from the cache", s.hits);
     counter(&mut registry, "cache_misses", "Static responses loaded and cached", s.misses);

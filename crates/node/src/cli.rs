@@ -7,18 +7,19 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use locus_cache::Replacement;
-use locus_io::TerminationSignals;
+use locus_io::{ConfigFileArgs, TerminationSignals};
 
 use crate::byte_size::ByteSize;
 use crate::config::{NodeConfig, RehandoffPolicy, StorageConfig};
+use crate::document_root::DocumentRoot;
+use crate::error::NodeError;
 use crate::server::NodeServer;
 
 /// Arguments of `locus node`.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct NodeArgs {
-    /// TOML configuration file; flags given as well override its values.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub file: ConfigFileArgs,
     /// HTTP listen address.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
@@ -101,7 +102,7 @@ pub struct NodeArgs {
 impl NodeArgs {
     /// The configuration file (or the defaults) with the flags applied.
     pub fn to_config(&self) -> anyhow::Result<NodeConfig> {
-        let mut c = match &self.config {
+        let mut c = match &self.file.config {
             Some(path) => NodeConfig::from_file(path)?,
             None => NodeConfig::default(),
         };
@@ -166,6 +167,11 @@ impl NodeArgs {
 /// process starts other threads, so that they inherit the blocked termination signals.
 pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
+    if args.file.check {
+        let summary = check_files(config)?;
+        args.file.report_check(&summary);
+        return Ok(());
+    }
     let signals = TerminationSignals::block().context("blocking SIGTERM and SIGINT")?;
     let name = config.name.clone();
     let server = NodeServer::start(config).context("starting the node")?;
@@ -180,6 +186,21 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     tracing::info!(signal, "shutting down");
     server.shutdown();
     Ok(())
+}
+
+/// `--check`: what `NodeServer::start` reads before it binds (the class file, the document
+/// root unless an origin serves misses, the handoff key), so a file the node could not start
+/// with fails here; the summary names the node and its root.
+fn check_files(mut config: NodeConfig) -> anyhow::Result<String> {
+    config.load_class_file()?;
+    if config.origin.is_none() {
+        DocumentRoot::new(&config.root)
+            .map_err(|source| NodeError::Root { path: config.root.clone(), error: source })?;
+    }
+    if let Some(h) = &config.handoff {
+        h.control_key()?;
+    }
+    Ok(format!("node {}, root {}, {} classes", config.name, config.root.display(), config.classes.len()))
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@ use crate::origin::OriginAddr;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// A file could not be read.
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
     /// TOML syntax, an unknown or mistyped key; `message` names the key and line.
     #[error("{}{message}", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
     Parse { path: Option<PathBuf>, message: String },
@@ -396,7 +396,8 @@ fn parse_error(path: Option<&Path>, e: toml::de::Error) -> ConfigError {
 }
 
 fn read_file(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })
+    std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Io { path: path.to_path_buf(), error: source })
 }
 
 impl NodeConfig {

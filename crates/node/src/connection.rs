@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use locus_core::Method;
 use locus_handoff::dump_connection;
-use locus_http::{BodyKind, BodyTracker, RequestHead, TargetForm, Version, parse_request};
+use locus_http::{BodyKind, BodyTracker, RequestHead, TargetForm, Version, authority_host, parse_request};
 use locus_io::try_read_drained;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
@@ -217,25 +217,11 @@ fn invalid_data(e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e.to_string())
 }
 
-/// The host of an authority (`host`, `host:port`, `[v6]:port`).
-fn host_part(authority: &[u8]) -> &[u8] {
-    if authority.first() == Some(&b'[') {
-        return match authority.iter().position(|&b| b == b']') {
-            Some(i) => &authority[..=i],
-            None => authority,
-        };
-    }
-    match authority.iter().rposition(|&b| b == b':') {
-        Some(i) => &authority[..i],
-        None => authority,
-    }
-}
-
 /// An absolute-form target is accepted only for the request's own Host or a server name.
 fn authority_allowed(head: &RequestHead, buf: &[u8], server_names: &[String]) -> bool {
     let Some(authority) = head.authority else { return false };
-    let host = host_part(authority.get(buf));
-    head.host.is_some_and(|h| host_part(h.get(buf)).eq_ignore_ascii_case(host))
+    let host = authority_host(authority.get(buf));
+    head.host.is_some_and(|h| authority_host(h.get(buf)).eq_ignore_ascii_case(host))
         || server_names.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(host))
 }
 
@@ -472,7 +458,7 @@ impl Connection<'_> {
             Persistence::KeepAlive
         };
         let served = self.respond(&read[*start..*end], head, persistence, out, path, cache_key).await;
-        let result = match served {
+        let (status, sent) = match served {
             Ok(Served { status, body }) => {
                 let sent = match body {
                     BodySource::Queued => Ok(()),
@@ -482,19 +468,29 @@ impl Connection<'_> {
                     BodySource::File { file, offset, len } => self.send_file(out, file, offset, len).await,
                     BodySource::Origin(origin) => self.send_origin(out, origin).await,
                 };
-                counters.request_finished(status);
-                sent
+                (status, sent)
             }
-            Err(e) => {
-                counters.request_finished(500);
-                Err(e)
-            }
+            Err(e) => (500, Err(e)),
         };
-        result?;
-        *start += head_len;
-        if body != BodyKind::Empty && !unread_body {
-            self.discard_body(read, start, end, out, body).await?;
+        if let Err(e) = sent {
+            counters.request_finished(status);
+            return Err(e);
         }
+        *start += head_len;
+        if body != BodyKind::Empty
+            && !unread_body
+            && let Err(e) = self.discard_body(read, start, end, out, body).await
+        {
+            // The connection closes now; a response still queued (the body broke before
+            // anything was flushed) is never sent, so it is not counted as its status.
+            if out.is_empty() {
+                counters.request_finished(status)
+            } else {
+                counters.request_unanswered()
+            }
+            return Err(e);
+        }
+        counters.request_finished(status);
         if *start == *end {
             *start = 0;
             *end = 0;
@@ -796,18 +792,5 @@ impl Connection<'_> {
                 _ => break,
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn host_part_strips_ports_and_keeps_ipv6_brackets() {
-        assert_eq!(host_part(b"example.com:8080"), b"example.com");
-        assert_eq!(host_part(b"example.com"), b"example.com");
-        assert_eq!(host_part(b"[::1]:80"), b"[::1]");
-        assert_eq!(host_part(b"[::1]"), b"[::1]");
     }
 }

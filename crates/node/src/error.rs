@@ -10,10 +10,10 @@ use crate::config::ConfigError;
 pub enum NodeError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("document root {}: {source}", path.display())]
-    Root { path: PathBuf, source: std::io::Error },
-    #[error("binding {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("document root {}: {error}", path.display())]
+    Root { path: PathBuf, error: std::io::Error },
+    #[error("binding {addr}: {error}")]
+    Bind { addr: SocketAddr, error: std::io::Error },
     #[error("starting the node's threads: {0}")]
     Start(std::io::Error),
 }

@@ -46,6 +46,8 @@ pub struct WorkerCounters {
     dynamic: AtomicU64,
     /// Requests started minus requests finished (wrapping; summed as signed).
     in_flight: AtomicU64,
+    /// Requests whose connection closed with their response still unsent.
+    unanswered: AtomicU64,
     statuses: [AtomicU64; COUNTED_STATUSES.len() + 1],
 }
 
@@ -63,6 +65,13 @@ impl WorkerCounters {
     pub fn request_finished(&self, status: u16) {
         bump(&self.in_flight, u64::MAX);
         bump(&self.statuses[status_slot(status)], 1);
+    }
+
+    /// The request ended without a response leaving: its connection closed with the
+    /// response still queued (a request body that broke its framing). No status is counted.
+    pub fn request_unanswered(&self) {
+        bump(&self.in_flight, u64::MAX);
+        bump(&self.unanswered, 1);
     }
 
     pub fn sent(&self, bytes: u64) {
@@ -155,6 +164,7 @@ impl NodeMetrics {
             dynamic: sum(|w| &w.dynamic),
             bytes_sent: sum(|w| &w.bytes_sent),
             in_flight: (sum(|w| &w.in_flight) as i64).max(0) as u64,
+            unanswered: sum(|w| &w.unanswered),
             active_connections: self.active_connections.load(Ordering::Relaxed) as u64,
             connections_total: self.connections_total.load(Ordering::Relaxed),
             connections_refused: self.connections_refused.load(Ordering::Relaxed),
@@ -194,6 +204,8 @@ pub struct NodeStats {
     pub bytes_sent: u64,
     /// Requests being handled now.
     pub in_flight: u64,
+    /// Requests whose connection closed before their response was sent (not in `statuses`).
+    pub unanswered: u64,
     /// Open client connections.
     pub active_connections: u64,
     pub connections_total: u64,
@@ -238,5 +250,10 @@ mod tests {
         let s = m.snapshot();
         assert_eq!(s.in_flight, 0);
         assert_eq!(s.statuses, vec![("200".to_string(), 1), ("other".to_string(), 1)]);
+        m.worker(1).request_started();
+        m.worker(1).request_unanswered();
+        let s = m.snapshot();
+        assert_eq!((s.requests, s.in_flight, s.unanswered), (3, 0, 1));
+        assert_eq!(s.statuses.iter().map(|(_, n)| n).sum::<u64>(), 2, "no status for an unanswered request");
     }
 }

@@ -74,7 +74,7 @@ pub enum OriginError {
     #[error("connecting to origin: {0}")]
     Connect(std::io::Error),
     #[error("origin I/O: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     #[error("origin timed out")]
     Timeout,
     #[error("origin closed the connection before responding")]
@@ -83,6 +83,14 @@ pub enum OriginError {
     Malformed(String),
     #[error("origin body without Content-Length is larger than {0} bytes")]
     TooLarge(u64),
+}
+
+// By hand, not `#[from]`: the message already carries the I/O error, so it is no `source()`
+// (which would print it twice in a `{:#}` chain).
+impl From<std::io::Error> for OriginError {
+    fn from(e: std::io::Error) -> OriginError {
+        OriginError::Io(e)
+    }
 }
 
 /// The headers of an origin response that a relay keeps.

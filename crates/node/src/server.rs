@@ -266,15 +266,16 @@ impl NodeServer {
         let root = match DocumentRoot::new(&config.root) {
             Ok(root) => Some(root),
             Err(_) if origin.is_some() => None,
-            Err(source) => return Err(NodeError::Root { path: config.root.clone(), source }),
+            Err(source) => return Err(NodeError::Root { path: config.root.clone(), error: source }),
         };
         let classes = ClassTable::new(&config.classes, config.seed)?;
         let listeners = bind_listeners(config.listen, workers)
-            .map_err(|source| NodeError::Bind { addr: config.listen, source })?;
+            .map_err(|source| NodeError::Bind { addr: config.listen, error: source })?;
         let addr = listeners[0].local_addr().map_err(NodeError::Start)?;
         let admin_listener = match config.admin {
             Some(a) => {
-                let l = bind_listener(a, false).map_err(|source| NodeError::Bind { addr: a, source })?;
+                let l =
+                    bind_listener(a, false).map_err(|source| NodeError::Bind { addr: a, error: source })?;
                 Some(l)
             }
             None => None,
@@ -285,7 +286,7 @@ impl NodeServer {
             Some(h) => {
                 let key = h.control_key()?;
                 let l = bind_listener(h.listen, false)
-                    .map_err(|source| NodeError::Bind { addr: h.listen, source })?;
+                    .map_err(|source| NodeError::Bind { addr: h.listen, error: source })?;
                 Some((h.clone(), key, l))
             }
             None => None,

@@ -143,3 +143,39 @@ fn graceful_shutdown_finishes_an_in_flight_response_and_closes_idle_connections(
     assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
     assert!(std::net::TcpStream::connect(addr).is_err(), "listener closed");
 }
+
+/// Waits (bounded) until the node has no request in flight, then returns its counters.
+fn settled_stats(node: &TestNode) -> locus_node::NodeStats {
+    let start = Instant::now();
+    loop {
+        let s = node.server().stats();
+        if s.in_flight == 0 || start.elapsed() > Duration::from_secs(5) {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_status_is_counted_only_when_its_response_was_sent() {
+    let node = TestNode::start(|_, _| {});
+    // The 405 for this POST is still queued when its chunked body turns out malformed: the
+    // connection closes without it, so no 405 is counted, only an unanswered request.
+    let mut c = node.client();
+    c.send("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
+    assert!(c.closed(), "a malformed body closes the connection");
+    let s = settled_stats(&node);
+    assert_eq!((s.requests, s.in_flight, s.unanswered), (1, 0, 1), "{s:?}");
+    assert!(s.statuses.is_empty(), "a status counted that was never sent: {s:?}");
+
+    // Here the 405 leaves while the node waits for the rest of the body, which then breaks:
+    // the 405 was sent and is counted.
+    let mut c = node.client();
+    c.send("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n");
+    assert_eq!(c.response(false).status, 405);
+    c.send("zz\r\n");
+    assert!(c.closed());
+    let s = settled_stats(&node);
+    assert_eq!((s.requests, s.unanswered), (2, 1), "{s:?}");
+    assert_eq!(s.statuses, vec![("405".to_string(), 1)]);
+}

@@ -40,7 +40,7 @@ fn bench_pick(c: &mut Criterion) {
     let mut group = c.benchmark_group("assign_complete");
     group.measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_secs(1)).sample_size(20);
     let weights = [1u32; NODES];
-    for name in PolicyConfig::NAMES.iter().chain(&["maglev"]) {
+    for name in PolicyConfig::canonical_names() {
         let config = PolicyConfig::from_name(name).unwrap();
         let mut cluster = Cluster::new(build(&config, &weights).unwrap(), &weights, Duration::ZERO);
         let mut outstanding: VecDeque<(NodeId, u64)> = VecDeque::with_capacity(IN_FLIGHT + 1);

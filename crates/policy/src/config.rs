@@ -112,54 +112,76 @@ fn default_max_targets() -> usize {
 /// A policy configuration that cannot be built.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PolicyConfigError {
-    #[error("unknown policy `{0}` (expected one of: {names})", names = PolicyConfig::NAMES.join(", "))]
+    #[error("unknown policy `{0}` (expected one of: {names})", names = PolicyConfig::accepted_names().collect::<Vec<_>>().join(", "))]
     UnknownName(String),
     #[error("policy `{policy}`: {message}")]
     Invalid { policy: &'static str, message: String },
 }
 
+/// Makes a named policy at its default parameters.
+type DefaultPolicy = fn() -> PolicyConfig;
+
+/// Every name `from_name` accepts, with the policy it names at its default parameters: the
+/// one list that lookups, error messages and help text read. Aliases (`lb`, `lardr`) name
+/// the same policy as an earlier entry.
+const NAMED_POLICIES: &[(&str, DefaultPolicy)] = &[
+    ("rr", || PolicyConfig::Rr),
+    ("wrr", || PolicyConfig::Wrr),
+    ("lc", || PolicyConfig::Lc),
+    ("wlc", || PolicyConfig::Wlc),
+    ("p2c", || PolicyConfig::P2c { seed: 0 }),
+    ("hash", || PolicyConfig::Hash),
+    ("chash", || PolicyConfig::Chash {
+        kind: ChashKind::Ring,
+        vnodes: default_vnodes(),
+        table_size: default_maglev_table(),
+    }),
+    ("maglev", || PolicyConfig::Chash {
+        kind: ChashKind::Maglev,
+        vnodes: default_vnodes(),
+        table_size: default_maglev_table(),
+    }),
+    ("chash-bounded", || PolicyConfig::ChashBounded {
+        vnodes: default_vnodes(),
+        balance_factor: default_balance_factor(),
+    }),
+    ("lard", || PolicyConfig::Lard {
+        t_low: default_t_low(),
+        t_high: default_t_high(),
+        max_targets: default_max_targets(),
+    }),
+    ("lard-r", default_lard_r),
+    ("lb", || PolicyConfig::Hash),
+    ("lardr", default_lard_r),
+];
+
+fn default_lard_r() -> PolicyConfig {
+    PolicyConfig::LardR {
+        t_low: default_t_low(),
+        t_high: default_t_high(),
+        k_secs: default_k_secs(),
+        admission_limit: None,
+        max_targets: default_max_targets(),
+    }
+}
+
 impl PolicyConfig {
-    /// Every policy name accepted in configuration.
-    pub const NAMES: &'static [&'static str] =
-        &["rr", "wrr", "lc", "wlc", "p2c", "hash", "chash", "chash-bounded", "lard", "lard-r"];
+    /// Every policy name accepted in configuration, aliases included.
+    pub fn accepted_names() -> impl Iterator<Item = &'static str> + Clone {
+        NAMED_POLICIES.iter().map(|(name, _)| *name)
+    }
+
+    /// One name per distinct policy (no aliases): the name `name()` gives back.
+    pub fn canonical_names() -> impl Iterator<Item = &'static str> + Clone {
+        NAMED_POLICIES.iter().filter(|(name, make)| make().name() == *name).map(|(name, _)| *name)
+    }
 
     /// The policy with this name and its default parameters.
     pub fn from_name(name: &str) -> Result<PolicyConfig, PolicyConfigError> {
-        Ok(match name {
-            "rr" => PolicyConfig::Rr,
-            "wrr" => PolicyConfig::Wrr,
-            "lc" => PolicyConfig::Lc,
-            "wlc" => PolicyConfig::Wlc,
-            "p2c" => PolicyConfig::P2c { seed: 0 },
-            "hash" | "lb" => PolicyConfig::Hash,
-            "chash" => PolicyConfig::Chash {
-                kind: ChashKind::Ring,
-                vnodes: default_vnodes(),
-                table_size: default_maglev_table(),
-            },
-            "maglev" => PolicyConfig::Chash {
-                kind: ChashKind::Maglev,
-                vnodes: default_vnodes(),
-                table_size: default_maglev_table(),
-            },
-            "chash-bounded" => PolicyConfig::ChashBounded {
-                vnodes: default_vnodes(),
-                balance_factor: default_balance_factor(),
-            },
-            "lard" => PolicyConfig::Lard {
-                t_low: default_t_low(),
-                t_high: default_t_high(),
-                max_targets: default_max_targets(),
-            },
-            "lard-r" | "lardr" => PolicyConfig::LardR {
-                t_low: default_t_low(),
-                t_high: default_t_high(),
-                k_secs: default_k_secs(),
-                admission_limit: None,
-                max_targets: default_max_targets(),
-            },
-            other => return Err(PolicyConfigError::UnknownName(other.to_string())),
-        })
+        match NAMED_POLICIES.iter().find(|(n, _)| *n == name) {
+            Some((_, make)) => Ok(make()),
+            None => Err(PolicyConfigError::UnknownName(name.to_string())),
+        }
     }
 
     /// The configuration name of this policy (`"maglev"` for `chash` with the Maglev kind,
@@ -181,11 +203,23 @@ impl PolicyConfig {
     }
 }
 
+/// A `name` that `from_name` accepts. Checked as the value is read, so the deserializer
+/// (toml) places an unknown name's error at the `name` key's line, not at the table.
+struct KnownPolicyName(String);
+
+impl<'de> Deserialize<'de> for KnownPolicyName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<KnownPolicyName, D::Error> {
+        let name = String::deserialize(d)?;
+        PolicyConfig::from_name(&name).map_err(serde::de::Error::custom)?;
+        Ok(KnownPolicyName(name))
+    }
+}
+
 /// Every key a `[policy]` table may hold; which ones apply depends on `name`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPolicyConfig {
-    name: String,
+    name: KnownPolicyName,
     seed: Option<u64>,
     kind: Option<ChashKind>,
     vnodes: Option<u32>,
@@ -211,11 +245,11 @@ impl TryFrom<RawPolicyConfig> for PolicyConfig {
     type Error = RawPolicyConfigError;
 
     fn try_from(raw: RawPolicyConfig) -> Result<PolicyConfig, RawPolicyConfigError> {
-        let mut config = PolicyConfig::from_name(&raw.name)?;
+        let mut config = PolicyConfig::from_name(&raw.name.0)?;
         // Each parameter given is moved into the variant that has it; what is left over
         // does not apply to this policy.
         let RawPolicyConfig {
-            name,
+            name: KnownPolicyName(name),
             mut seed,
             mut kind,
             mut vnodes,
@@ -468,7 +502,7 @@ mod tests {
 
     #[test]
     fn policy_config_round_trips_through_toml() {
-        for name in PolicyConfig::NAMES.iter().chain(&["maglev"]) {
+        for name in PolicyConfig::canonical_names() {
             let c = PolicyConfig::from_name(name).unwrap();
             let text = toml::to_string(&c).unwrap();
             assert_eq!(toml::from_str::<PolicyConfig>(&text).unwrap(), c, "{text}");
@@ -486,10 +520,10 @@ mod tests {
 
     #[test]
     fn build_makes_every_named_policy() {
-        for name in PolicyConfig::NAMES.iter().chain(&["maglev"]) {
+        for name in PolicyConfig::canonical_names() {
             let c = PolicyConfig::from_name(name).unwrap();
             let p = build(&c, &[1, 2, 1]).unwrap();
-            assert_eq!(p.name(), *name);
+            assert_eq!(p.name(), name);
         }
     }
 
@@ -529,6 +563,25 @@ mod tests {
         assert!(build(&chash(ChashKind::Maglev, 160, 251), &[1, 1]).is_ok());
         assert!(build(&lard(0, 1, 1), &[1]).is_ok());
         assert!(is_prime(65537) && is_prime(2) && !is_prime(1) && !is_prime(65535));
+    }
+
+    #[test]
+    fn unknown_name_error_lists_every_accepted_name_aliases_included() {
+        let e = PolicyConfig::from_name("nope").unwrap_err().to_string();
+        for name in PolicyConfig::accepted_names() {
+            assert!(e.contains(&format!(" {name},")) || e.ends_with(&format!(" {name})")), "{name}: {e}");
+        }
+        for name in ["maglev", "lb", "lardr", "lard-r", "chash-bounded"] {
+            assert!(PolicyConfig::accepted_names().any(|n| n == name), "{name}");
+        }
+        let canonical: Vec<&str> = PolicyConfig::canonical_names().collect();
+        assert!(canonical.contains(&"maglev") && !canonical.contains(&"lb"), "{canonical:?}");
+    }
+
+    #[test]
+    fn unknown_name_in_toml_points_at_the_name_keys_line() {
+        let e = parse("t_low = 3\nname = \"lard_r\"\nt_high = 9").unwrap_err();
+        assert!(e.contains("line 2") && e.contains("lard_r") && e.contains("lardr"), "{e}");
     }
 
     #[test]

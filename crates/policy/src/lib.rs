@@ -77,7 +77,7 @@ mod tests {
     /// and replica expiry all happen within a short random run.
     fn every_policy() -> Vec<PolicyConfig> {
         let mut configs: Vec<PolicyConfig> =
-            PolicyConfig::NAMES.iter().map(|n| PolicyConfig::from_name(n).unwrap()).collect();
+            PolicyConfig::canonical_names().map(|n| PolicyConfig::from_name(n).unwrap()).collect();
         configs.push(PolicyConfig::Chash { kind: ChashKind::Maglev, vnodes: 1, table_size: 1009 });
         configs.push(PolicyConfig::Chash { kind: ChashKind::Ring, vnodes: 3, table_size: 1009 });
         configs.push(PolicyConfig::ChashBounded { vnodes: 4, balance_factor: 100 });

@@ -23,8 +23,8 @@ pub enum SimError {
     #[error("{origin}: {message}")]
     Parse { origin: String, message: String },
     /// Reading or writing a file failed.
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
     /// Drawing a plot failed.
     #[error("plot {}: {message}", path.display())]
     Plot { path: PathBuf, message: String },
@@ -33,6 +33,6 @@ pub enum SimError {
 impl SimError {
     /// An I/O error on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> SimError {
-        SimError::Io { path: path.into(), source }
+        SimError::Io { path: path.into(), error: source }
     }
 }

@@ -94,6 +94,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
                 "requests": n.requests.load(Relaxed),
                 "failures": n.failures.load(Relaxed),
                 "bytes_from_node": n.bytes_from.load(Relaxed),
+                "last_check": n.last_check.lock().as_ref().map(|c| c.to_json()),
             })
         })
         .collect();

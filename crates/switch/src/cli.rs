@@ -2,9 +2,10 @@
 //! Ctrl-C, then shut down gracefully.
 
 use crate::config::{Mode, NodeEntry, SwitchConfig};
+use crate::node_addr::resolve_node_addr;
 use crate::server::SwitchServer;
 use anyhow::Context;
-use locus_io::TerminationSignals;
+use locus_io::{ConfigFileArgs, TerminationSignals};
 use locus_policy::PolicyConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,25 +13,23 @@ use std::path::PathBuf;
 /// Flags of `locus switch`. Flags override the configuration file.
 #[derive(clap::Args, Debug, Default)]
 pub struct SwitchArgs {
-    /// TOML configuration file.
-    #[arg(long, short)]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub file: ConfigFileArgs,
     /// Client-facing address.
     #[arg(long)]
     pub listen: Option<SocketAddr>,
     /// Admin address for /locus/status and /metrics.
     #[arg(long)]
     pub admin: Option<SocketAddr>,
-    /// Forwarding mode: proxy (every request routed), splice (first request routed, then a
-    /// kernel-spliced tunnel) or handoff (the connection moves to the node; one-way).
-    #[arg(long)]
-    pub mode: Option<String>,
-    /// Policy name with default parameters: rr, wrr, lc, wlc, p2c, hash, chash, maglev,
-    /// chash-bounded, lard, lard-r.
-    #[arg(long)]
+    /// Forwarding mode (the file's `mode`; default proxy).
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// Policy name with default parameters (the help lists every accepted name).
+    #[arg(long, value_name = "NAME", help = policy_flag_help())]
     pub policy: Option<String>,
     /// A node, as `ADDR`, `NAME=ADDR`, `NAME=ADDR*WEIGHT`, with `@AGENT` (its handoff agent's
-    /// address) for handoff mode; repeat for each node (replaces the file's nodes).
+    /// address) for handoff mode; ADDR and AGENT are IP:PORT or HOST:PORT (resolved at
+    /// start-up); repeat for each node (replaces the file's nodes).
     #[arg(long = "node", value_name = "[NAME=]ADDR[*WEIGHT][@AGENT]")]
     pub nodes: Vec<String>,
     /// Handoff mode: file with the control channel's key in hex.
@@ -45,6 +44,10 @@ pub struct SwitchArgs {
     /// l4 mode: how the forwarder picks a node at a client's SYN: rr, wrr, lc or hash.
     #[arg(long, value_name = "SELECTION")]
     pub l4_selection: Option<String>,
+    /// A host that absolute-form request targets may name besides the switch's own address
+    /// (repeatable; adds to the file's `server_names`).
+    #[arg(long = "server-name", value_name = "HOST")]
+    pub server_names: Vec<String>,
     /// Worker threads (0 = one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -54,40 +57,37 @@ pub struct SwitchArgs {
     /// Most client connections held at once.
     #[arg(long)]
     pub max_connections: Option<usize>,
-    /// Check the configuration and exit.
-    #[arg(long)]
-    pub check: bool,
 }
 
-/// Parse `[NAME=]ADDR[*WEIGHT][@AGENT]`.
+/// The `--policy` help, naming every policy the policy crate accepts.
+fn policy_flag_help() -> String {
+    let names: Vec<&str> = PolicyConfig::accepted_names().collect();
+    format!("Policy name with default parameters: {}", names.join(", "))
+}
+
+/// Parse `[NAME=]ADDR[*WEIGHT][@AGENT]`; ADDR and AGENT are `IP:PORT` or `HOST:PORT` (resolved
+/// now).
 pub fn parse_node(spec: &str) -> anyhow::Result<NodeEntry> {
+    let resolve = |text: &str| resolve_node_addr(text).map_err(|e| anyhow::anyhow!("node `{spec}`: {e}"));
     let (spec_main, handoff) = match spec.split_once('@') {
-        Some((m, a)) => (
-            m,
-            Some(
-                a.parse::<SocketAddr>()
-                    .with_context(|| format!("node `{spec}`: agent `{a}` is not an IP:port"))?,
-            ),
-        ),
+        Some((m, agent)) => (m, Some(resolve(agent)?)),
         None => (spec, None),
     };
     let (name, rest) = match spec_main.split_once('=') {
         Some((n, r)) => (Some(n.to_string()), r),
-        None => (None, spec),
+        None => (None, spec_main),
     };
     let (addr, weight) = match rest.split_once('*') {
         Some((a, w)) => (a, w.parse::<u32>().with_context(|| format!("node `{spec}`: bad weight `{w}`"))?),
         None => (rest, 1),
     };
-    let addr =
-        addr.parse::<SocketAddr>().with_context(|| format!("node `{spec}`: `{addr}` is not an IP:port"))?;
-    Ok(NodeEntry { name, addr, weight, handoff })
+    Ok(NodeEntry { name, addr: resolve(addr)?, weight, handoff })
 }
 
 impl SwitchArgs {
     /// The configuration these flags describe.
     pub fn to_config(&self) -> anyhow::Result<SwitchConfig> {
-        let mut config = match &self.config {
+        let mut config = match &self.file.config {
             Some(path) => SwitchConfig::from_file(path)?,
             None => SwitchConfig::default(),
         };
@@ -97,8 +97,8 @@ impl SwitchArgs {
         if let Some(a) = self.admin {
             config.admin = Some(a);
         }
-        if let Some(m) = &self.mode {
-            config.mode = m.parse::<Mode>()?;
+        if let Some(m) = self.mode {
+            config.mode = m;
         }
         if let Some(p) = &self.policy {
             config.policy = PolicyConfig::from_name(p)?;
@@ -106,6 +106,7 @@ impl SwitchArgs {
         if !self.nodes.is_empty() {
             config.nodes = self.nodes.iter().map(|s| parse_node(s)).collect::<anyhow::Result<_>>()?;
         }
+        config.server_names.extend(self.server_names.iter().cloned());
         if let Some(w) = self.workers {
             config.workers = w;
         }
@@ -135,8 +136,7 @@ impl SwitchArgs {
 /// Run `locus switch` until SIGTERM or Ctrl-C.
 pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
-    if args.check {
-        println!("configuration OK: {} nodes, policy {}", config.nodes.len(), config.policy.name());
+    if args.file.report_check(&format!("{} nodes, policy {}", config.nodes.len(), config.policy.name())) {
         return Ok(());
     }
     // Held from before the address is printed: a SIGTERM right after it (a supervisor or a
@@ -164,11 +164,32 @@ mod tests {
         assert_eq!((n.name.as_deref(), n.addr.port(), n.weight), (Some("web1"), 8001, 3));
         let n = parse_node("127.0.0.1:8002").unwrap();
         assert_eq!((n.name, n.weight), (None, 1));
-        assert!(parse_node("web=localhost:80").unwrap_err().to_string().contains("not an IP:port"));
         assert!(parse_node("127.0.0.1:1*x").unwrap_err().to_string().contains("bad weight"));
         let n = parse_node("n1=10.0.0.2:80*2@10.0.0.2:7100").unwrap();
         assert_eq!((n.weight, n.handoff), (2, Some("10.0.0.2:7100".parse().unwrap())));
-        assert!(parse_node("10.0.0.2:80@agent").unwrap_err().to_string().contains("not an IP:port"));
+        let n = parse_node("10.0.0.2:80@10.0.0.2:7100").unwrap();
+        assert_eq!(
+            (n.addr, n.handoff),
+            ("10.0.0.2:80".parse().unwrap(), Some("10.0.0.2:7100".parse().unwrap()))
+        );
+        assert!(
+            parse_node("10.0.0.2:80@agent").unwrap_err().to_string().contains("not IP:PORT or HOST:PORT")
+        );
+    }
+
+    #[test]
+    fn node_specs_take_host_names_and_name_a_host_that_does_not_resolve() {
+        for spec in ["localhost:8080", "node1=localhost:8080", "node1=localhost:8080*2@localhost:7100"] {
+            let n = parse_node(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            assert!(n.addr.ip().is_loopback() && n.addr.port() == 8080, "{spec}: {}", n.addr);
+        }
+        let e = parse_node("web=nohost.invalid:80").unwrap_err().to_string();
+        assert!(
+            e.contains("web=nohost.invalid:80") && e.contains("cannot resolve host `nohost.invalid`"),
+            "{e}"
+        );
+        let e = parse_node("web=localhost:80@agent.invalid:7100").unwrap_err().to_string();
+        assert!(e.contains("`agent.invalid`"), "{e}");
     }
 
     #[test]
@@ -189,5 +210,13 @@ mod tests {
         assert!(args.to_config().unwrap_err().to_string().contains("unknown policy"));
         let args = SwitchArgs::default();
         assert!(args.to_config().unwrap_err().to_string().contains("no nodes"));
+        let args = SwitchArgs {
+            nodes: vec!["127.0.0.1:1".into()],
+            server_names: vec!["www.example.com".into()],
+            ..Default::default()
+        };
+        assert_eq!(args.to_config().unwrap().server_names, vec!["www.example.com".to_string()]);
+        let args = SwitchArgs { server_names: vec!["http://x/".into()], ..args };
+        assert!(args.to_config().unwrap_err().to_string().contains("not a host name"));
     }
 }

@@ -8,9 +8,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How the switch forwards a request once it has chosen a node.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+/// How the switch forwards a request once it has chosen a node. The variants are the one list
+/// of modes: configuration, `--mode`, its help and the unknown-mode error all read it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
+#[value(rename_all = "kebab-case")]
 pub enum Mode {
     /// Two-way, user space: every request parsed and routed, relayed over pooled keep-alive
     /// node connections.
@@ -47,15 +49,12 @@ impl Mode {
 impl std::str::FromStr for Mode {
     type Err = ConfigError;
     fn from_str(s: &str) -> Result<Mode, ConfigError> {
-        match s {
-            "proxy" => Ok(Mode::Proxy),
-            "splice" => Ok(Mode::Splice),
-            "handoff" => Ok(Mode::Handoff),
-            "l4" => Ok(Mode::L4),
-            other => Err(ConfigError::Invalid(format!(
-                "unknown mode `{other}`; available: proxy, splice, handoff, l4"
-            ))),
-        }
+        use clap::ValueEnum;
+        let modes = Mode::value_variants();
+        modes.iter().copied().find(|m| m.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = modes.iter().map(|m| m.as_str()).collect();
+            ConfigError::Invalid(format!("unknown mode `{s}`; available: {}", names.join(", ")))
+        })
     }
 }
 
@@ -66,13 +65,14 @@ pub struct NodeEntry {
     /// Name used in logs, metrics and status (defaults to `node<i>`).
     #[serde(default)]
     pub name: Option<String>,
-    /// Address of the node's HTTP listener.
+    /// Address of the node's HTTP listener (`IP:PORT`, or `HOST:PORT` resolved at start-up).
+    #[serde(deserialize_with = "crate::node_addr::deserialize")]
     pub addr: SocketAddr,
     /// Weight for weighted policies.
     #[serde(default = "one")]
     pub weight: u32,
     /// Address of the node's handoff agent (control channel); handoff mode needs it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::node_addr::deserialize_opt")]
     pub handoff: Option<SocketAddr>,
 }
 
@@ -127,7 +127,7 @@ impl HandoffSettings {
     pub fn load_key(&self) -> Result<locus_handoff::ControlKey, ConfigError> {
         let text = match (&self.key_file, &self.key) {
             (Some(path), _) => std::fs::read_to_string(path)
-                .map_err(|source| ConfigError::Io { path: path.clone(), source })?,
+                .map_err(|source| ConfigError::Io { path: path.clone(), error: source })?,
             (None, Some(key)) => key.clone(),
             (None, None) => {
                 return Err(ConfigError::Invalid(
@@ -276,6 +276,10 @@ pub struct SwitchConfig {
     /// Add the client address to `X-Forwarded-For` on requests to nodes.
     #[serde(default = "yes")]
     pub forwarded_for: bool,
+    /// Hosts an absolute-form request target may name besides the address the client
+    /// connected to (see `target_check`); any other host is answered 404 by the switch.
+    #[serde(default)]
+    pub server_names: Vec<String>,
     #[serde(default = "default_policy")]
     pub policy: PolicyConfig,
     #[serde(default, rename = "node")]
@@ -310,6 +314,7 @@ impl Default for SwitchConfig {
             workers: 0,
             access_log: None,
             forwarded_for: true,
+            server_names: Vec::new(),
             policy: default_policy(),
             nodes: Vec::new(),
             health: HealthConfig::default(),
@@ -322,8 +327,8 @@ impl Default for SwitchConfig {
 /// A configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot read {path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("{origin}: {message}")]
     Parse { origin: String, message: String },
     #[error("invalid configuration: {0}")]
@@ -341,7 +346,7 @@ impl SwitchConfig {
     /// Read and parse a TOML file.
     pub fn from_file(path: &Path) -> Result<SwitchConfig, ConfigError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+            .map_err(|source| ConfigError::Io { path: path.to_path_buf(), error: source })?;
         SwitchConfig::from_toml_str(&text, &path.display().to_string())
     }
 
@@ -393,6 +398,9 @@ impl SwitchConfig {
                 "health.path `{}` must be an origin-form path starting with /",
                 self.health.path
             )));
+        }
+        if let Some(n) = self.server_names.iter().find(|n| n.is_empty() || n.contains(['/', ' ', '@', ':'])) {
+            return Err(ConfigError::Invalid(format!("server name {n:?} is not a host name")));
         }
         if self.workers > 256 {
             return Err(ConfigError::Invalid("workers must be at most 256".into()));
@@ -533,6 +541,17 @@ max_connections = 500
         let text = "[[node]]\naddr=\"127.0.0.1:1\"\n[limits]\nheader_timeout_ms = 0\n";
         let c = SwitchConfig::from_toml_str(text, "x").unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("header_timeout_ms"));
+    }
+
+    #[test]
+    fn unknown_policy_name_points_at_the_name_line_and_lists_every_name() {
+        let text = "[[node]]\naddr = \"127.0.0.1:1\"\n\n[policy]\nt_low = 5\nname = \"maglve\"\n";
+        let err = SwitchConfig::from_toml_str(text, "s.toml").unwrap_err().to_string();
+        assert!(err.starts_with("s.toml") && err.contains("line 6"), "{err}");
+        for name in locus_policy::PolicyConfig::accepted_names() {
+            assert!(err.contains(name), "{name} missing: {err}");
+        }
+        assert!(err.contains("maglev") && err.contains("lb"), "{err}");
     }
 
     #[test]

@@ -35,11 +35,19 @@ const LC_TABLE: usize = 64;
 #[derive(Debug, thiserror::Error)]
 pub enum HandoffSetupError {
     #[error("handoff: {0}")]
-    Config(#[from] crate::ConfigError),
-    #[error("handoff: cannot attach the forwarder to {interface}: {source}")]
-    Forwarder { interface: String, source: Box<locus_bpf::ForwarderError> },
+    Config(crate::ConfigError),
+    #[error("handoff: cannot attach the forwarder to {interface}: {error}")]
+    Forwarder { interface: String, error: Box<locus_bpf::ForwarderError> },
     #[error("l4: {0}")]
     L4(String),
+}
+
+// By hand, not `#[from]`: the message already carries the cause, so it is no `source()`
+// (which would print it twice in a `{:#}` chain).
+impl From<crate::ConfigError> for HandoffSetupError {
+    fn from(e: crate::ConfigError) -> HandoffSetupError {
+        HandoffSetupError::Config(e)
+    }
 }
 
 /// Handoff counters (in `/locus/status` and `/metrics`).
@@ -106,7 +114,7 @@ impl HandoffPlane {
                 let options = ForwarderOptions { pin_dir: settings.pin_dir.clone(), ..Default::default() };
                 let f = Forwarder::attach(iface, options).map_err(|source| HandoffSetupError::Forwarder {
                     interface: iface.clone(),
-                    source: Box::new(source),
+                    error: Box::new(source),
                 })?;
                 if f.adopted() {
                     tracing::info!(interface = %iface, "forwarder adopted the pinned maps of an earlier switch");

@@ -1,13 +1,15 @@
 //! Active health checks: every interval each node gets `GET <path>` on a fresh connection;
 //! `fall` failures in a row take it out of the view, `rise` passes bring it back (with slow
 //! start in the policy `Cluster`). Passive failures from live traffic reset the pass streak.
+//! Each node's newest check (`CheckRecord`: passed or why not, and how long it took) is kept
+//! for `/locus/status`, so a node out of the view says whether its check timed out.
 
 use crate::state::Shared;
 use locus_core::NodeId;
 use locus_http::{ResponseHead, parse_response};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -30,16 +32,23 @@ async fn check_loop(shared: Arc<Shared>, node: NodeId) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        let started = Instant::now();
         let result = tokio::time::timeout(limit, check_once(info.addr, request.as_bytes())).await;
+        let took = started.elapsed();
         let outcome = match result {
-            Ok(Ok(status)) if status < 500 => Ok(()),
-            Ok(Ok(status)) => Err(format!("health check answered {status}")),
-            Ok(Err(e)) => Err(format!("health check failed: {e}")),
-            Err(_) => Err(format!("health check timed out after {} ms", h.timeout_ms)),
+            Ok(Ok(status)) if status < 500 => Ok(status),
+            Ok(Ok(status)) => Err(format!("health check GET {} answered {status}", h.path)),
+            Ok(Err(e)) => Err(format!("health check GET {} failed: {e}", h.path)),
+            Err(_) => Err(format!(
+                "health check GET {} timed out: no response within {} ms (health.timeout_ms; a slow \
+                 document needs a larger limit or a cheaper health.path)",
+                h.path, h.timeout_ms
+            )),
         };
+        *info.last_check.lock() = Some(CheckRecord::new(&outcome, took));
         let up = shared.dispatcher.is_up(node);
         match outcome {
-            Ok(()) => {
+            Ok(_) => {
                 info.check_fails.store(0, Relaxed);
                 let passes = info.check_passes.fetch_add(1, Relaxed) + 1;
                 if !up && passes >= h.rise as u64 && shared.set_node_up(node, true) {
@@ -49,11 +58,43 @@ async fn check_loop(shared: Arc<Shared>, node: NodeId) {
             Err(why) => {
                 info.check_passes.store(0, Relaxed);
                 let fails = info.check_fails.fetch_add(1, Relaxed) + 1;
+                let took_ms = took.as_millis() as u64;
                 if up && fails >= h.fall as u64 && shared.set_node_up(node, false) {
-                    tracing::warn!(node = %info.name, addr = %info.addr, "node out of the view: {why}");
+                    tracing::warn!(node = %info.name, addr = %info.addr, took_ms, "node out of the view: {why}");
+                } else {
+                    tracing::debug!(node = %info.name, addr = %info.addr, took_ms, fails, "{why}");
                 }
             }
         }
+    }
+}
+
+/// What the newest active check of a node found, and how long it took (up to the limit).
+#[derive(Clone, Debug)]
+pub struct CheckRecord {
+    /// The status a passing check got.
+    pub status: Option<u16>,
+    /// Why a failing check failed (timed out, refused, answered 5xx).
+    pub failure: Option<String>,
+    pub took: Duration,
+}
+
+impl CheckRecord {
+    fn new(outcome: &Result<u16, String>, took: Duration) -> CheckRecord {
+        match outcome {
+            Ok(status) => CheckRecord { status: Some(*status), failure: None, took },
+            Err(why) => CheckRecord { status: None, failure: Some(why.clone()), took },
+        }
+    }
+
+    /// The record in `/locus/status`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "passed": self.failure.is_none(),
+            "status": self.status,
+            "failure": self.failure,
+            "took_ms": self.took.as_millis() as u64,
+        })
     }
 }
 

@@ -11,11 +11,13 @@ mod dispatch;
 mod forward;
 mod handoff;
 mod health;
+mod node_addr;
 mod pool;
 mod server;
 mod session;
 mod splice;
 mod state;
+mod target_check;
 
 pub use config::{ConfigError, HandoffSettings, HealthConfig, Mode, NodeEntry, SwitchConfig, SwitchLimits};
 pub use dispatch::{DispatchError, DispatchSnapshot};

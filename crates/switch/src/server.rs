@@ -23,10 +23,10 @@ use tokio::net::{TcpListener, TcpStream};
 pub enum SwitchError {
     #[error(transparent)]
     Config(#[from] crate::ConfigError),
-    #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: SocketAddr, source: std::io::Error },
-    #[error("cannot open access log {path}: {source}")]
-    AccessLog { path: String, source: std::io::Error },
+    #[error("cannot listen on {addr}: {error}")]
+    Listen { addr: SocketAddr, error: std::io::Error },
+    #[error("cannot open access log {path}: {error}")]
+    AccessLog { path: String, error: std::io::Error },
     #[error("cannot start thread: {0}")]
     Thread(std::io::Error),
     #[error(transparent)]
@@ -92,7 +92,7 @@ impl SwitchServer {
         }
         let shared = Arc::new(shared);
         let cfg = &shared.config;
-        let listen_err = |addr, source| SwitchError::Listen { addr, source };
+        let listen_err = |addr, source| SwitchError::Listen { addr, error: source };
         let first = bind_listener_patiently(cfg.listen, true, LISTEN_RETRIES, LISTEN_RETRY_PAUSE)
             .map_err(|e| listen_err(cfg.listen, e))?;
         let addr = first.local_addr().map_err(|e| listen_err(cfg.listen, e))?;
@@ -109,7 +109,7 @@ impl SwitchServer {
         for _ in 0..workers {
             logs.push(match &cfg.access_log {
                 Some(path) => Some(AccessLog::new(open_sink(path).map_err(|source| {
-                    SwitchError::AccessLog { path: path.display().to_string(), source }
+                    SwitchError::AccessLog { path: path.display().to_string(), error: source }
                 })?)),
                 None => None,
             });

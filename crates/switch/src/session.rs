@@ -308,8 +308,8 @@ impl Session {
 
     async fn handle(&mut self, head: &RequestHead) -> Next {
         let shared = self.worker.shared.clone();
-        if head.method == Method::Connect {
-            return self.reject(head, 405, true).await;
+        if let Some(status) = crate::target_check::refusal(head, &self.buf, &shared, &self.stream) {
+            return self.reject(head, status, true).await;
         }
         if shared.config.mode == Mode::Splice {
             return self.handle_tunnel(&shared, head).await;

@@ -24,6 +24,8 @@ pub struct NodeInfo {
     /// Health-check streaks (kept here so passive failures reset them).
     pub check_passes: AtomicU64,
     pub check_fails: AtomicU64,
+    /// The newest active check's outcome (none before the first), for `/locus/status`.
+    pub last_check: parking_lot::Mutex<Option<crate::health::CheckRecord>>,
 }
 
 /// Counters for the whole switch.
@@ -87,6 +89,7 @@ impl Shared {
                 bytes_from: AtomicU64::new(0),
                 check_passes: AtomicU64::new(0),
                 check_fails: AtomicU64::new(0),
+                last_check: Default::default(),
             })
             .collect();
         let limits = locus_http::Limits {

@@ -8,12 +8,11 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// Reading or writing `path` failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file (or `-` for standard input/output) being read or written.
         path: String,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// One record of a trace could not be parsed. Readers count and skip these until
     /// their error budget runs out; see `ReadOptions::max_malformed`.
@@ -81,7 +80,7 @@ pub enum TraceError {
 impl TraceError {
     /// `Io` for `path`.
     pub(crate) fn io(path: impl Into<String>, source: io::Error) -> TraceError {
-        TraceError::Io { path: path.into(), source }
+        TraceError::Io { path: path.into(), error: source }
     }
 
     /// `InvalidSpec` for `what`.
@@ -91,6 +90,6 @@ impl TraceError {
 
     /// `Io` for a file system path.
     pub(crate) fn fs(path: &std::path::Path, source: io::Error) -> TraceError {
-        TraceError::Io { path: path.display().to_string(), source }
+        TraceError::Io { path: path.display().to_string(), error: source }
     }
 }

@@ -200,7 +200,7 @@ pub(crate) fn io_error(during: &'static str) -> impl Fn(std::io::Error) -> Contr
         if source.kind() == std::io::ErrorKind::UnexpectedEof {
             ControlError::Closed { during }
         } else {
-            ControlError::Io { during, source }
+            ControlError::Io { during, error: source }
         }
     }
 }
@@ -343,7 +343,7 @@ impl ControlChannel {
         }
         let stream = receiver.stream.reunite(sender.stream).map_err(|_| ControlError::Io {
             during: "into_blocking",
-            source: std::io::Error::other("halves of two different streams"),
+            error: std::io::Error::other("halves of two different streams"),
         })?;
         let stream = stream.into_std().map_err(io_error("into_blocking"))?;
         BlockingControlChannel::from_parts(
