@@ -10,8 +10,8 @@ use crate::demo::{checks_markdown, demo_checks, demo_experiment, tuning_note};
 use crate::error::LabError;
 use crate::experiment::Experiment;
 use crate::runner::{LabOptions, run_experiment};
+use crate::stale_labs::clean_stale_labs;
 use crate::teardown::InterruptWatch;
-use crate::topology::clean_stale_labs;
 use crate::utc_time::UtcTime;
 
 /// `locus lab` subcommands.

@@ -12,12 +12,15 @@ mod demo;
 mod error;
 mod experiment;
 mod listeners;
+mod net;
 mod plots;
 mod process;
 mod report;
+mod results;
 mod runner;
 pub mod servers;
 mod site;
+mod stale_labs;
 mod teardown;
 mod topology;
 mod utc_time;
@@ -36,14 +39,15 @@ pub use process::{
     ChildGuard, descendants, die_with_spawning_thread, find_program, free_port, kill_processes_in_namespace,
     process_alive, processes_in_namespace, require_program, rss_mb,
 };
-pub use report::{LabReport, PlotFile, PointResult, Series, SeriesPoint, ratio_text, write_results_json};
+pub use report::{LabReport, PlotFile, Series, SeriesPoint, ratio_text};
+pub use results::{FailedPoint, PointResult, write_results_json};
 pub use runner::{LabOptions, LabRun, measure, point_result, preflight, run_experiment};
 pub use servers::{HaproxyBalance, Net, NginxBalance, NodeSpec, Server, SwitchSpec};
 pub use site::LabSite;
+pub use stale_labs::{CleanReport, bridge_owner, clean_stale_labs, namespace_owner, scratch_folder_owner};
 pub use teardown::{InterruptWatch, ScratchFolder, TeardownSummary, tear_down_everything};
 pub use topology::{
-    BRIDGE_PREFIX, CleanReport, DEFAULT_CONGESTION_CONTROL, LAN_PREFIX_LEN, LabHost, LabNetwork, MAX_NODES,
-    NAMESPACE_PREFIX, SCRATCH_FOLDER_PREFIX, VIRTUAL_IP, bridge_owner, clean_stale_labs, namespace_owner,
-    scratch_folder_owner,
+    BRIDGE_PREFIX, DEFAULT_CONGESTION_CONTROL, LAN_PREFIX_LEN, LabHost, LabNetwork, MAX_NODES,
+    NAMESPACE_PREFIX, SCRATCH_FOLDER_PREFIX, VIRTUAL_IP,
 };
 pub use utc_time::UtcTime;

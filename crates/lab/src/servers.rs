@@ -1,130 +1,17 @@
-//! Where a lab's or benchmark's programs run (`Net`: loopback, or a `LabNetwork` with a host
-//! per role) and the servers it starts there as child processes, with their configuration and
+//! The servers a lab or benchmark starts on a `Net`'s hosts as child processes, with their configuration and
 //! log in a scratch folder: Locus nodes and switches (a `locus` executable), HAProxy (`balance
 //! uri` + consistent hashing + `hash-balance-factor 150`, or round robin), and NGINX as a
 //! keep-alive reverse proxy (`hash $request_uri consistent`, or round robin) or a static server.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::error::LabError;
-use crate::process::{ChildGuard, free_port, kill_processes_in_namespace, require_program};
-use crate::topology::LabNetwork;
+use crate::process::{ChildGuard, require_program};
 
-/// The network servers and clients run on.
-pub enum Net {
-    /// Every role on 127.0.0.1, each server on a fresh port.
-    Loopback,
-    /// A host per role in network namespaces.
-    Namespaces(LabNetwork),
-}
-
-impl Net {
-    /// The address of a role's host.
-    pub fn ip(&self, role: &str) -> Result<IpAddr, LabError> {
-        match self {
-            Net::Loopback => Ok(IpAddr::V4(Ipv4Addr::LOCALHOST)),
-            Net::Namespaces(lab) => Ok(IpAddr::V4(lab.addr(role)?)),
-        }
-    }
-
-    /// An address for a new server of `role`: a free port on loopback, `port` in the lab.
-    pub fn listen_addr(&self, role: &str, port: u16) -> Result<SocketAddr, LabError> {
-        Ok(match self {
-            Net::Loopback => SocketAddr::new(self.ip(role)?, free_port()?),
-            Net::Namespaces(_) => SocketAddr::new(self.ip(role)?, port),
-        })
-    }
-
-    /// The address clients use for the switch: the virtual IP in the lab (the switch owns
-    /// it), a free loopback port otherwise.
-    pub fn switch_addr(&self, port: u16) -> Result<SocketAddr, LabError> {
-        Ok(match self {
-            Net::Loopback => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), free_port()?),
-            Net::Namespaces(lab) => SocketAddr::new(IpAddr::V4(lab.vip()), port),
-        })
-    }
-
-    /// A command that will run on `role`'s host.
-    pub fn command(&self, role: &str, program: &Path) -> Result<Command, LabError> {
-        let mut cmd = Command::new(program);
-        if let Net::Namespaces(lab) = self {
-            lab.enter(role, &mut cmd)?;
-        }
-        Ok(cmd)
-    }
-
-    /// Run `f` on a thread placed on `role`'s host.
-    pub fn on_host<T: Send, E: From<LabError> + Send>(
-        &self,
-        role: &str,
-        f: impl FnOnce() -> Result<T, E> + Send,
-    ) -> Result<T, E> {
-        match self {
-            Net::Namespaces(lab) => lab.on_host(role, f),
-            Net::Loopback => std::thread::scope(|s| {
-                s.spawn(f).join().unwrap_or_else(|_| {
-                    Err(LabError::System {
-                        call: format!("thread on {role}"),
-                        error: std::io::Error::other("panicked"),
-                    }
-                    .into())
-                })
-            }),
-        }
-    }
-
-    /// The namespace lab, if that is where this runs.
-    pub fn lab(&self) -> Option<&LabNetwork> {
-        match self {
-            Net::Namespaces(lab) => Some(lab),
-            Net::Loopback => None,
-        }
-    }
-
-    /// Wait until nothing on `role`'s host listens where a server is to listen on `addrs`
-    /// (the previous point's server may still be letting go: NGINX workers outlive their
-    /// master by a moment); the kernel of that host is asked, not the process table. Loopback
-    /// servers take fresh ports and need no wait.
-    pub fn wait_until_free(&self, role: &str, addrs: &[SocketAddr]) -> Result<(), LabError> {
-        if self.lab().is_none() {
-            return Ok(());
-        }
-        self.on_host(role, || {
-            addrs.iter().try_for_each(|&a| crate::listeners::wait_until_free(a, PORT_FREE_LIMIT))
-        })
-    }
-
-    /// SIGKILL whatever still runs on the lab's hosts (a server's orphaned children), between
-    /// points and before a point is tried again.
-    pub fn sweep_hosts(&self) {
-        if let Net::Namespaces(lab) = self {
-            for h in lab.hosts() {
-                kill_processes_in_namespace(&h.namespace);
-            }
-        }
-    }
-
-    /// The TCP congestion control connections here use: the lab's (see `congestion.rs`), or
-    /// the machine's default on loopback.
-    pub fn congestion_control(&self) -> String {
-        match self {
-            Net::Namespaces(lab) => lab.congestion_control().to_string(),
-            Net::Loopback => std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
-                .map_or_else(|_| "unknown".into(), |c| c.trim().to_string()),
-        }
-    }
-
-    /// A short description for reports.
-    pub fn describe(&self) -> &'static str {
-        match self {
-            Net::Loopback => "loopback",
-            Net::Namespaces(_) => "namespaces",
-        }
-    }
-}
+pub use crate::net::Net;
 
 /// A started server.
 pub struct Server {
@@ -155,9 +42,6 @@ impl Server {
 }
 
 const START_LIMIT: Duration = Duration::from_secs(15);
-
-/// Longest wait for a server's address to be free before it starts.
-const PORT_FREE_LIMIT: Duration = Duration::from_secs(10);
 
 /// Lines of a failed server's log quoted in its start error.
 const LOG_TAIL_LINES: usize = 5;

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::congestion::CongestionControl;
 use crate::error::LabError;
-use crate::process::{kill_processes_in_namespace, process_alive};
+use crate::process::kill_processes_in_namespace;
 use crate::teardown::registry;
 
 /// Namespace names start with this, then the owner's pid: `locus-<pid>-<n>-<role>` (the bridge's
@@ -28,7 +28,7 @@ pub const BRIDGE_PREFIX: &str = "lcs";
 /// start with this, then the owner's pid and `-`.
 pub const SCRATCH_FOLDER_PREFIX: &str = "locus-scratch-";
 /// The bridge's alias, followed by the owner's pid.
-const BRIDGE_ALIAS: &str = "locus-lab:owner=";
+pub(crate) const BRIDGE_ALIAS: &str = "locus-lab:owner=";
 /// Most nodes in one lab (interface names must fit in 15 bytes).
 pub const MAX_NODES: usize = 32;
 
@@ -392,118 +392,13 @@ fn in_namespace<T: Send, E: From<LabError> + Send>(
     })
 }
 
-/// What `clean_stale_labs` found and removed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CleanReport {
-    /// Namespaces removed (their owner had died).
-    pub namespaces: Vec<String>,
-    /// Bridges removed.
-    pub bridges: Vec<String>,
-    /// Scratch folders removed.
-    pub folders: Vec<std::path::PathBuf>,
-    /// Lab namespaces and bridges left alone because their owner still runs.
-    pub in_use: Vec<String>,
-}
-
-/// The owner pid in a lab namespace name (`locus-<pid>-<n>-<role>`).
-pub fn namespace_owner(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix(NAMESPACE_PREFIX)?;
-    let (pid, rest) = rest.split_once('-')?;
-    let (seq, role) = rest.split_once('-')?;
-    (seq.parse::<u32>().is_ok() && !role.is_empty()).then_some(())?;
-    pid.parse().ok()
-}
-
-/// The owner pid in a lab bridge name (`lcs<pid hex>x<n hex>`).
-pub fn bridge_owner(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix(BRIDGE_PREFIX)?;
-    let (pid, seq) = rest.split_once('x')?;
-    u32::from_str_radix(seq, 16).ok()?;
-    u32::from_str_radix(pid, 16).ok()
-}
-
-/// The owner pid in a scratch folder's name (`locus-scratch-<pid>-<what>-<random>`).
-pub fn scratch_folder_owner(name: &str) -> Option<u32> {
-    name.strip_prefix(SCRATCH_FOLDER_PREFIX)?.split_once('-')?.0.parse().ok()
-}
-
-/// Remove the namespaces, bridges and scratch folders of labs whose owner process is
-/// gone (a run killed with SIGKILL, or a machine that lost power): they are recognised by
-/// their name's prefix and owner pid, and bridges also by their alias. Labs of live processes
-/// are left alone.
-pub fn clean_stale_labs() -> Result<CleanReport, LabError> {
-    LabNetwork::available().map_err(LabError::Unavailable)?;
-    let mut report = CleanReport::default();
-    let mut names: Vec<String> = match std::fs::read_dir("/run/netns") {
-        Ok(dir) => dir.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect(),
-        Err(_) => Vec::new(),
-    };
-    names.sort();
-    for ns in names {
-        let Some(owner) = namespace_owner(&ns) else { continue };
-        if process_alive(owner) {
-            report.in_use.push(ns);
-            continue;
-        }
-        kill_processes_in_namespace(&ns);
-        delete_namespace(&ns)?;
-        report.namespaces.push(ns);
-    }
-    let mut links: Vec<String> = match std::fs::read_dir("/sys/class/net") {
-        Ok(dir) => dir.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect(),
-        Err(_) => Vec::new(),
-    };
-    links.sort();
-    for link in links {
-        let Some(owner) = bridge_owner(&link) else { continue };
-        let alias = std::fs::read_to_string(format!("/sys/class/net/{link}/ifalias")).unwrap_or_default();
-        if alias.trim() != format!("{BRIDGE_ALIAS}{owner}") {
-            continue;
-        }
-        if process_alive(owner) {
-            report.in_use.push(link);
-            continue;
-        }
-        delete_bridge(&link)?;
-        report.bridges.push(link);
-    }
-    let tmp = std::env::temp_dir();
-    let mut folders: Vec<String> = match std::fs::read_dir(&tmp) {
-        Ok(dir) => dir.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect(),
-        Err(_) => Vec::new(),
-    };
-    folders.sort();
-    for folder in folders {
-        let Some(owner) = scratch_folder_owner(&folder) else { continue };
-        if process_alive(owner) {
-            continue;
-        }
-        let path = tmp.join(&folder);
-        std::fs::remove_dir_all(&path).map_err(|e| LabError::io(&path, e))?;
-        report.folders.push(path);
-    }
-    Ok(report)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Read;
 
     #[test]
-    fn owners_are_read_from_lab_names_only() {
-        assert_eq!(namespace_owner("locus-1234-0-node1"), Some(1234));
-        assert_eq!(namespace_owner("locus-1234-12-client"), Some(1234));
-        assert_eq!(namespace_owner("locus-x-0-node1"), None);
-        assert_eq!(namespace_owner("locus-1234"), None);
-        assert_eq!(namespace_owner("other-1234-0-node1"), None);
-        assert_eq!(bridge_owner("lcs4d2x0"), Some(0x4d2));
-        assert_eq!(bridge_owner("lcs4d2x1f"), Some(0x4d2));
-        assert_eq!(bridge_owner("lcs4d2x0p3"), None, "a port, not a bridge");
-        assert_eq!(bridge_owner("docker0"), None);
-        assert_eq!(scratch_folder_owner("locus-scratch-4242-sites-a8Xz"), Some(4242));
-        assert_eq!(scratch_folder_owner("locus-scratch-a8Xz"), None);
-        assert_eq!(scratch_folder_owner("locus-lab-sites-4242-a8Xz"), None);
+    fn hosts_get_their_address_and_the_longest_names_fit_an_interface_name() {
         assert_eq!(host_addr("node3"), Ipv4Addr::new(10, 253, 0, 13));
         // The longest names still fit the 15-byte interface limit.
         let longest = format!("{BRIDGE_PREFIX}{:x}x{:x}p{}", 4_194_304u32, 255, MAX_NODES + 1);
