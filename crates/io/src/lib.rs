@@ -1,9 +1,20 @@
 //! Process and socket I/O shared by the switch and the node: reads that tell tokio when they
-//! drained a socket, or that a socket is drained (`read`), and SIGTERM/SIGINT held pending
-//! until the main thread waits for them (`signals`).
+//! drained a socket, or that a socket is drained (`read`), SIGTERM/SIGINT held pending until
+//! the main thread waits for them (`signals`), the open-file limit and the connections it can
+//! hold (`open_files`), and shedding connections when descriptors run short
+//! (`descriptor_pressure`).
 
+mod descriptor_pressure;
+mod open_files;
 mod read;
 mod signals;
 
+pub use descriptor_pressure::{
+    DescriptorHeadroom, Refusal, SpareDescriptor, is_out_of_descriptors, refuse_now,
+};
+pub use open_files::{
+    ConnectionPlan, DescriptorBudget, OpenFileLimit, RaisedLimit, TooFewDescriptors, open_file_limit,
+    plan_connections, raise_open_file_limit,
+};
 pub use read::{mark_read_drained, try_read_buf_drained, try_read_drained};
 pub use signals::TerminationSignals;

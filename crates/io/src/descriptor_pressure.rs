@@ -1,0 +1,181 @@
+//! Running short of descriptors: `is_out_of_descriptors` tells EMFILE/ENFILE (the process's or
+//! the system's limit, never the peer's fault) from other errors; `DescriptorHeadroom` sees
+//! from an accepted descriptor's number that the table is nearly full; `SpareDescriptor` lets
+//! an accept loop with none left still take a waiting connection and refuse it.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::task::Poll;
+use tokio::net::TcpListener;
+
+/// Whether `e` says this process (EMFILE) or the system (ENFILE) has no descriptor left: the
+/// local side's shortage, which says nothing about the peer being connected to or accepted.
+pub fn is_out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// Tells from the number of a descriptor just allocated whether fewer than a headroom of
+/// descriptors are left. Linux hands out the lowest free number, so a descriptor numbered `n`
+/// means `0..n` were all in use: with `n` within the headroom of the soft limit, taking more
+/// connections would starve what the open ones still need (a node connection, a file).
+pub struct DescriptorHeadroom {
+    /// The soft limit as last read; re-read before any verdict of "short", so a raised limit
+    /// is noticed at once (a lowered one shows up as EMFILE, see `refresh`).
+    limit: AtomicU64,
+}
+
+impl DescriptorHeadroom {
+    /// Read the current soft limit.
+    pub fn new() -> DescriptorHeadroom {
+        let headroom = DescriptorHeadroom { limit: AtomicU64::new(u64::MAX) };
+        headroom.refresh();
+        headroom
+    }
+
+    /// The descriptors kept free under `limit`: a thirty-second of it, 16 to 1,024.
+    pub fn headroom(limit: u64) -> u64 {
+        (limit / 32).clamp(16, 1024)
+    }
+
+    /// Read the soft limit again (after EMFILE: it may have been lowered while running).
+    pub fn refresh(&self) -> u64 {
+        let soft = crate::open_files::open_file_limit().map_or(u64::MAX, |l| l.soft);
+        self.limit.store(soft, Relaxed);
+        soft
+    }
+
+    /// Whether `fd`, just allocated, leaves fewer than the headroom free.
+    pub fn is_short(&self, fd: RawFd) -> bool {
+        is_near(fd, self.limit.load(Relaxed)) && is_near(fd, self.refresh())
+    }
+}
+
+/// Whether descriptor number `fd` lies within the headroom of `limit`.
+fn is_near(fd: RawFd, limit: u64) -> bool {
+    (fd.max(0) as u64).saturating_add(DescriptorHeadroom::headroom(limit)) >= limit
+}
+
+impl Default for DescriptorHeadroom {
+    fn default() -> DescriptorHeadroom {
+        DescriptorHeadroom::new()
+    }
+}
+
+/// A descriptor held in reserve (`/dev/null`), one per accept loop: out of descriptors, the
+/// loop gives it back, takes one waiting connection off the listen queue, refuses it, and
+/// takes the spare again. Without it an accept loop can only leave connections waiting.
+pub struct SpareDescriptor(Option<OwnedFd>);
+
+/// What `SpareDescriptor::refuse_waiting` did.
+#[derive(Debug)]
+pub enum Refusal {
+    /// A waiting connection was answered and closed.
+    Refused,
+    /// No connection was waiting (the listener's readiness is cleared).
+    NoneWaiting,
+    /// No spare descriptor to give back, or accepting failed even so: back off.
+    CannotAccept(Option<io::Error>),
+}
+
+impl SpareDescriptor {
+    /// Open the spare (if that fails, `refuse_waiting` tries again each time).
+    pub fn open() -> SpareDescriptor {
+        SpareDescriptor(open_dev_null())
+    }
+
+    /// Whether the spare is held.
+    pub fn is_held(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Out of descriptors: release the spare, accept one waiting connection on `listener`,
+    /// write `answer` to it (without waiting) and close it, then take the spare again.
+    pub async fn refuse_waiting(&mut self, listener: &TcpListener, answer: &[u8]) -> Refusal {
+        if self.0.is_none() {
+            self.0 = open_dev_null();
+            if self.0.is_none() {
+                return Refusal::CannotAccept(None);
+            }
+        }
+        self.0 = None;
+        // One try, no waiting: a WouldBlock clears the readiness, so the caller's next
+        // `accept().await` sleeps until a connection comes.
+        let once = std::future::poll_fn(|cx| Poll::Ready(listener.poll_accept(cx))).await;
+        let refusal = match once {
+            Poll::Ready(Ok((stream, _))) => {
+                if let Ok(stream) = stream.into_std() {
+                    refuse_now(stream, answer);
+                }
+                Refusal::Refused
+            }
+            Poll::Ready(Err(e)) => Refusal::CannotAccept(Some(e)),
+            Poll::Pending => Refusal::NoneWaiting,
+        };
+        self.0 = open_dev_null();
+        refusal
+    }
+}
+
+fn open_dev_null() -> Option<OwnedFd> {
+    std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
+}
+
+/// Refuse a connection without waiting on it: read what it already sent (so closing does not
+/// reset it before the answer is read), write `answer` as far as the socket takes it, close.
+/// The socket must be non-blocking.
+pub fn refuse_now(mut stream: std::net::TcpStream, answer: &[u8]) {
+    let mut sink = [0u8; 4096];
+    for _ in 0..4 {
+        match stream.read(&mut sink) {
+            Ok(n) if n > 0 => continue,
+            _ => break,
+        }
+    }
+    let _ = stream.write(answer);
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emfile_and_enfile_are_out_of_descriptors_and_other_errors_are_not() {
+        assert!(is_out_of_descriptors(&io::Error::from_raw_os_error(libc::EMFILE)));
+        assert!(is_out_of_descriptors(&io::Error::from_raw_os_error(libc::ENFILE)));
+        assert!(!is_out_of_descriptors(&io::Error::from_raw_os_error(libc::ECONNREFUSED)));
+        assert!(!is_out_of_descriptors(&io::Error::from(io::ErrorKind::TimedOut)));
+    }
+
+    #[test]
+    fn headroom_is_a_thirty_second_of_the_limit_within_bounds() {
+        assert_eq!(DescriptorHeadroom::headroom(256), 16);
+        assert_eq!(DescriptorHeadroom::headroom(1024), 32);
+        assert_eq!(DescriptorHeadroom::headroom(20_000), 625);
+        assert_eq!(DescriptorHeadroom::headroom(1 << 20), 1024);
+    }
+
+    #[test]
+    fn a_descriptor_numbered_within_the_headroom_of_the_limit_is_near_it_and_a_lower_one_is_not() {
+        assert!(!is_near(3, 1024));
+        assert!(!is_near(1024 - 32 - 1, 1024));
+        assert!(is_near(1024 - 32, 1024));
+        assert!(is_near(2000, 1024), "past a lowered limit");
+        assert!(!is_near(5, u64::MAX), "an unlimited table is never short");
+    }
+
+    #[test]
+    fn a_low_descriptor_is_not_short_under_the_live_limit() {
+        assert!(!DescriptorHeadroom::new().is_short(3));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_spare_with_nothing_waiting_is_taken_back_and_says_so() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut spare = SpareDescriptor::open();
+        assert!(spare.is_held());
+        assert!(matches!(spare.refuse_waiting(&listener, b"no").await, Refusal::NoneWaiting));
+        assert!(spare.is_held());
+    }
+}
