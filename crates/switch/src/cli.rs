@@ -136,7 +136,18 @@ impl SwitchArgs {
 pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     if args.check {
-        println!("configuration OK: {} nodes, policy {}", config.nodes.len(), config.policy.name());
+        // The same fitting of max_connections to the open-file limit as at start-up.
+        let plan = crate::open_files::plan(&config)?;
+        if let Some(warning) = plan.warning() {
+            eprintln!("warning: {warning}");
+        }
+        println!(
+            "configuration OK: {} nodes, policy {}, at most {} connections (open-file limit {})",
+            config.nodes.len(),
+            config.policy.name(),
+            plan.max_connections,
+            plan.limit.soft
+        );
         return Ok(());
     }
     // Held from before the address is printed: a SIGTERM right after it (a supervisor or a

@@ -11,6 +11,7 @@ mod dispatch;
 mod forward;
 mod handoff;
 mod health;
+mod open_files;
 mod pool;
 mod server;
 mod session;

@@ -5,6 +5,7 @@
 use crate::access_log::{AccessLog, open_sink};
 use crate::config::SwitchConfig;
 use crate::forward::write_error_response;
+use crate::open_files::{MAX_REJECTING, Shedding};
 use crate::session::{Worker, serve};
 use crate::state::Shared;
 use crate::{admin, health};
@@ -31,6 +32,8 @@ pub enum SwitchError {
     Thread(std::io::Error),
     #[error(transparent)]
     Handoff(#[from] crate::handoff::HandoffSetupError),
+    #[error(transparent)]
+    OpenFiles(#[from] locus_io::TooFewDescriptors),
 }
 
 /// A running switch.
@@ -40,9 +43,6 @@ pub struct SwitchServer {
     admin_addr: Option<SocketAddr>,
     threads: Vec<JoinHandle<()>>,
 }
-
-/// Over-limit connections being answered 503 at once; beyond this they are just closed.
-const MAX_REJECTING: usize = 256;
 
 fn bind_listener(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
@@ -83,8 +83,11 @@ fn bind_listener_patiently(
 }
 
 impl SwitchServer {
-    /// Validate `config`, bind every listener and start the threads.
-    pub fn start(config: SwitchConfig) -> Result<SwitchServer, SwitchError> {
+    /// Validate `config`, raise the open-file limit and fit `max_connections` to it (see
+    /// `open_files::plan`), bind every listener and start the threads.
+    pub fn start(mut config: SwitchConfig) -> Result<SwitchServer, SwitchError> {
+        config.validate()?;
+        config.limits.max_connections = crate::open_files::connection_limit(&config)?;
         let workers = config.worker_count();
         let mut shared = Shared::new(config)?;
         if matches!(shared.config.mode, crate::Mode::Handoff | crate::Mode::L4) {
@@ -218,7 +221,7 @@ fn worker_thread(
             })
         };
         let max = shared.config.limits.max_connections;
-        let mut last_accept_warning: Option<Instant> = None;
+        let mut shedding = Shedding::new();
         loop {
             let accepted = tokio::select! {
                 biased;
@@ -228,6 +231,7 @@ fn worker_thread(
             match accepted {
                 Ok((stream, peer)) => {
                     shared.counters.accepted.fetch_add(1, Relaxed);
+                    let Some(stream) = shedding.admit(&shared, stream) else { continue };
                     let open = shared.connections.fetch_add(1, Relaxed) + 1;
                     if open > max {
                         shared.connections.fetch_sub(1, Relaxed);
@@ -246,16 +250,7 @@ fn worker_thread(
                     }
                     tokio::task::spawn_local(serve(worker.clone(), stream, peer, shutdown.clone()));
                 }
-                Err(e) => {
-                    // Out of descriptors or memory: back off instead of spinning; the
-                    // pending connection stays in the backlog until we can take it.
-                    let now = Instant::now();
-                    if last_accept_warning.is_none_or(|t| now.duration_since(t) > Duration::from_secs(5)) {
-                        tracing::warn!("accept failed: {e}");
-                        last_accept_warning = Some(now);
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
+                Err(e) => shedding.accept_failed(&shared, &listener, e).await,
             }
         }
         drop(listener);
