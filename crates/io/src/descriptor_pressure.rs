@@ -1,13 +1,15 @@
 //! Running short of descriptors: `is_out_of_descriptors` tells EMFILE/ENFILE (the process's or
 //! the system's limit, never the peer's fault) from other errors; `DescriptorHeadroom` sees
 //! from an accepted descriptor's number that the table is nearly full; `SpareDescriptor` lets
-//! an accept loop with none left still take a waiting connection and refuse it.
+//! an accept loop with none left still take a waiting connection and refuse it; `Shedding`
+//! puts them together for one accept loop.
 
 use std::io::{self, Read, Write};
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::task::Poll;
-use tokio::net::TcpListener;
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
 
 /// Whether `e` says this process (EMFILE) or the system (ENFILE) has no descriptor left: the
 /// local side's shortage, which says nothing about the peer being connected to or accepted.
@@ -114,6 +116,60 @@ impl SpareDescriptor {
         };
         self.0 = open_dev_null();
         refusal
+    }
+}
+
+/// One accept loop's shedding of new connections when descriptors run short: a connection
+/// accepted into the last few free descriptors is answered (a 503) and closed at once, and
+/// when accepting fails with EMFILE or ENFILE the spare descriptor takes a waiting connection
+/// to answer it the same way. The descriptors left go to the connections already open (a
+/// switch's node connections, a node's files), and the loop takes connections again as soon
+/// as some are free. Warnings are logged at most every five seconds.
+pub struct Shedding {
+    headroom: DescriptorHeadroom,
+    spare: SpareDescriptor,
+    answer: Vec<u8>,
+    last_warning: Option<Instant>,
+}
+
+impl Shedding {
+    /// Shed with `answer` (a complete response that closes the connection).
+    pub fn new(answer: Vec<u8>) -> Shedding {
+        Shedding {
+            headroom: DescriptorHeadroom::new(),
+            spare: SpareDescriptor::open(),
+            answer,
+            last_warning: None,
+        }
+    }
+
+    /// `stream`, just accepted, unless it took one of the last free descriptors: then it is
+    /// answered and closed, and `None` returned.
+    pub fn admit(&mut self, stream: TcpStream) -> Option<TcpStream> {
+        if !self.headroom.is_short(stream.as_raw_fd()) {
+            return Some(stream);
+        }
+        self.warn("few descriptors left: refusing new connections");
+        if let Ok(stream) = stream.into_std() {
+            refuse_now(stream, &self.answer);
+        }
+        None
+    }
+
+    /// Accepting on `listener` failed with `e`, which `is_out_of_descriptors`: refuse a
+    /// waiting connection with the spare descriptor. On `CannotAccept` the caller backs off.
+    pub async fn out_of_descriptors(&mut self, listener: &TcpListener, e: &io::Error) -> Refusal {
+        self.warn(&format!("accept failed: {e}; refusing new connections"));
+        self.headroom.refresh();
+        self.spare.refuse_waiting(listener, &self.answer).await
+    }
+
+    fn warn(&mut self, what: &str) {
+        let now = Instant::now();
+        if self.last_warning.is_none_or(|t| now.duration_since(t) > Duration::from_secs(5)) {
+            tracing::warn!("{what}");
+            self.last_warning = Some(now);
+        }
     }
 }
 

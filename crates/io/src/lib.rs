@@ -10,7 +10,7 @@ mod read;
 mod signals;
 
 pub use descriptor_pressure::{
-    DescriptorHeadroom, Refusal, SpareDescriptor, is_out_of_descriptors, refuse_now,
+    DescriptorHeadroom, Refusal, Shedding, SpareDescriptor, is_out_of_descriptors, refuse_now,
 };
 pub use open_files::{
     ConnectionPlan, DescriptorBudget, OpenFileLimit, RaisedLimit, TooFewDescriptors, open_file_limit,

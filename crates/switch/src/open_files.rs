@@ -1,19 +1,16 @@
 //! The switch's descriptors: the budget of what each client connection can need in the
 //! configured mode and what the switch holds whatever the load, `plan` (raise the soft
-//! open-file limit, cap `max_connections` to fit it), and `Shedding`, how a worker refuses new
-//! connections when descriptors run short so the open ones keep theirs.
+//! open-file limit, cap `max_connections` to fit it), and how a worker sheds new connections
+//! (503) when descriptors run short, so the open ones keep theirs for their node connections.
 
 use crate::config::{Mode, SwitchConfig};
 use crate::forward::write_error_response;
 use crate::state::Shared;
-use locus_io::{
-    ConnectionPlan, DescriptorBudget, DescriptorHeadroom, OpenFileLimit, Refusal, SpareDescriptor,
-    TooFewDescriptors,
-};
-use std::os::fd::AsRawFd;
+use locus_io::{ConnectionPlan, DescriptorBudget, OpenFileLimit, Refusal, Shedding, TooFewDescriptors};
+use std::io;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
-use tokio::net::{TcpListener, TcpStream};
+use std::time::Duration;
+use tokio::net::TcpListener;
 
 /// Over-limit connections being answered 503 at once; beyond this they are just closed.
 pub const MAX_REJECTING: usize = 256;
@@ -100,72 +97,30 @@ pub fn connection_limit(config: &SwitchConfig) -> Result<usize, TooFewDescriptor
     Ok(plan.max_connections as usize)
 }
 
-/// One worker's shedding of new client connections when descriptors run short: a connection
-/// accepted into the last few free descriptors is answered 503 and closed at once, and when
-/// accepting fails with EMFILE or ENFILE the spare descriptor takes a waiting connection to
-/// answer it the same way — so the descriptors left go to the connections already open (their
-/// node connections), and the worker takes connections again as soon as some are free.
-pub struct Shedding {
-    headroom: DescriptorHeadroom,
-    spare: SpareDescriptor,
-    answer: Vec<u8>,
-    last_warning: Option<Instant>,
+/// A worker's answer to a client connection shed for want of descriptors.
+pub fn shed_answer() -> Vec<u8> {
+    let mut answer = Vec::with_capacity(200);
+    write_error_response(&mut answer, 503, true);
+    answer
 }
 
-impl Shedding {
-    pub fn new() -> Shedding {
-        let mut answer = Vec::with_capacity(200);
-        write_error_response(&mut answer, 503, true);
-        Shedding {
-            headroom: DescriptorHeadroom::new(),
-            spare: SpareDescriptor::open(),
-            answer,
-            last_warning: None,
-        }
-    }
-
-    /// Refuse `stream` if it took one of the last free descriptors; `None` when refused.
-    pub fn admit(&mut self, shared: &Shared, stream: TcpStream) -> Option<TcpStream> {
-        if !self.headroom.is_short(stream.as_raw_fd()) {
-            return Some(stream);
-        }
-        self.warn("few descriptors left: answering new connections 503");
-        shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
-        if let Ok(stream) = stream.into_std() {
-            locus_io::refuse_now(stream, &self.answer);
-        }
-        None
-    }
-
-    /// Accepting failed: out of descriptors, refuse a waiting connection with the spare;
-    /// otherwise (or when that cannot be done) back off instead of spinning — the pending
-    /// connection stays in the backlog until it can be taken.
-    pub async fn accept_failed(&mut self, shared: &Shared, listener: &TcpListener, e: std::io::Error) {
-        if locus_io::is_out_of_descriptors(&e) {
-            self.warn(&format!("accept failed: {e}; answering new connections 503"));
-            self.headroom.refresh();
-            match self.spare.refuse_waiting(listener, &self.answer).await {
-                Refusal::Refused => {
-                    shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
-                    return;
-                }
-                Refusal::NoneWaiting => return,
-                Refusal::CannotAccept(_) => {}
+/// Accepting failed with `e`. Out of descriptors, a waiting connection is refused with the
+/// spare descriptor (503, closed). Otherwise, or when that cannot be done, back off instead
+/// of spinning: the pending connection stays in the backlog until it can be taken.
+pub async fn accept_failed(shared: &Shared, shedding: &mut Shedding, listener: &TcpListener, e: io::Error) {
+    if locus_io::is_out_of_descriptors(&e) {
+        match shedding.out_of_descriptors(listener, &e).await {
+            Refusal::Refused => {
+                shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
+                return;
             }
-        } else {
-            self.warn(&format!("accept failed: {e}"));
+            Refusal::NoneWaiting => return,
+            Refusal::CannotAccept(_) => {}
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    } else {
+        tracing::warn!("accept failed: {e}");
     }
-
-    /// Log `what` at most every five seconds.
-    fn warn(&mut self, what: &str) {
-        let now = Instant::now();
-        if self.last_warning.is_none_or(|t| now.duration_since(t) > Duration::from_secs(5)) {
-            tracing::warn!("{what}");
-            self.last_warning = Some(now);
-        }
-    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
 }
 
 #[cfg(test)]

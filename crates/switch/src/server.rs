@@ -5,7 +5,7 @@
 use crate::access_log::{AccessLog, open_sink};
 use crate::config::SwitchConfig;
 use crate::forward::write_error_response;
-use crate::open_files::{MAX_REJECTING, Shedding};
+use crate::open_files::{MAX_REJECTING, accept_failed, shed_answer};
 use crate::session::{Worker, serve};
 use crate::state::Shared;
 use crate::{admin, health};
@@ -221,7 +221,7 @@ fn worker_thread(
             })
         };
         let max = shared.config.limits.max_connections;
-        let mut shedding = Shedding::new();
+        let mut shedding = locus_io::Shedding::new(shed_answer());
         loop {
             let accepted = tokio::select! {
                 biased;
@@ -231,7 +231,10 @@ fn worker_thread(
             match accepted {
                 Ok((stream, peer)) => {
                     shared.counters.accepted.fetch_add(1, Relaxed);
-                    let Some(stream) = shedding.admit(&shared, stream) else { continue };
+                    let Some(stream) = shedding.admit(stream) else {
+                        shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
+                        continue;
+                    };
                     let open = shared.connections.fetch_add(1, Relaxed) + 1;
                     if open > max {
                         shared.connections.fetch_sub(1, Relaxed);
@@ -250,7 +253,7 @@ fn worker_thread(
                     }
                     tokio::task::spawn_local(serve(worker.clone(), stream, peer, shutdown.clone()));
                 }
-                Err(e) => shedding.accept_failed(&shared, &listener, e).await,
+                Err(e) => accept_failed(&shared, &mut shedding, &listener, e).await,
             }
         }
         drop(listener);
