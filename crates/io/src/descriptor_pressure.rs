@@ -1,12 +1,11 @@
 //! Running short of descriptors: `is_out_of_descriptors` tells EMFILE/ENFILE (the process's or
-//! the system's limit, never the peer's fault) from other errors; `DescriptorHeadroom` sees
-//! from an accepted descriptor's number that the table is nearly full; `SpareDescriptor` lets
+//! the system's limit, never the peer's fault) from other errors; `leaves_too_few_descriptors`
+//! sees from an accepted descriptor's number that the table is nearly full; `SpareDescriptor` lets
 //! an accept loop with none left still take a waiting connection and refuse it; `Shedding`
 //! puts them together for one accept loop.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
@@ -17,51 +16,25 @@ pub fn is_out_of_descriptors(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
-/// Tells from the number of a descriptor just allocated whether fewer than a headroom of
-/// descriptors are left. Linux hands out the lowest free number, so a descriptor numbered `n`
-/// means `0..n` were all in use: with `n` within the headroom of the soft limit, taking more
-/// connections would starve what the open ones still need (a node connection, a file).
-pub struct DescriptorHeadroom {
-    /// The soft limit as last read; re-read before any verdict of "short", so a raised limit
-    /// is noticed at once (a lowered one shows up as EMFILE, see `refresh`).
-    limit: AtomicU64,
+/// The descriptors kept free under a soft limit of `limit`: a thirty-second of it, 16 to
+/// 1,024. A connection accepted into them is refused.
+pub fn headroom(limit: u64) -> u64 {
+    (limit / 32).clamp(16, 1024)
 }
 
-impl DescriptorHeadroom {
-    /// Read the current soft limit.
-    pub fn new() -> DescriptorHeadroom {
-        let headroom = DescriptorHeadroom { limit: AtomicU64::new(u64::MAX) };
-        headroom.refresh();
-        headroom
-    }
-
-    /// The descriptors kept free under `limit`: a thirty-second of it, 16 to 1,024.
-    pub fn headroom(limit: u64) -> u64 {
-        (limit / 32).clamp(16, 1024)
-    }
-
-    /// Read the soft limit again (after EMFILE: it may have been lowered while running).
-    pub fn refresh(&self) -> u64 {
-        let soft = crate::open_files::open_file_limit().map_or(u64::MAX, |l| l.soft);
-        self.limit.store(soft, Relaxed);
-        soft
-    }
-
-    /// Whether `fd`, just allocated, leaves fewer than the headroom free.
-    pub fn is_short(&self, fd: RawFd) -> bool {
-        is_near(fd, self.limit.load(Relaxed)) && is_near(fd, self.refresh())
-    }
+/// Whether `fd`, a descriptor just allocated, leaves fewer than the headroom free. Linux hands
+/// out the lowest free number, so a descriptor numbered `n` means `0..n` were all in use: with
+/// `n` within the headroom of the soft limit, taking more connections would starve what the
+/// open ones still need (a node connection, a file). The limit is read each time (one cheap
+/// system call), so a limit changed while running counts at once.
+pub fn leaves_too_few_descriptors(fd: RawFd) -> bool {
+    let limit = crate::open_files::open_file_limit().map_or(u64::MAX, |l| l.soft);
+    is_near(fd, limit)
 }
 
 /// Whether descriptor number `fd` lies within the headroom of `limit`.
 fn is_near(fd: RawFd, limit: u64) -> bool {
-    (fd.max(0) as u64).saturating_add(DescriptorHeadroom::headroom(limit)) >= limit
-}
-
-impl Default for DescriptorHeadroom {
-    fn default() -> DescriptorHeadroom {
-        DescriptorHeadroom::new()
-    }
+    (fd.max(0) as u64).saturating_add(headroom(limit)) >= limit
 }
 
 /// A descriptor held in reserve (`/dev/null`), one per accept loop: out of descriptors, the
@@ -126,7 +99,6 @@ impl SpareDescriptor {
 /// switch's node connections, a node's files), and the loop takes connections again as soon
 /// as some are free. Warnings are logged at most every five seconds.
 pub struct Shedding {
-    headroom: DescriptorHeadroom,
     spare: SpareDescriptor,
     answer: Vec<u8>,
     last_warning: Option<Instant>,
@@ -135,18 +107,13 @@ pub struct Shedding {
 impl Shedding {
     /// Shed with `answer` (a complete response that closes the connection).
     pub fn new(answer: Vec<u8>) -> Shedding {
-        Shedding {
-            headroom: DescriptorHeadroom::new(),
-            spare: SpareDescriptor::open(),
-            answer,
-            last_warning: None,
-        }
+        Shedding { spare: SpareDescriptor::open(), answer, last_warning: None }
     }
 
     /// `stream`, just accepted, unless it took one of the last free descriptors: then it is
     /// answered and closed, and `None` returned.
     pub fn admit(&mut self, stream: TcpStream) -> Option<TcpStream> {
-        if !self.headroom.is_short(stream.as_raw_fd()) {
+        if !leaves_too_few_descriptors(stream.as_raw_fd()) {
             return Some(stream);
         }
         self.warn("few descriptors left: refusing new connections");
@@ -160,7 +127,6 @@ impl Shedding {
     /// waiting connection with the spare descriptor. On `CannotAccept` the caller backs off.
     pub async fn out_of_descriptors(&mut self, listener: &TcpListener, e: &io::Error) -> Refusal {
         self.warn(&format!("accept failed: {e}; refusing new connections"));
-        self.headroom.refresh();
         self.spare.refuse_waiting(listener, &self.answer).await
     }
 
@@ -206,10 +172,10 @@ mod tests {
 
     #[test]
     fn headroom_is_a_thirty_second_of_the_limit_within_bounds() {
-        assert_eq!(DescriptorHeadroom::headroom(256), 16);
-        assert_eq!(DescriptorHeadroom::headroom(1024), 32);
-        assert_eq!(DescriptorHeadroom::headroom(20_000), 625);
-        assert_eq!(DescriptorHeadroom::headroom(1 << 20), 1024);
+        assert_eq!(headroom(256), 16);
+        assert_eq!(headroom(1024), 32);
+        assert_eq!(headroom(20_000), 625);
+        assert_eq!(headroom(1 << 20), 1024);
     }
 
     #[test]
@@ -223,7 +189,7 @@ mod tests {
 
     #[test]
     fn a_low_descriptor_is_not_short_under_the_live_limit() {
-        assert!(!DescriptorHeadroom::new().is_short(3));
+        assert!(!leaves_too_few_descriptors(3));
     }
 
     #[tokio::test(flavor = "current_thread")]

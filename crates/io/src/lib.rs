@@ -10,7 +10,8 @@ mod read;
 mod signals;
 
 pub use descriptor_pressure::{
-    DescriptorHeadroom, Refusal, Shedding, SpareDescriptor, is_out_of_descriptors, refuse_now,
+    Refusal, Shedding, SpareDescriptor, headroom, is_out_of_descriptors, leaves_too_few_descriptors,
+    refuse_now,
 };
 pub use open_files::{
     ConnectionPlan, DescriptorBudget, OpenFileLimit, RaisedLimit, TooFewDescriptors, open_file_limit,

@@ -4,7 +4,6 @@
 //! (503) when descriptors run short, so the open ones keep theirs for their node connections.
 
 use crate::config::{Mode, SwitchConfig};
-use crate::forward::write_error_response;
 use crate::state::Shared;
 use locus_io::{ConnectionPlan, DescriptorBudget, OpenFileLimit, Refusal, Shedding, TooFewDescriptors};
 use std::io;
@@ -97,11 +96,12 @@ pub fn connection_limit(config: &SwitchConfig) -> Result<usize, TooFewDescriptor
     Ok(plan.max_connections as usize)
 }
 
-/// A worker's answer to a client connection shed for want of descriptors.
+/// A worker's answer to a client connection shed for want of descriptors: the switch's 503,
+/// made once, so without a Date (which a 5xx may leave out).
 pub fn shed_answer() -> Vec<u8> {
-    let mut answer = Vec::with_capacity(200);
-    write_error_response(&mut answer, 503, true);
-    answer
+    b"HTTP/1.1 503 Service Unavailable\r\nServer: locus\r\nContent-Type: text/plain\r\n\
+      Content-Length: 20\r\nConnection: close\r\n\r\nService Unavailable\n"
+        .to_vec()
 }
 
 /// Accepting failed with `e`. Out of descriptors, a waiting connection is refused with the
@@ -148,6 +148,15 @@ mod tests {
         assert_eq!(per_connection(&config("splice", "")), 6, "client, node, two pipes");
         let key = "[handoff]\nkey = \"00112233445566778899aabbccddeeff\"\n";
         assert_eq!(per_connection(&config("handoff", key)), 5, "proxy's, and a restored socket");
+    }
+
+    #[test]
+    fn the_shed_answer_is_a_complete_closing_503() {
+        let answer = shed_answer();
+        let mut head = locus_http::ResponseHead::default();
+        assert!(locus_http::parse_response(&answer, 4096, false, &mut head).unwrap());
+        assert_eq!((head.status, head.keep_alive), (503, false));
+        assert_eq!(&answer[head.head_len..], b"Service Unavailable\n");
     }
 
     #[test]
