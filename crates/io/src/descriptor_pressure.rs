@@ -51,6 +51,9 @@ pub enum Refusal {
     NoneWaiting,
     /// No spare descriptor to give back, or accepting failed even so: back off.
     CannotAccept(Option<io::Error>),
+    /// Descriptors were free again by the time the connection was taken (the spare was
+    /// taken back with plenty to spare): serve it.
+    Admitted(TcpStream, std::net::SocketAddr),
 }
 
 impl SpareDescriptor {
@@ -65,7 +68,9 @@ impl SpareDescriptor {
     }
 
     /// Out of descriptors: release the spare, accept one waiting connection on `listener`,
-    /// write `answer` to it (without waiting) and close it, then take the spare again.
+    /// take the spare again, and write `answer` to the connection (without waiting) and close
+    /// it — unless descriptors turn out to be plentiful again (the limit was raised, or many
+    /// were freed meanwhile), in which case the connection is `Admitted`.
     pub async fn refuse_waiting(&mut self, listener: &TcpListener, answer: &[u8]) -> Refusal {
         if self.0.is_none() {
             self.0 = open_dev_null();
@@ -77,25 +82,32 @@ impl SpareDescriptor {
         // One try, no waiting: a WouldBlock clears the readiness, so the caller's next
         // `accept().await` sleeps until a connection comes.
         let once = std::future::poll_fn(|cx| Poll::Ready(listener.poll_accept(cx))).await;
-        let refusal = match once {
-            Poll::Ready(Ok((stream, _))) => {
+        self.0 = open_dev_null();
+        match once {
+            Poll::Ready(Ok((stream, peer))) => {
+                let plenty =
+                    self.0.as_ref().is_some_and(|spare| !leaves_too_few_descriptors(spare.as_raw_fd()));
+                if plenty {
+                    return Refusal::Admitted(stream, peer);
+                }
                 if let Ok(stream) = stream.into_std() {
                     refuse_now(stream, answer);
+                }
+                if self.0.is_none() {
+                    self.0 = open_dev_null();
                 }
                 Refusal::Refused
             }
             Poll::Ready(Err(e)) => Refusal::CannotAccept(Some(e)),
             Poll::Pending => Refusal::NoneWaiting,
-        };
-        self.0 = open_dev_null();
-        refusal
+        }
     }
 }
 
 /// One accept loop's shedding of new connections when descriptors run short: a connection
 /// accepted into the last few free descriptors is answered (a 503) and closed at once, and
 /// when accepting fails with EMFILE or ENFILE the spare descriptor takes a waiting connection
-/// to answer it the same way. The descriptors left go to the connections already open (a
+/// to answer it the same way (or to serve it, if descriptors are free again by then). The descriptors left go to the connections already open (a
 /// switch's node connections, a node's files), and the loop takes connections again as soon
 /// as some are free. Warnings are logged at most every five seconds.
 pub struct Shedding {

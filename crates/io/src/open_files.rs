@@ -191,7 +191,7 @@ pub struct TooFewDescriptors {
 /// Cap `configured` connections to what `limit` holds under `budget`.
 ///
 /// Lowering (with a warning) rather than refusing to start, because the defaults do not fit
-/// every host's limit (10,000 proxied connections need some 40,000 descriptors at worst, and
+/// every host's limit (10,000 proxied connections need over 21,000 descriptors at worst, and
 /// hard limits of 4,096 or 20,000 are common); the lowered limit is then enforced like any
 /// other, so the server answers 503 at it instead of failing its own sockets with EMFILE.
 /// A limit that cannot hold a single connection is an error.

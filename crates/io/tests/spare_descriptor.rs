@@ -1,5 +1,6 @@
 //! `SpareDescriptor` with the process out of descriptors: a connection waiting on the listen
-//! queue is taken with the spare and refused with the answer, and the spare is held again.
+//! queue is taken with the spare and refused with the answer, and the spare is held again;
+//! once descriptors are plentiful again, a connection so taken is admitted instead.
 //! This file is its own test binary (one test), so lowering its descriptor limit affects
 //! nothing else.
 
@@ -51,6 +52,14 @@ async fn out_of_descriptors_a_waiting_connection_is_taken_with_the_spare_and_ref
     let refusal = spare.refuse_waiting(&listener, ANSWER).await;
     assert!(matches!(refusal, Refusal::NoneWaiting), "{refusal:?}");
     drop(restore);
+
+    // The limit is back (as if raised while the accept loop was refusing): admitted.
+    let _second = std::net::TcpStream::connect(addr).unwrap();
+    // Parks the runtime, so its reactor sees the connection already waiting.
+    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    let refusal = spare.refuse_waiting(&listener, ANSWER).await;
+    assert!(matches!(refusal, Refusal::Admitted(..)), "{refusal:?}");
+    assert!(spare.is_held());
 
     let mut client: std::net::TcpStream = client.into();
     client.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();

@@ -148,21 +148,23 @@ async fn serve_adopted(adopted: AdoptedConnection, w: &WorkerContext, agent: Arc
     drop(slot);
 }
 
-/// Out of descriptors: refuse a connection waiting on `listener` with the spare descriptor.
-/// `false` when that cannot be done and the worker must back off.
+/// Out of descriptors: refuse a connection waiting on `listener` with the spare descriptor
+/// (or take it, if descriptors are free again by then). `Err` when that cannot be done and
+/// the worker must back off; `Ok(None)` when there is nothing more to do.
 async fn shed_waiting(
     shedding: &mut Shedding,
     listener: &TcpListener,
     node: &NodeContext,
     e: &io::Error,
-) -> bool {
+) -> Result<Option<(TcpStream, SocketAddr)>, ()> {
     match shedding.out_of_descriptors(listener, e).await {
         Refusal::Refused => {
             count(&node.metrics.connections_refused);
-            true
+            Ok(None)
         }
-        Refusal::NoneWaiting => true,
-        Refusal::CannotAccept(_) => false,
+        Refusal::Admitted(stream, peer) => Ok(Some((stream, peer))),
+        Refusal::NoneWaiting => Ok(None),
+        Refusal::CannotAccept(_) => Err(()),
     }
 }
 
@@ -192,6 +194,16 @@ async fn accept_loop(
             }
             accepted = listener.accept() => accepted,
         };
+        let accepted = match accepted {
+            Err(e) if locus_io::is_out_of_descriptors(&e) => {
+                match shed_waiting(&mut shedding, &listener, &node, &e).await {
+                    Ok(Some(taken)) => Ok(taken),
+                    Ok(None) => continue,
+                    Err(()) => Err(e),
+                }
+            }
+            other => other,
+        };
         match accepted {
             Ok((stream, peer)) => {
                 while connections.try_join_next().is_some() {}
@@ -217,15 +229,6 @@ async fn accept_loop(
                 });
             }
             Err(e) if is_connection_error(&e) => {}
-            Err(e) if locus_io::is_out_of_descriptors(&e) => {
-                if shed_waiting(&mut shedding, &listener, &node, &e).await {
-                    continue;
-                }
-                tokio::select! {
-                    _ = shutdown.changed() => break,
-                    () = tokio::time::sleep(ACCEPT_BACKOFF) => {}
-                }
-            }
             Err(e) => {
                 if last_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
                     tracing::warn!(error = %e, "accept failed; backing off");

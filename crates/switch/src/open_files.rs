@@ -7,9 +7,10 @@ use crate::config::{Mode, SwitchConfig};
 use crate::state::Shared;
 use locus_io::{ConnectionPlan, DescriptorBudget, OpenFileLimit, Refusal, Shedding, TooFewDescriptors};
 use std::io;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 /// Over-limit connections being answered 503 at once; beyond this they are just closed.
 pub const MAX_REJECTING: usize = 256;
@@ -18,10 +19,12 @@ pub const MAX_REJECTING: usize = 256;
 pub const PIPES_KEPT: usize = 64;
 
 /// The descriptors the switch needs for `config`: per client connection, its socket and a
-/// node connection, plus splice pipes (two per spliced response body in proxy mode, four per
-/// tunnel in splice mode); whatever the load, the standard streams, listeners, event loops,
-/// idle pools, health checks, connections being refused, and in handoff and l4 mode the
-/// control channels and the forwarder.
+/// node connection, and in splice mode the tunnel's two pipes (four descriptors); whatever
+/// the load, the standard streams, listeners, event loops, idle pools, health checks,
+/// connections being refused, and in handoff and l4 mode the control channels and the
+/// forwarder. A response body spliced in proxy mode takes a pipe only when one can be made
+/// without eating into the headroom, and goes through user space otherwise, so those pipes
+/// are not counted per connection (only the idle ones kept).
 pub fn descriptor_budget(config: &SwitchConfig) -> DescriptorBudget {
     let workers = config.worker_count() as u64;
     let nodes = config.nodes.len() as u64;
@@ -46,7 +49,6 @@ pub fn descriptor_budget(config: &SwitchConfig) -> DescriptorBudget {
             let pipe = if l.splice_min_bytes > 0 { 2 } else { 0 };
             budget
                 .per_connection_up_to("idle node connections", 1, l.pool_per_node as u64 * nodes * workers)
-                .per_connection("splice pipe", pipe)
                 .per_connection_up_to("idle pipes", pipe, pipe_fds_kept)
         }
     };
@@ -66,7 +68,7 @@ pub fn descriptor_budget(config: &SwitchConfig) -> DescriptorBudget {
 ///
 /// The switch lowers its connection limit with a warning rather than refusing to start (as
 /// HAProxy does with `strict-limits`): the default of 10,000 connections needs up to some
-/// 40,000 descriptors, more than many hosts' hard limit, and a switch that will not start
+/// 21,000 descriptors, more than many hosts' hard limit, and a switch that will not start
 /// over a limit it could have lived with serves no one. The lowered limit is enforced like a
 /// configured one — connections past it get a 503 — so the switch never runs its own node
 /// connections into EMFILE by taking too many clients. It refuses to start only when the
@@ -105,22 +107,30 @@ pub fn shed_answer() -> Vec<u8> {
 }
 
 /// Accepting failed with `e`. Out of descriptors, a waiting connection is refused with the
-/// spare descriptor (503, closed). Otherwise, or when that cannot be done, back off instead
-/// of spinning: the pending connection stays in the backlog until it can be taken.
-pub async fn accept_failed(shared: &Shared, shedding: &mut Shedding, listener: &TcpListener, e: io::Error) {
+/// spare descriptor (503, closed), or returned to be served if descriptors are free again by
+/// then. Otherwise, or when that cannot be done, back off instead of spinning: the pending
+/// connection stays in the backlog until it can be taken.
+pub async fn accept_failed(
+    shared: &Shared,
+    shedding: &mut Shedding,
+    listener: &TcpListener,
+    e: io::Error,
+) -> Option<(TcpStream, SocketAddr)> {
     if locus_io::is_out_of_descriptors(&e) {
         match shedding.out_of_descriptors(listener, &e).await {
             Refusal::Refused => {
                 shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
-                return;
+                return None;
             }
-            Refusal::NoneWaiting => return,
+            Refusal::Admitted(stream, peer) => return Some((stream, peer)),
+            Refusal::NoneWaiting => return None,
             Refusal::CannotAccept(_) => {}
         }
     } else {
         tracing::warn!("accept failed: {e}");
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
+    None
 }
 
 #[cfg(test)]
@@ -142,12 +152,10 @@ mod tests {
 
     #[test]
     fn each_mode_counts_the_descriptors_its_connections_can_need() {
-        assert_eq!(per_connection(&config("proxy", "")), 4, "client, node, a splice pipe");
-        let no_splice = config("proxy", "[limits]\nsplice_min_bytes = 0\n");
-        assert_eq!(per_connection(&no_splice), 2, "client and node only");
+        assert_eq!(per_connection(&config("proxy", "")), 2, "client and node; pipes are optional");
         assert_eq!(per_connection(&config("splice", "")), 6, "client, node, two pipes");
         let key = "[handoff]\nkey = \"00112233445566778899aabbccddeeff\"\n";
-        assert_eq!(per_connection(&config("handoff", key)), 5, "proxy's, and a restored socket");
+        assert_eq!(per_connection(&config("handoff", key)), 3, "proxy's, and a restored socket");
     }
 
     #[test]
@@ -165,8 +173,8 @@ mod tests {
         let b = descriptor_budget(&c);
         let fixed = b.needed(0);
         // 2 nodes × 2 workers × 10 idle node connections, 2 workers × 64 idle pipes of two.
-        assert_eq!(b.needed(10_000) - fixed, 4 * 10_000 + 40 + 256);
-        assert_eq!(b.needed(1) - fixed, 4 + 1 + 2, "a pool holds no more than was in use");
+        assert_eq!(b.needed(10_000) - fixed, 2 * 10_000 + 40 + 256);
+        assert_eq!(b.needed(1) - fixed, 2 + 1 + 2, "a pool holds no more than was in use");
     }
 
     #[test]

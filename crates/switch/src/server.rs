@@ -228,33 +228,37 @@ fn worker_thread(
                 _ = shutdown.changed() => break,
                 r = listener.accept() => r,
             };
-            match accepted {
-                Ok((stream, peer)) => {
-                    shared.counters.accepted.fetch_add(1, Relaxed);
-                    let Some(stream) = shedding.admit(stream) else {
-                        shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
-                        continue;
-                    };
-                    let open = shared.connections.fetch_add(1, Relaxed) + 1;
-                    if open > max {
-                        shared.connections.fetch_sub(1, Relaxed);
-                        shared.counters.rejected_over_limit.fetch_add(1, Relaxed);
-                        if rejecting.fetch_add(1, Relaxed) < MAX_REJECTING {
-                            let rejecting = rejecting.clone();
-                            tokio::task::spawn_local(async move {
-                                refuse_over_limit(stream).await;
-                                rejecting.fetch_sub(1, Relaxed);
-                            });
-                        } else {
-                            rejecting.fetch_sub(1, Relaxed);
-                            drop(stream);
-                        }
-                        continue;
-                    }
-                    tokio::task::spawn_local(serve(worker.clone(), stream, peer, shutdown.clone()));
+            // A failed accept may still yield a connection: one taken with the spare
+            // descriptor once descriptors were free again.
+            let (stream, peer) = match accepted {
+                Ok(c) => c,
+                Err(e) => match accept_failed(&shared, &mut shedding, &listener, e).await {
+                    Some(c) => c,
+                    None => continue,
+                },
+            };
+            shared.counters.accepted.fetch_add(1, Relaxed);
+            let Some(stream) = shedding.admit(stream) else {
+                shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
+                continue;
+            };
+            let open = shared.connections.fetch_add(1, Relaxed) + 1;
+            if open > max {
+                shared.connections.fetch_sub(1, Relaxed);
+                shared.counters.rejected_over_limit.fetch_add(1, Relaxed);
+                if rejecting.fetch_add(1, Relaxed) < MAX_REJECTING {
+                    let rejecting = rejecting.clone();
+                    tokio::task::spawn_local(async move {
+                        refuse_over_limit(stream).await;
+                        rejecting.fetch_sub(1, Relaxed);
+                    });
+                } else {
+                    rejecting.fetch_sub(1, Relaxed);
+                    drop(stream);
                 }
-                Err(e) => accept_failed(&shared, &mut shedding, &listener, e).await,
+                continue;
             }
+            tokio::task::spawn_local(serve(worker.clone(), stream, peer, shutdown.clone()));
         }
         drop(listener);
         let deadline = Instant::now() + shared.config.limits.drain_timeout();

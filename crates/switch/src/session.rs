@@ -603,9 +603,11 @@ impl Session {
         true
     }
 
-    /// A pipe from the worker's pool, or a new one; `None` when none can be made.
+    /// A pipe from the worker's pool, or a new one; `None` when none can be made or it would
+    /// take descriptors the node connections need (the body then goes through user space).
     fn take_pipe(&self) -> Option<crate::splice::Pipe> {
-        self.worker.pipes.borrow_mut().take().ok()
+        let pipe = self.worker.pipes.borrow_mut().take().ok()?;
+        (!pipe.leaves_too_few_descriptors()).then_some(pipe)
     }
 
     async fn dispatch_failed(&mut self, head: &RequestHead, e: DispatchError) -> Next {
