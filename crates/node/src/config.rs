@@ -230,6 +230,7 @@ impl FromStr for StorageConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct NodeLimits {
     /// Open client connections; connections beyond it are accepted and closed at once.
+    /// Lowered at start, with a warning, to what the open-file limit holds.
     pub max_connections: usize,
     /// Time allowed from a request's first byte (or the connection's start) to the end of
     /// its head; then 408 and close.

@@ -16,4 +16,6 @@ pub enum NodeError {
     Bind { addr: SocketAddr, error: std::io::Error },
     #[error("starting the node's threads: {0}")]
     Start(std::io::Error),
+    #[error(transparent)]
+    OpenFiles(#[from] locus_io::TooFewDescriptors),
 }

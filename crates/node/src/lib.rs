@@ -21,6 +21,7 @@ mod dynamic;
 mod error;
 mod handoff_agent;
 mod node_metrics;
+mod open_files;
 mod origin;
 mod out_queue;
 mod request_router;

@@ -3,8 +3,10 @@
 //! connections; a connection never changes thread), an admin thread, the CPU pool, and with
 //! `[handoff]` the handoff agent's thread, whose restored connections are adopted by the
 //! workers round-robin (each worker's loop also takes them from its adoption queue).
-//! Accept errors back off instead of spinning; shutdown stops accepting, closes idle
-//! connections, lets in-flight requests finish within the drain timeout, and joins it all.
+//! The soft open-file limit is raised and `max_connections` fitted to it at start; short of
+//! descriptors, new connections are answered 503 (see `locus_io::Shedding`), and other accept
+//! errors back off instead of spinning; shutdown stops accepting, closes idle connections,
+//! lets in-flight requests finish within the drain timeout, and joins it all.
 
 use std::io;
 use std::net::SocketAddr;
@@ -14,6 +16,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use locus_http::Limits;
+use locus_io::{Refusal, Shedding};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -30,11 +33,13 @@ use crate::document_root::DocumentRoot;
 use crate::error::NodeError;
 use crate::handoff_agent::{AdoptedConnection, HandoffAgent, cloned_connection_id};
 use crate::node_metrics::{NodeMetrics, NodeStats};
+use crate::open_files::shed_answer;
 use crate::origin::{OriginAddr, OriginPool};
 use crate::request_router::RequestRouter;
 use crate::storage_model::StorageModel;
 
-/// How long a worker sleeps after an accept error such as EMFILE.
+/// How long a worker sleeps after an accept error it cannot shed (EMFILE with no spare
+/// descriptor, ENOMEM, ENOBUFS).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 const LISTEN_BACKLOG: i32 = 4096;
 
@@ -143,6 +148,26 @@ async fn serve_adopted(adopted: AdoptedConnection, w: &WorkerContext, agent: Arc
     drop(slot);
 }
 
+/// Out of descriptors: refuse a connection waiting on `listener` with the spare descriptor
+/// (or take it, if descriptors are free again by then). `Err` when that cannot be done and
+/// the worker must back off; `Ok(None)` when there is nothing more to do.
+async fn shed_waiting(
+    shedding: &mut Shedding,
+    listener: &TcpListener,
+    node: &NodeContext,
+    e: &io::Error,
+) -> Result<Option<(TcpStream, SocketAddr)>, ()> {
+    match shedding.out_of_descriptors(listener, e).await {
+        Refusal::Refused => {
+            count(&node.metrics.connections_refused);
+            Ok(None)
+        }
+        Refusal::Admitted(stream, peer) => Ok(Some((stream, peer))),
+        Refusal::NoneWaiting => Ok(None),
+        Refusal::CannotAccept(_) => Err(()),
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     w: Arc<WorkerContext>,
@@ -153,6 +178,7 @@ async fn accept_loop(
     let mut connections = tokio::task::JoinSet::new();
     let mut last_warning: Option<std::time::Instant> = None;
     let cloning = w.handoff.clone().filter(|a| a.clone_mode());
+    let mut shedding = Shedding::new(shed_answer(&node.node_headers));
     loop {
         let accepted = tokio::select! {
             biased;
@@ -168,9 +194,23 @@ async fn accept_loop(
             }
             accepted = listener.accept() => accepted,
         };
+        let accepted = match accepted {
+            Err(e) if locus_io::is_out_of_descriptors(&e) => {
+                match shed_waiting(&mut shedding, &listener, &node, &e).await {
+                    Ok(Some(taken)) => Ok(taken),
+                    Ok(None) => continue,
+                    Err(()) => Err(e),
+                }
+            }
+            other => other,
+        };
         match accepted {
             Ok((stream, peer)) => {
                 while connections.try_join_next().is_some() {}
+                let Some(stream) = shedding.admit(stream) else {
+                    count(&node.metrics.connections_refused);
+                    continue;
+                };
                 let Some(slot) = ConnectionSlot::claim(&node) else {
                     count(&node.metrics.connections_refused);
                     drop(stream);
@@ -258,6 +298,7 @@ impl NodeServer {
         config.load_class_file()?;
         config.validate()?;
         let workers = if config.workers == 0 { available_cpus() } else { config.workers };
+        config.limits.max_connections = crate::open_files::connection_limit(&config, workers)?;
         let cpu_threads = if config.cpu_threads == 0 { available_cpus() } else { config.cpu_threads };
         let origin = match &config.origin {
             Some(o) => Some(o.parse::<OriginAddr>().map_err(ConfigError::Invalid)?),

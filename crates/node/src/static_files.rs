@@ -202,7 +202,11 @@ fn read_document(node: &NodeContext, key: &str) -> ReadResult {
         Resolved::Redirect => return ReadResult::Other(LoadOutcome::Redirect),
         Resolved::NotFound => return ReadResult::Other(LoadOutcome::NotFound),
         Resolved::Forbidden => return ReadResult::Other(LoadOutcome::Forbidden),
-        Resolved::Error(e) => return ReadResult::Other(LoadOutcome::Failed(500, e.to_string())),
+        Resolved::Error(e) => {
+            // Out of descriptors is this node's passing shortage, not a broken document.
+            let status = if locus_io::is_out_of_descriptors(&e) { 503 } else { 500 };
+            return ReadResult::Other(LoadOutcome::Failed(status, e.to_string()));
+        }
     };
     let name = if key.ends_with('/') { "index.html" } else { key };
     let doc_meta = DocMeta::for_file(name, meta.modified().ok());

@@ -125,6 +125,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         "connections": shared.connections.load(Relaxed),
         "accepted": c.accepted.load(Relaxed),
         "rejected_over_limit": c.rejected_over_limit.load(Relaxed),
+        "shed_no_descriptors": c.shed_no_descriptors.load(Relaxed),
         "requests": c.requests.load(Relaxed),
         "responses": {
             "1xx": c.responses[0].load(Relaxed),

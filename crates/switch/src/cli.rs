@@ -136,7 +136,19 @@ impl SwitchArgs {
 /// Run `locus switch` until SIGTERM or Ctrl-C.
 pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
-    if args.file.report_check(&format!("{} nodes, policy {}", config.nodes.len(), config.policy.name())) {
+    if args.file.check {
+        // The same fitting of max_connections to the open-file limit as at start-up.
+        let plan = crate::open_files::plan(&config)?;
+        if let Some(warning) = plan.warning() {
+            eprintln!("warning: {warning}");
+        }
+        args.file.report_check(&format!(
+            "{} nodes, policy {}, at most {} connections (open-file limit {})",
+            config.nodes.len(),
+            config.policy.name(),
+            plan.max_connections,
+            plan.limit.soft
+        ));
         return Ok(());
     }
     // Held from before the address is printed: a SIGTERM right after it (a supervisor or a

@@ -182,7 +182,8 @@ impl Default for HealthConfig {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SwitchLimits {
-    /// Client connections held at once; more are answered 503 and closed.
+    /// Client connections held at once; more are answered 503 and closed. Lowered at start,
+    /// with a warning, to what the open-file limit holds (see `open_files::plan`).
     pub max_connections: usize,
     /// Largest request head in bytes (431 beyond).
     pub max_head_bytes: usize,

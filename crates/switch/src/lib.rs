@@ -12,6 +12,7 @@ mod forward;
 mod handoff;
 mod health;
 mod node_addr;
+mod open_files;
 mod pool;
 mod server;
 mod session;

@@ -5,6 +5,7 @@
 use crate::access_log::{AccessLog, open_sink};
 use crate::config::SwitchConfig;
 use crate::forward::write_error_response;
+use crate::open_files::{MAX_REJECTING, accept_failed, shed_answer};
 use crate::session::{Worker, serve};
 use crate::state::Shared;
 use crate::{admin, health};
@@ -31,6 +32,8 @@ pub enum SwitchError {
     Thread(std::io::Error),
     #[error(transparent)]
     Handoff(#[from] crate::handoff::HandoffSetupError),
+    #[error(transparent)]
+    OpenFiles(#[from] locus_io::TooFewDescriptors),
 }
 
 /// A running switch.
@@ -40,9 +43,6 @@ pub struct SwitchServer {
     admin_addr: Option<SocketAddr>,
     threads: Vec<JoinHandle<()>>,
 }
-
-/// Over-limit connections being answered 503 at once; beyond this they are just closed.
-const MAX_REJECTING: usize = 256;
 
 fn bind_listener(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
@@ -83,8 +83,11 @@ fn bind_listener_patiently(
 }
 
 impl SwitchServer {
-    /// Validate `config`, bind every listener and start the threads.
-    pub fn start(config: SwitchConfig) -> Result<SwitchServer, SwitchError> {
+    /// Validate `config`, raise the open-file limit and fit `max_connections` to it (see
+    /// `open_files::plan`), bind every listener and start the threads.
+    pub fn start(mut config: SwitchConfig) -> Result<SwitchServer, SwitchError> {
+        config.validate()?;
+        config.limits.max_connections = crate::open_files::connection_limit(&config)?;
         let workers = config.worker_count();
         let mut shared = Shared::new(config)?;
         if matches!(shared.config.mode, crate::Mode::Handoff | crate::Mode::L4) {
@@ -218,45 +221,44 @@ fn worker_thread(
             })
         };
         let max = shared.config.limits.max_connections;
-        let mut last_accept_warning: Option<Instant> = None;
+        let mut shedding = locus_io::Shedding::new(shed_answer());
         loop {
             let accepted = tokio::select! {
                 biased;
                 _ = shutdown.changed() => break,
                 r = listener.accept() => r,
             };
-            match accepted {
-                Ok((stream, peer)) => {
-                    shared.counters.accepted.fetch_add(1, Relaxed);
-                    let open = shared.connections.fetch_add(1, Relaxed) + 1;
-                    if open > max {
-                        shared.connections.fetch_sub(1, Relaxed);
-                        shared.counters.rejected_over_limit.fetch_add(1, Relaxed);
-                        if rejecting.fetch_add(1, Relaxed) < MAX_REJECTING {
-                            let rejecting = rejecting.clone();
-                            tokio::task::spawn_local(async move {
-                                refuse_over_limit(stream).await;
-                                rejecting.fetch_sub(1, Relaxed);
-                            });
-                        } else {
-                            rejecting.fetch_sub(1, Relaxed);
-                            drop(stream);
-                        }
-                        continue;
-                    }
-                    tokio::task::spawn_local(serve(worker.clone(), stream, peer, shutdown.clone()));
+            // A failed accept may still yield a connection: one taken with the spare
+            // descriptor once descriptors were free again.
+            let (stream, peer) = match accepted {
+                Ok(c) => c,
+                Err(e) => match accept_failed(&shared, &mut shedding, &listener, e).await {
+                    Some(c) => c,
+                    None => continue,
+                },
+            };
+            shared.counters.accepted.fetch_add(1, Relaxed);
+            let Some(stream) = shedding.admit(stream) else {
+                shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
+                continue;
+            };
+            let open = shared.connections.fetch_add(1, Relaxed) + 1;
+            if open > max {
+                shared.connections.fetch_sub(1, Relaxed);
+                shared.counters.rejected_over_limit.fetch_add(1, Relaxed);
+                if rejecting.fetch_add(1, Relaxed) < MAX_REJECTING {
+                    let rejecting = rejecting.clone();
+                    tokio::task::spawn_local(async move {
+                        refuse_over_limit(stream).await;
+                        rejecting.fetch_sub(1, Relaxed);
+                    });
+                } else {
+                    rejecting.fetch_sub(1, Relaxed);
+                    drop(stream);
                 }
-                Err(e) => {
-                    // Out of descriptors or memory: back off instead of spinning; the
-                    // pending connection stays in the backlog until we can take it.
-                    let now = Instant::now();
-                    if last_accept_warning.is_none_or(|t| now.duration_since(t) > Duration::from_secs(5)) {
-                        tracing::warn!("accept failed: {e}");
-                        last_accept_warning = Some(now);
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
+                continue;
             }
+            tokio::task::spawn_local(serve(worker.clone(), stream, peer, shutdown.clone()));
         }
         drop(listener);
         let deadline = Instant::now() + shared.config.limits.drain_timeout();

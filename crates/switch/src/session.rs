@@ -53,7 +53,7 @@ impl Worker {
             pool: RefCell::new(pool),
             relay_buffers: RefCell::new(relay),
             read_buffers: RefCell::new(BufferPool::new(READ_BUFFER, 1024)),
-            pipes: RefCell::new(PipePool::new(64)),
+            pipes: RefCell::new(PipePool::new(crate::open_files::PIPES_KEPT)),
             log: log.map(RefCell::new),
             active: Cell::new(0),
             links: crate::handoff::make_links(&shared),
@@ -86,6 +86,11 @@ impl NodeFailure {
             NodeFailure::Closed => "connection closed before a response".to_string(),
             NodeFailure::Timeout => "timed out".to_string(),
         }
+    }
+
+    /// The switch had no descriptor for the connection: its own limit, not the node's fault.
+    fn is_out_of_descriptors(&self) -> bool {
+        matches!(self, NodeFailure::Connect(e) if locus_io::is_out_of_descriptors(e))
     }
 }
 
@@ -344,6 +349,9 @@ impl Session {
             let conn = self.node_connection(node, fresh, head.method.is_idempotent()).await;
             let (mut conn, reused) = match conn {
                 Ok(c) => c,
+                Err(failure) if failure.is_out_of_descriptors() => {
+                    break self.shed(head, &failure.describe()).await;
+                }
                 Err(failure) => {
                     shared.node_failed(node, &failure.describe());
                     if retryable && !moved {
@@ -501,6 +509,9 @@ impl Session {
         };
         let mut moved = false;
         let t = shared.config.limits.node_timeout();
+        if !self.has_tunnel_pipes() {
+            return self.shed(head, "no pipes for the tunnel").await;
+        }
         let conn = loop {
             let Some(node) = asg.as_ref().map(|a| a.node) else { return Next::Close };
             let attempt = match self.node_connection(node, true, false).await {
@@ -517,6 +528,9 @@ impl Session {
                 Ok(conn) => {
                     shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
                     break conn;
+                }
+                Err(failure) if failure.is_out_of_descriptors() => {
+                    return self.shed(head, &failure.describe()).await;
                 }
                 Err(failure) => {
                     shared.node_failed(node, &failure.describe());
@@ -569,6 +583,31 @@ impl Session {
             }
             Err(e) => Err(self.dispatch_failed(head, e).await),
         }
+    }
+
+    /// The switch is out of descriptors: answer 503 and close the connection (freeing its
+    /// descriptor); the node stays in the view.
+    async fn shed(&mut self, head: &RequestHead, why: &str) -> Next {
+        self.worker.shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
+        tracing::debug!(peer = %self.peer, "out of descriptors, answering 503: {why}");
+        self.reject(head, 503, true).await
+    }
+
+    /// Splice mode: whether the worker's pool has the tunnel's two pipes, made now if need be,
+    /// so that running out of descriptors is a 503 before the node is involved.
+    fn has_tunnel_pipes(&self) -> bool {
+        let mut pipes = self.worker.pipes.borrow_mut();
+        let (Ok(a), Ok(b)) = (pipes.take(), pipes.take()) else { return false };
+        pipes.give(a);
+        pipes.give(b);
+        true
+    }
+
+    /// A pipe from the worker's pool, or a new one; `None` when none can be made or it would
+    /// take descriptors the node connections need (the body then goes through user space).
+    fn take_pipe(&self) -> Option<crate::splice::Pipe> {
+        let pipe = self.worker.pipes.borrow_mut().take().ok()?;
+        (!pipe.leaves_too_few_descriptors()).then_some(pipe)
     }
 
     async fn dispatch_failed(&mut self, head: &RequestHead, e: DispatchError) -> Next {
@@ -774,12 +813,13 @@ impl Session {
         }
         let mut total = relay.len() as u64;
         while !tracker.is_done() {
+            // Without a pipe (out of descriptors) the body goes through user space instead.
             if splice_min > 0
                 && !dechunk
                 && let Some(run) = tracker.raw_remaining()
                 && run >= splice_min
+                && let Some(pipe) = self.take_pipe()
             {
-                let pipe = self.worker.pipes.borrow_mut().take().map_err(|_| ExchangeError::Midstream)?;
                 if let Err(e) = splice_exact(conn, &self.stream, &pipe, run, t).await {
                     tracing::debug!(peer = %self.peer, "spliced relay stopped: {e}");
                     return Err(ExchangeError::Midstream);

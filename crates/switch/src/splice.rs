@@ -36,6 +36,13 @@ impl Pipe {
         let capacity = if size > 0 { size as usize } else { 64 * 1024 };
         Ok(Pipe { read, write, capacity })
     }
+
+    /// Whether the pipe's descriptors are among the last few free (see
+    /// `locus_io::leaves_too_few_descriptors`): better given back than kept from a node
+    /// connection.
+    pub fn leaves_too_few_descriptors(&self) -> bool {
+        locus_io::leaves_too_few_descriptors(self.read.as_raw_fd().max(self.write.as_raw_fd()))
+    }
 }
 
 /// Reusable pipes of one worker thread.

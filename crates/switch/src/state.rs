@@ -33,6 +33,9 @@ pub struct NodeInfo {
 pub struct SwitchCounters {
     pub accepted: AtomicU64,
     pub rejected_over_limit: AtomicU64,
+    /// Client connections and requests answered 503 because the switch was short of
+    /// descriptors (none or too few left to reach a node).
+    pub shed_no_descriptors: AtomicU64,
     pub requests: AtomicU64,
     /// Responses to clients by status class: 1xx..5xx.
     pub responses: [AtomicU64; 5],

@@ -1,0 +1,108 @@
+//! The node's descriptors: the budget of what each client connection can need (its socket,
+//! and a file, an origin or peer connection, or with `handoff.upstream` the upstream
+//! connection and two relay pipes) and what the node holds whatever the load; `connection_limit`
+//! raises the soft open-file limit and caps `max_connections` to fit it; `shed_answer` is the
+//! 503 a worker answers connections with when descriptors run short.
+
+use locus_io::{DescriptorBudget, OpenFileLimit, TooFewDescriptors};
+
+use crate::config::{NodeConfig, RehandoffPolicy};
+
+/// Idle origin connections each worker keeps (see `origin::MAX_IDLE`).
+const ORIGIN_IDLE_KEPT: u64 = 64;
+
+/// The descriptors a node with `workers` worker threads needs for `config`.
+pub fn descriptor_budget(config: &NodeConfig, workers: usize) -> DescriptorBudget {
+    let workers = workers as u64;
+    let handoff = config.handoff.as_ref();
+    let threads = workers + u64::from(config.admin.is_some()) + u64::from(handoff.is_some());
+    let budget = DescriptorBudget::new()
+        .fixed("standard streams", 3)
+        .fixed("listeners", threads)
+        .fixed("event loops", 2 * threads)
+        .fixed("spare descriptors", workers)
+        .fixed("other", 16)
+        .per_connection("client socket", 1)
+        .per_connection("file, origin or peer connection", 1);
+    let budget = match config.origin {
+        Some(_) => budget.per_connection_up_to("idle origin connections", 1, ORIGIN_IDLE_KEPT * workers),
+        None => budget,
+    };
+    let Some(h) = handoff else { return budget };
+    let budget = budget
+        .fixed("control channels and prepared sockets", 16 + h.prepared_sockets as u64)
+        .per_connection("restored socket", 1);
+    let budget = match h.upstream {
+        Some(_) => budget.per_connection("upstream connection and relay pipes", 5),
+        None => budget,
+    };
+    match h.rehandoff {
+        RehandoffPolicy::Forward => budget.per_connection("idle peer connections", 1),
+        RehandoffPolicy::Handoff => budget,
+    }
+}
+
+/// Raise the soft open-file limit to the hard one and return the connection limit that fits
+/// it: `limits.max_connections`, or fewer with a warning.
+///
+/// Lowered rather than refused (the switch does the same, see its `open_files::plan`): the
+/// default of 10,000 connections needs some 20,000 descriptors, more than many hosts allow,
+/// and a node that answers connections past a lowered limit is better than one that will not
+/// start. Connections past the limit are closed at once, as before. A limit that cannot hold
+/// a single connection is an error.
+pub fn connection_limit(config: &NodeConfig, workers: usize) -> Result<usize, TooFewDescriptors> {
+    let limit = match locus_io::raise_open_file_limit() {
+        Ok(raised) => {
+            if raised.limit.soft > raised.from {
+                tracing::info!(from = raised.from, to = raised.limit.soft, "raised the open-file limit");
+            }
+            raised.limit
+        }
+        Err(e) => {
+            tracing::warn!("cannot raise the open-file limit: {e}");
+            locus_io::open_file_limit().unwrap_or(OpenFileLimit { soft: u64::MAX, hard: u64::MAX })
+        }
+    };
+    let budget = descriptor_budget(config, workers);
+    let plan = locus_io::plan_connections(config.limits.max_connections as u64, &budget, limit)?;
+    if let Some(warning) = plan.warning() {
+        tracing::warn!("{warning}");
+    }
+    Ok(plan.max_connections as usize)
+}
+
+/// The answer to a connection shed for want of descriptors: 503, closing.
+pub fn shed_answer(node_headers: &[u8]) -> Vec<u8> {
+    let mut answer = b"HTTP/1.1 503 Service Unavailable\r\n".to_vec();
+    answer.extend_from_slice(node_headers);
+    answer.extend_from_slice(b"Content-Length: 0\r\nConnection: close\r\n\r\n");
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HandoffConfig;
+
+    fn per_connection(c: &NodeConfig) -> u64 {
+        let b = descriptor_budget(c, 2);
+        b.needed(1_000_001) - b.needed(1_000_000)
+    }
+
+    #[test]
+    fn a_connection_needs_its_socket_and_one_more_and_an_upstream_relay_needs_its_pipes() {
+        let mut c = NodeConfig::default();
+        assert_eq!(per_connection(&c), 2);
+        c.handoff = Some(HandoffConfig::default());
+        assert_eq!(per_connection(&c), 3, "a restored socket besides");
+        c.handoff.as_mut().unwrap().upstream = Some("127.0.0.1:1".parse().unwrap());
+        assert_eq!(per_connection(&c), 8);
+    }
+
+    #[test]
+    fn the_shed_answer_is_a_closing_503_with_the_node_lines() {
+        let a = String::from_utf8(shed_answer(b"Server: locus\r\n")).unwrap();
+        assert!(a.starts_with("HTTP/1.1 503 Service Unavailable\r\nServer: locus\r\n"), "{a}");
+        assert!(a.ends_with("Connection: close\r\n\r\n"), "{a}");
+    }
+}
