@@ -473,12 +473,16 @@ pub fn run_proxy_bench(
         let (_, proxy) = started.iter().find(|(k, _)| k.name == IDLE_PATH).expect("started above");
         let (switch_addr, pid) = (proxy.addr, proxy.servers[0].process.pid());
         let n = opts.idle_connections;
-        let (held, rss) = net.on_host("client", || -> anyhow::Result<_> {
-            let held = hold_idle_connections(switch_addr, &path, n)?;
+        let (held, stopped, rss) = net.on_host("client", || -> anyhow::Result<_> {
+            let idle = hold_idle_connections(switch_addr, &path, n)?;
             std::thread::sleep(std::time::Duration::from_millis(500));
             let rss = rss_mb(pid)?;
-            Ok((held.len(), rss))
+            Ok((idle.held.len(), idle.stopped, rss))
         })?;
+        if let Some(why) = stopped {
+            // The switch fits max_connections to its open-file limit (see its log).
+            progress(&format!("idle connections: the switch took {held} of {n} ({why})"));
+        }
         progress(&format!("idle connections {held}: switch RSS {rss:.1} MiB"));
         rows.push(ProxyRow::Idle { path: "idle-connections".into(), connections: held, rss_mb: rss });
     }

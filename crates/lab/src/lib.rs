@@ -36,8 +36,8 @@ pub use experiment::{
 };
 pub use plots::write_plots;
 pub use process::{
-    ChildGuard, descendants, die_with_spawning_thread, find_program, free_port, kill_processes_in_namespace,
-    process_alive, processes_in_namespace, require_program, rss_mb,
+    ChildGuard, descendants, die_with_spawning_thread, find_program, free_port, give_open_files,
+    kill_processes_in_namespace, process_alive, processes_in_namespace, require_program, rss_mb,
 };
 pub use report::{LabReport, PlotFile, Series, SeriesPoint, ratio_text};
 pub use results::{FailedPoint, PointResult, write_results_json};

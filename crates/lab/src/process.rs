@@ -67,6 +67,38 @@ pub fn die_with_spawning_thread(cmd: &mut Command) {
     }
 }
 
+/// As root (with CAP_SYS_RESOURCE), give the process `cmd` starts an open-file limit (soft
+/// and hard) of at least `wanted`, within the kernel's `fs.nr_open`: a switch sized for many
+/// connections then fits them instead of lowering its `max_connections` to the machine's
+/// hard limit. Only that process's limit changes; without the capability, nothing does.
+pub fn give_open_files(cmd: &mut Command, wanted: u64) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(1 << 20);
+    let wanted = wanted.min(nr_open) as libc::rlim_t;
+    // SAFETY: getrlimit and setrlimit are async-signal-safe; they run in the forked child
+    // before exec, on a struct on its stack.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_max < wanted {
+                // Refused without CAP_SYS_RESOURCE (some containers drop it from root): the
+                // process then starts with the limit it inherits and fits itself to it.
+                let _ = libc::setrlimit(
+                    libc::RLIMIT_NOFILE,
+                    &libc::rlimit { rlim_cur: wanted, rlim_max: wanted },
+                );
+            }
+            Ok(())
+        });
+    }
+}
+
 impl Drop for ChildGuard {
     fn drop(&mut self) {
         let mut reg = registry();
@@ -251,6 +283,40 @@ pub fn require_program(name: &str, package: &str) -> Result<PathBuf, LabError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_given_open_files_gets_that_limit_as_root_and_the_inherited_one_otherwise() {
+        let limit_of = |wanted: Option<u64>| {
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", "ulimit -n; ulimit -Hn"]);
+            if let Some(w) = wanted {
+                give_open_files(&mut cmd, w);
+            }
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{out:?}");
+            let text = String::from_utf8(out.stdout).unwrap();
+            let v: Vec<u64> = text.split_whitespace().map(|n| n.parse().unwrap()).collect();
+            (v[0], v[1])
+        };
+        let (soft, hard) = limit_of(None);
+        let wanted = hard + 12_345;
+        // CAP_SYS_RESOURCE (bit 24 of CapEff) lets root raise a hard limit; containers may drop it.
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let caps = status.lines().find_map(|l| l.strip_prefix("CapEff:")).unwrap().trim();
+        let sys_resource = u64::from_str_radix(caps, 16).unwrap() & (1 << 24) != 0;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 && sys_resource {
+            assert_eq!(limit_of(Some(wanted)), (wanted, wanted), "root raises both limits for the child");
+            assert_eq!(limit_of(Some(16)), (soft, hard), "a limit already large enough is kept");
+        } else {
+            assert_eq!(
+                limit_of(Some(wanted)),
+                (soft, hard),
+                "without the capability nothing changes, and it starts"
+            );
+        }
+        assert_eq!(limit_of(None), (soft, hard), "this process's own limit is untouched");
+    }
 
     #[test]
     fn a_child_and_its_children_have_exited_when_drop_returns() {

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::error::LabError;
-use crate::process::{ChildGuard, require_program};
+use crate::process::{ChildGuard, give_open_files, require_program};
 
 pub use crate::net::Net;
 
@@ -263,6 +263,9 @@ pub fn locus_switch(
 ) -> Result<Server, LabError> {
     let admin = if spec.admin { Some(net.listen_addr("switch", ADMIN_PORT)?) } else { None };
     let mut cmd = net.command("switch", locus)?;
+    // Enough descriptors for `max_connections` in any mode (splice: 6 a connection), plus
+    // pools and listeners, so the switch does not lower its limit to fit the machine's.
+    give_open_files(&mut cmd, spec.max_connections as u64 * 6 + 4096);
     cmd.arg("switch");
     if let Some(bytes) = spec.splice_min_bytes {
         // No flag for it: a configuration file holds it, and the flags below override the rest.

@@ -266,6 +266,7 @@ fn with_a_1024_descriptor_limit_1100_idle_clients_get_503s_past_the_lowered_limi
         .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no warning about max_connections in:\n{log}"));
     assert!(log.contains("max_connections = 10000") && cap > 50 && cap < 1024, "{log}");
+    assert_eq!(status(switch.addrs[1])["max_connections"], cap, "the status shows the limit in force");
 
     let mut idle: Vec<TcpStream> = (0..1100).map(|_| TcpStream::connect(switch.addrs[0]).unwrap()).collect();
     wait_for("every connection accepted", READ_TIMEOUT, || status(switch.addrs[1])["accepted"] == 1100);

@@ -123,6 +123,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         "queued": snap.queued,
         "admission_limit": snap.admission_limit,
         "connections": shared.connections.load(Relaxed),
+        "max_connections": shared.config.limits.max_connections,
         "accepted": c.accepted.load(Relaxed),
         "rejected_over_limit": c.rejected_over_limit.load(Relaxed),
         "shed_no_descriptors": c.shed_no_descriptors.load(Relaxed),
