@@ -59,6 +59,23 @@ pub fn raise_open_file_limit() -> io::Result<RaisedLimit> {
     Ok(RaisedLimit { from: before.soft, limit: OpenFileLimit { soft: target, hard: before.hard } })
 }
 
+/// A server's start: `raise_open_file_limit`, logged, and the limit to plan with (the one in
+/// force if it could not be raised, unlimited if even that cannot be read).
+pub fn raise_open_file_limit_for_server() -> OpenFileLimit {
+    match raise_open_file_limit() {
+        Ok(raised) => {
+            if raised.limit.soft > raised.from {
+                tracing::info!(from = raised.from, to = raised.limit.soft, "raised the open-file limit");
+            }
+            raised.limit
+        }
+        Err(e) => {
+            tracing::warn!("cannot raise the open-file limit: {e}");
+            open_file_limit().unwrap_or(OpenFileLimit { soft: u64::MAX, hard: u64::MAX })
+        }
+    }
+}
+
 /// One line of a budget: `fixed` descriptors, plus `per_connection` for each connection but
 /// no more than `at_most` of those in all (a pool of idle descriptors is bounded both by its
 /// size and by the connections that filled it).

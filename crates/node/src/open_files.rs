@@ -4,7 +4,7 @@
 //! raises the soft open-file limit and caps `max_connections` to fit it; `shed_answer` is the
 //! 503 a worker answers connections with when descriptors run short.
 
-use locus_io::{DescriptorBudget, OpenFileLimit, TooFewDescriptors};
+use locus_io::{DescriptorBudget, TooFewDescriptors};
 
 use crate::config::{NodeConfig, RehandoffPolicy};
 
@@ -51,18 +51,7 @@ pub fn descriptor_budget(config: &NodeConfig, workers: usize) -> DescriptorBudge
 /// start. Connections past the limit are closed at once, as before. A limit that cannot hold
 /// a single connection is an error.
 pub fn connection_limit(config: &NodeConfig, workers: usize) -> Result<usize, TooFewDescriptors> {
-    let limit = match locus_io::raise_open_file_limit() {
-        Ok(raised) => {
-            if raised.limit.soft > raised.from {
-                tracing::info!(from = raised.from, to = raised.limit.soft, "raised the open-file limit");
-            }
-            raised.limit
-        }
-        Err(e) => {
-            tracing::warn!("cannot raise the open-file limit: {e}");
-            locus_io::open_file_limit().unwrap_or(OpenFileLimit { soft: u64::MAX, hard: u64::MAX })
-        }
-    };
+    let limit = locus_io::raise_open_file_limit_for_server();
     let budget = descriptor_budget(config, workers);
     let plan = locus_io::plan_connections(config.limits.max_connections as u64, &budget, limit)?;
     if let Some(warning) = plan.warning() {

@@ -5,7 +5,7 @@
 
 use crate::config::{Mode, SwitchConfig};
 use crate::state::Shared;
-use locus_io::{ConnectionPlan, DescriptorBudget, OpenFileLimit, Refusal, Shedding, TooFewDescriptors};
+use locus_io::{ConnectionPlan, DescriptorBudget, Refusal, Shedding, TooFewDescriptors};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -74,18 +74,7 @@ pub fn descriptor_budget(config: &SwitchConfig) -> DescriptorBudget {
 /// connections into EMFILE by taking too many clients. It refuses to start only when the
 /// limit cannot hold one connection. `locus switch --check` reports the same.
 pub fn plan(config: &SwitchConfig) -> Result<ConnectionPlan, TooFewDescriptors> {
-    let limit = match locus_io::raise_open_file_limit() {
-        Ok(raised) => {
-            if raised.limit.soft > raised.from {
-                tracing::info!(from = raised.from, to = raised.limit.soft, "raised the open-file limit");
-            }
-            raised.limit
-        }
-        Err(e) => {
-            tracing::warn!("cannot raise the open-file limit: {e}");
-            locus_io::open_file_limit().unwrap_or(OpenFileLimit { soft: u64::MAX, hard: u64::MAX })
-        }
-    };
+    let limit = locus_io::raise_open_file_limit_for_server();
     locus_io::plan_connections(config.limits.max_connections as u64, &descriptor_budget(config), limit)
 }
 
@@ -181,11 +170,11 @@ mod tests {
     fn the_default_limits_are_lowered_under_a_1024_descriptor_limit_and_kept_under_a_large_one() {
         let c = config("proxy", "");
         let b = descriptor_budget(&c);
-        let small = OpenFileLimit { soft: 1024, hard: 1024 };
+        let small = locus_io::OpenFileLimit { soft: 1024, hard: 1024 };
         let plan = locus_io::plan_connections(c.limits.max_connections as u64, &b, small).unwrap();
         assert!(plan.lowered_from == Some(10_000) && plan.max_connections > 50, "{plan:?}");
         assert!(b.needed(plan.max_connections) <= 1024);
-        let large = OpenFileLimit { soft: 1 << 20, hard: 1 << 20 };
+        let large = locus_io::OpenFileLimit { soft: 1 << 20, hard: 1 << 20 };
         let plan = locus_io::plan_connections(c.limits.max_connections as u64, &b, large).unwrap();
         assert_eq!((plan.max_connections, plan.lowered_from), (10_000, None));
     }
