@@ -455,6 +455,11 @@ mod tests {
         assert!(err.contains("`warp-drive`") && err.contains("cubic"), "{err}");
         assert_eq!(lab.congestion_control().used, "reno", "a refused algorithm leaves the lab as it was");
         assert!(lab.set_congestion_control("cubic lock").is_err(), "not a name: never reaches `ip`");
+        // Where the algorithm cannot be had, the lab keeps running with what it has and says so.
+        lab.prefer_congestion_control("warp-drive").unwrap();
+        let cc = lab.congestion_control();
+        assert_eq!((cc.wanted.as_str(), cc.used.as_str()), ("warp-drive", "reno"), "{cc}");
+        assert!(!cc.as_wanted() && cc.to_string().starts_with("reno (warp-drive could not be set: "), "{cc}");
         assert_eq!(
             machine("tcp_allowed_congestion_control"),
             allowed,
