@@ -17,7 +17,7 @@ pub use descriptor_pressure::{
 };
 pub use open_files::{
     ConnectionPlan, DescriptorBudget, OpenFileLimit, RaisedLimit, TooFewDescriptors, open_file_limit,
-    plan_connections, raise_open_file_limit, raise_open_file_limit_for_server,
+    plan_connections, raise_open_file_limit, raise_open_file_limit_for_server, system_ceiling,
 };
 pub use read::{mark_read_drained, try_read_buf_drained, try_read_drained};
 pub use signals::TerminationSignals;

@@ -26,7 +26,7 @@ pub fn open_file_limit() -> io::Result<OpenFileLimit> {
 
 /// The most descriptors a process may have on Linux whatever its hard limit says
 /// (`fs.nr_open`); a soft limit above it is refused.
-fn system_ceiling() -> u64 {
+pub fn system_ceiling() -> u64 {
     std::fs::read_to_string("/proc/sys/fs/nr_open")
         .ok()
         .and_then(|s| s.trim().parse().ok())

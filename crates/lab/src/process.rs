@@ -76,11 +76,7 @@ pub fn give_open_files(cmd: &mut Command, wanted: u64) {
     if unsafe { libc::geteuid() } != 0 {
         return;
     }
-    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(1 << 20);
-    let wanted = wanted.min(nr_open) as libc::rlim_t;
+    let wanted = wanted.min(locus_io::system_ceiling()) as libc::rlim_t;
     // SAFETY: getrlimit and setrlimit are async-signal-safe; they run in the forked child
     // before exec, on a struct on its stack.
     unsafe {

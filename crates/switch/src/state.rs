@@ -72,8 +72,8 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The state of a switch whose `config` `SwitchServer::start` has validated.
     pub fn new(config: SwitchConfig) -> Result<Shared, crate::ConfigError> {
-        config.validate()?;
         let weights = config.weights();
         let policy = locus_policy::build(&config.policy, &weights)
             .map_err(|e| crate::ConfigError::Invalid(format!("policy: {e}")))?;
