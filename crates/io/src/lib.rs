@@ -34,5 +34,5 @@ pub use open_files::{
 pub use read::{mark_read_drained, try_read_buf_drained, try_read_drained};
 pub use signals::TerminationSignals;
 pub use splice_pipe::{
-    Pipe, PipePool, SpliceDirection, SpliceError, TunnelBytes, splice, splice_exact, tunnel,
+    Pipe, PipePool, SpliceDirection, SpliceError, TunnelBytes, splice, splice_exact, tunnel, tunnel_through,
 };

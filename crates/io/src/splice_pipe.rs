@@ -1,7 +1,7 @@
 //! Moving bytes between two sockets in the kernel with splice(2): `Pipe` (the non-blocking pipe
 //! the bytes pass through), `PipePool` (a worker's idle pipes), `splice_exact` (exactly `len`
 //! bytes one way, for a delimited body), `SpliceDirection` (one direction of a tunnel, passing
-//! its half-close on) and `tunnel` (both directions until both end).
+//! its half-close on) and `tunnel` / `tunnel_through` (both directions until both end).
 //!
 //! Why splice and not a user-space copy (`tokio::io::copy_bidirectional`): the copy moves every
 //! byte through a buffer (two copies and two system calls per 8 KiB chunk); splice moves page
@@ -302,6 +302,23 @@ pub async fn tunnel(
 ) -> Result<TunnelBytes, SpliceError> {
     let up_pipe = pipes.borrow_mut().take().map_err(SpliceError::Client)?;
     let down_pipe = pipes.borrow_mut().take().map_err(SpliceError::Node)?;
+    let (moved, [up_pipe, down_pipe]) =
+        tunnel_through(client, node, [up_pipe, down_pipe], idle_limit).await?;
+    let mut pool = pipes.borrow_mut();
+    pool.give(up_pipe);
+    pool.give(down_pipe);
+    Ok(moved)
+}
+
+/// [`tunnel`] through the two pipes given, client to node first, which come back (empty)
+/// when the tunnel ends cleanly. Holds no `RefCell` across its waits, so a task running it
+/// can move between threads.
+pub async fn tunnel_through(
+    client: &TcpStream,
+    node: &TcpStream,
+    [up_pipe, down_pipe]: [Pipe; 2],
+    idle_limit: Duration,
+) -> Result<(TunnelBytes, [Pipe; 2]), SpliceError> {
     let mut up = SpliceDirection::new(client, node, up_pipe);
     let mut down = SpliceDirection::new(node, client, down_pipe);
     while !(up.done() && down.done()) {
@@ -326,10 +343,7 @@ pub async fn tunnel(
         }
     }
     let moved = TunnelBytes { client_to_node: up.moved(), node_to_client: down.moved() };
-    let mut pool = pipes.borrow_mut();
-    pool.give(up.into_pipe());
-    pool.give(down.into_pipe());
-    Ok(moved)
+    Ok((moved, [up.into_pipe(), down.into_pipe()]))
 }
 
 #[cfg(test)]
@@ -418,6 +432,27 @@ mod tests {
         let pipes = RefCell::new(PipePool::new(4));
         let r = tunnel(&client, &node, &pipes, Duration::from_secs(1)).await;
         assert!(matches!(r, Err(SpliceError::Timeout)), "{r:?}");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_tunnel_through_its_own_pipes_gives_them_back_empty_and_is_send() {
+        fn assert_send<T: Send>(t: T) -> T {
+            t
+        }
+        let (mut client_peer, client) = pair().await;
+        let (node, mut node_peer) = pair().await;
+        client_peer.write_all(b"ask").await.unwrap();
+        client_peer.shutdown().await.unwrap();
+        node_peer.write_all(b"answer").await.unwrap();
+        node_peer.shutdown().await.unwrap();
+        let pipes = [Pipe::new().unwrap(), Pipe::new().unwrap()];
+        let relayed = assert_send(tunnel_through(&client, &node, pipes, Duration::from_secs(5)));
+        let (moved, _pipes) = relayed.await.unwrap();
+        assert_eq!(moved, TunnelBytes { client_to_node: 3, node_to_client: 6 });
+        let (mut asked, mut answered) = (Vec::new(), Vec::new());
+        node_peer.read_to_end(&mut asked).await.unwrap();
+        client_peer.read_to_end(&mut answered).await.unwrap();
+        assert_eq!((&asked[..], &answered[..]), (&b"ask"[..], &b"answer"[..]));
     }
 
     #[test]
