@@ -1,10 +1,14 @@
-//! What an accept loop does when accepting fails for a reason shedding cannot take care of
-//! (see `Shedding`): `AcceptBackoff` tells an error that concerns one connection (try again at
-//! once) from one that concerns the process (no descriptor and no spare to shed with, ENFILE,
-//! ENOMEM, ENOBUFS: pause, so the loop does not spin), and says so at most once a second.
+//! What an accept loop does when accepting fails: `AcceptBackoff::recover` sheds a waiting
+//! connection when the process is out of descriptors (see `Shedding`), and otherwise tells an
+//! error that concerns one connection (try again at once) from one that concerns the process
+//! (no descriptor and no spare to shed with, ENFILE, ENOMEM, ENOBUFS: pause, so the loop does
+//! not spin), and says so at most once a second.
 
+use crate::descriptor_pressure::{Refusal, Shedding, is_out_of_descriptors};
 use std::io;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
 
 /// How long an accept loop pauses after an error that concerns the process.
 ///
@@ -28,6 +32,18 @@ pub fn is_connection_error(e: &io::Error) -> bool {
     ) || e.raw_os_error() == Some(libc::EPROTO)
 }
 
+/// What came of a failed accept (see [`AcceptBackoff::recover`]).
+#[derive(Debug)]
+pub enum AcceptRecovery {
+    /// Out of descriptors, a waiting connection was answered 503 and closed: count it.
+    Shed,
+    /// Out of descriptors, a waiting connection was taken, and descriptors were free again by
+    /// then: serve it as if just accepted.
+    Admitted(TcpStream, SocketAddr),
+    /// Accept again (after the pause, if the error called for one).
+    AcceptAgain,
+}
+
 /// One accept loop's back-off: see the module documentation.
 #[derive(Debug, Default)]
 pub struct AcceptBackoff {
@@ -37,6 +53,29 @@ pub struct AcceptBackoff {
 impl AcceptBackoff {
     pub fn new() -> AcceptBackoff {
         AcceptBackoff::default()
+    }
+
+    /// Accepting on `listener` (called `what` in the log) failed with `e`. Out of
+    /// descriptors, `shedding` refuses a waiting connection with its spare descriptor (or
+    /// takes it, if descriptors are free again by then); when it cannot, or for any other
+    /// error, [`after`](Self::after) decides whether to pause.
+    pub async fn recover(
+        &mut self,
+        what: &str,
+        shedding: &mut Shedding,
+        listener: &TcpListener,
+        e: io::Error,
+    ) -> AcceptRecovery {
+        if is_out_of_descriptors(&e) {
+            match shedding.out_of_descriptors(listener, &e).await {
+                Refusal::Refused => return AcceptRecovery::Shed,
+                Refusal::Admitted(stream, peer) => return AcceptRecovery::Admitted(stream, peer),
+                Refusal::NoneWaiting => return AcceptRecovery::AcceptAgain,
+                Refusal::CannotAccept(_) => {}
+            }
+        }
+        self.after(what, &e).await;
+        AcceptRecovery::AcceptAgain
     }
 
     /// Accepting on the listener called `what` failed with `e`: return at once for an error
@@ -99,5 +138,28 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::ZERO);
         backoff.after("test", &io::Error::from_raw_os_error(libc::ENOMEM)).await;
         assert_eq!(start.elapsed(), ACCEPT_BACKOFF);
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn out_of_descriptors_a_waiting_connection_is_taken_when_descriptors_are_free_again() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut shedding = Shedding::new(b"HTTP/1.1 503 x\r\n\r\n".to_vec());
+        let mut backoff = AcceptBackoff::new();
+        let emfile = || io::Error::from_raw_os_error(libc::EMFILE);
+        let start = tokio::time::Instant::now();
+        let none = backoff.recover("test", &mut shedding, &listener, emfile()).await;
+        assert!(matches!(none, AcceptRecovery::AcceptAgain), "{none:?}");
+        let _client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        tokio::task::yield_now().await;
+        let mut taken = backoff.recover("test", &mut shedding, &listener, emfile()).await;
+        for _ in 0..100 {
+            if !matches!(taken, AcceptRecovery::AcceptAgain) {
+                break;
+            }
+            tokio::task::yield_now().await;
+            taken = backoff.recover("test", &mut shedding, &listener, emfile()).await;
+        }
+        assert!(matches!(taken, AcceptRecovery::Admitted(..)), "{taken:?}");
+        assert_eq!(start.elapsed(), Duration::ZERO, "shedding does not pause");
     }
 }

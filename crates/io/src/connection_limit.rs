@@ -35,6 +35,14 @@ impl ConnectionLimit {
         Some(ConnectionSlot(self.clone()))
     }
 
+    /// A place for a connection that must be served whatever the count (one the server
+    /// already holds and cannot turn away, such as the switch's connection restored after a
+    /// node refused it): counted like the others, even past `max`.
+    pub fn claim_always(self: &Arc<Self>) -> ConnectionSlot {
+        self.open.fetch_add(1, Relaxed);
+        ConnectionSlot(self.clone())
+    }
+
     /// Connections open now.
     pub fn open(&self) -> usize {
         self.open.load(Relaxed)
@@ -90,6 +98,17 @@ mod tests {
             drop(slot);
         });
         drop(rt);
+        assert_eq!(limit.open(), 0);
+    }
+
+    #[test]
+    fn a_place_claimed_always_is_counted_past_the_maximum_and_given_back() {
+        let limit = ConnectionLimit::new(1);
+        let first = limit.claim().unwrap();
+        let restored = limit.claim_always();
+        assert_eq!(limit.open(), 2);
+        assert!(limit.claim().is_none());
+        drop((first, restored));
         assert_eq!(limit.open(), 0);
     }
 

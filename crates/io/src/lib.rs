@@ -18,7 +18,7 @@ mod read;
 mod signals;
 mod splice_pipe;
 
-pub use accept_backoff::{ACCEPT_BACKOFF, AcceptBackoff, is_connection_error};
+pub use accept_backoff::{ACCEPT_BACKOFF, AcceptBackoff, AcceptRecovery, is_connection_error};
 pub use config_file_args::ConfigFileArgs;
 pub use connection_limit::{ConnectionLimit, ConnectionSlot};
 pub use descriptor_pressure::{

@@ -19,7 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use locus_handoff::ControlKey;
 use locus_http::Limits;
-use locus_io::{AcceptBackoff, BindRetry, Pipe, Refusal, Shedding, SpliceError, TaskTracker};
+use locus_io::{AcceptBackoff, AcceptRecovery, BindRetry, Pipe, Shedding, SpliceError, TaskTracker};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -126,26 +126,6 @@ async fn relay_to_upstream(
     }
 }
 
-/// Out of descriptors: refuse a connection waiting on `listener` with the spare descriptor
-/// (or take it, if descriptors are free again by then). `Err` when that cannot be done and
-/// the worker must back off; `Ok(None)` when there is nothing more to do.
-async fn shed_waiting(
-    shedding: &mut Shedding,
-    listener: &TcpListener,
-    node: &NodeContext,
-    e: &io::Error,
-) -> Result<Option<(TcpStream, SocketAddr)>, ()> {
-    match shedding.out_of_descriptors(listener, e).await {
-        Refusal::Refused => {
-            count(&node.metrics.connections_refused);
-            Ok(None)
-        }
-        Refusal::Admitted(stream, peer) => Ok(Some((stream, peer))),
-        Refusal::NoneWaiting => Ok(None),
-        Refusal::CannotAccept(_) => Err(()),
-    }
-}
-
 /// One worker's accept loop: what it keeps from one connection to the next.
 struct Acceptor {
     w: Arc<WorkerContext>,
@@ -214,21 +194,12 @@ async fn accept_loop(
             }
             accepted = listener.accept() => accepted,
         };
-        let accepted = match accepted {
-            Err(e) if locus_io::is_out_of_descriptors(&e) => {
-                match shed_waiting(&mut acceptor.shedding, &listener, &node, &e).await {
-                    Ok(Some(taken)) => Ok(taken),
-                    Ok(None) => continue,
-                    Err(()) => Err(e),
-                }
-            }
-            other => other,
-        };
         match accepted {
             Ok((stream, peer)) => acceptor.admit(stream, peer),
-            Err(e) => tokio::select! {
-                _ = shutdown.changed() => break,
-                () = backoff.after("worker", &e) => {}
+            Err(e) => match backoff.recover("worker", &mut acceptor.shedding, &listener, e).await {
+                AcceptRecovery::Shed => count(&node.metrics.connections_refused),
+                AcceptRecovery::Admitted(stream, peer) => acceptor.admit(stream, peer),
+                AcceptRecovery::AcceptAgain => {}
             },
         }
     }
