@@ -225,6 +225,7 @@ async fn serve_admin_connection(mut stream: TcpStream, node: Arc<NodeContext>) {
 /// Accept admin connections until shutdown.
 pub async fn serve_admin(listener: TcpListener, node: Arc<NodeContext>, mut shutdown: watch::Receiver<bool>) {
     let mut connections = tokio::task::JoinSet::new();
+    let mut backoff = locus_io::AcceptBackoff::new();
     loop {
         tokio::select! {
             biased;
@@ -234,10 +235,7 @@ pub async fn serve_admin(listener: TcpListener, node: Arc<NodeContext>, mut shut
                     while connections.try_join_next().is_some() {}
                     connections.spawn(serve_admin_connection(stream, node.clone()));
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "admin accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                Err(e) => backoff.after("admin listener", &e).await,
             },
         }
     }

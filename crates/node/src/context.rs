@@ -1,8 +1,7 @@
 //! `NodeContext`: everything the connections of a running node share (configuration limits,
 //! document root, document store, storage model, origin, class table, CPU pool, counters);
 //! `WorkerContext`: what belongs to one worker thread (its counters, origin and peer
-//! connections, the handoff agent, shutdown signal); `ConnectionSlot`: one open connection
-//! counted against `max_connections`.
+//! connections, the handoff agent, shutdown signal).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -10,6 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use locus_http::Limits;
+use locus_io::ConnectionSlot;
 use tokio::sync::watch;
 
 use crate::backend_forward::PeerConnections;
@@ -50,6 +50,13 @@ impl NodeContext {
         self.shutting_down.load(Ordering::Relaxed)
     }
 
+    /// A place for one more client connection (accepted, or restored after a handoff),
+    /// counted in `active_connections` until the slot is dropped; `None` when
+    /// `max_connections` are open already.
+    pub fn claim_connection(&self) -> Option<ConnectionSlot> {
+        self.metrics.connections.claim()
+    }
+
     /// Miss cost handed to GDS/GDSF for an object of `len` bytes: the modelled disk time in
     /// ms with a storage model, otherwise 1 (so GDS aims at hit ratio).
     pub fn miss_cost(&self, len: u64) -> f64 {
@@ -74,28 +81,6 @@ pub struct WorkerContext {
 impl WorkerContext {
     pub fn counters(&self) -> &WorkerCounters {
         self.node.metrics.worker(self.index)
-    }
-}
-
-/// One open client connection, counted in `active_connections` from `claim` until dropped,
-/// however the connection ends (accepted, or restored after a handoff).
-pub struct ConnectionSlot(Arc<NodeContext>);
-
-impl ConnectionSlot {
-    /// Count one more connection, unless `max_connections` are open already.
-    pub fn claim(node: &Arc<NodeContext>) -> Option<ConnectionSlot> {
-        let open = node.metrics.active_connections.fetch_add(1, Ordering::Relaxed);
-        if open >= node.limits.max_connections {
-            node.metrics.active_connections.fetch_sub(1, Ordering::Relaxed);
-            return None;
-        }
-        Some(ConnectionSlot(node.clone()))
-    }
-}
-
-impl Drop for ConnectionSlot {
-    fn drop(&mut self) {
-        self.0.metrics.active_connections.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -15,11 +15,12 @@ use locus_handoff::{
     ConnectionId, ControlChannel, ControlConfig, ControlError, ControlKey, ControlReceiver, ControlSender,
     HandoffMessage, PreparedSocket, RestoreOptions, TcpRepairState, restore_prepared,
 };
+use locus_io::{AcceptBackoff, ConnectionSlot};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::{HandoffConfig, RehandoffPolicy};
-use crate::context::{ConnectionSlot, NodeContext, count};
+use crate::context::{NodeContext, count};
 
 /// How often restored connections are checked for a `Go` that did not come.
 const GO_SWEEP: Duration = Duration::from_millis(100);
@@ -27,8 +28,6 @@ const GO_SWEEP: Duration = Duration::from_millis(100);
 /// about this long: TCP keepalive probes when idle, TCP_USER_TIMEOUT for unacknowledged
 /// frames. Until then, frames written to it are lost with it.
 const DEAD_SWITCH: Duration = Duration::from_secs(10);
-/// Pause after an accept error of the control listener.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// A restored connection on its way to a worker event loop, after `Go`.
 pub struct AdoptedConnection {
@@ -179,6 +178,7 @@ impl HandoffAgent {
     ) {
         self.refill_prepared();
         let mut tasks = tokio::task::JoinSet::new();
+        let mut backoff = AcceptBackoff::new();
         let mut sweep = tokio::time::interval(GO_SWEEP);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (channels_tx, mut channels_rx) = mpsc::unbounded_channel();
@@ -203,10 +203,7 @@ impl HandoffAgent {
                             }
                         });
                     }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "handoff control listener: accept failed");
-                        tokio::time::sleep(ACCEPT_BACKOFF).await;
-                    }
+                    Err(e) => backoff.after("handoff control listener", &e).await,
                 },
                 _ = sweep.tick() => self.expire_awaiting_go(),
             }
@@ -372,7 +369,7 @@ impl HandoffAgent {
         if self.awaiting_go.lock().contains_key(&id) {
             return Err(format!("{id} is already restored and waiting for Go"));
         }
-        let slot = ConnectionSlot::claim(&self.node).ok_or_else(|| {
+        let slot = self.node.claim_connection().ok_or_else(|| {
             format!("node is at its maximum of {} connections", self.node.limits.max_connections)
         })?;
         let prepared = match self.prepared.lock().pop() {

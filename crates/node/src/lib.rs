@@ -31,7 +31,6 @@ mod server;
 mod shared_pages;
 mod static_files;
 mod storage_model;
-mod upstream_relay;
 
 pub use byte_range::{RangeOutcome, evaluate_range};
 pub use byte_size::{ByteSize, InvalidByteSize};

@@ -1,8 +1,11 @@
 //! Counters of a running node: one cache-line-aligned block per worker thread (so the hot
 //! path never shares a counter between cores), summed on read into `NodeStats`, plus the
-//! node-wide connection gauge and handoff counters.
+//! node-wide connection limit (its open count is the connection gauge) and handoff counters.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use locus_io::ConnectionLimit;
 
 use serde::Serialize;
 
@@ -94,8 +97,8 @@ impl WorkerCounters {
 /// All counters of a node.
 pub struct NodeMetrics {
     workers: Box<[WorkerCounters]>,
-    /// Open client connections.
-    pub active_connections: AtomicUsize,
+    /// Open client connections (each holds a slot from `claim`) against `max_connections`.
+    pub connections: Arc<ConnectionLimit>,
     /// Connections accepted since start.
     pub connections_total: AtomicU64,
     /// Connections closed at once because `max_connections` were open.
@@ -121,12 +124,13 @@ pub struct NodeMetrics {
 }
 
 impl NodeMetrics {
-    /// Counters for `workers` workers. Each worker's block is written only by that worker's
-    /// thread (a lost update from a stray writer would only skew a statistic).
-    pub fn new(workers: usize) -> NodeMetrics {
+    /// Counters for `workers` workers, and a limit of `max_connections` open connections.
+    /// Each worker's block is written only by that worker's thread (a lost update from a
+    /// stray writer would only skew a statistic).
+    pub fn new(workers: usize, max_connections: usize) -> NodeMetrics {
         NodeMetrics {
             workers: (0..workers.max(1)).map(|_| WorkerCounters::default()).collect(),
-            active_connections: AtomicUsize::new(0),
+            connections: ConnectionLimit::new(max_connections),
             connections_total: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
             handoffs_accepted: AtomicU64::new(0),
@@ -165,7 +169,7 @@ impl NodeMetrics {
             bytes_sent: sum(|w| &w.bytes_sent),
             in_flight: (sum(|w| &w.in_flight) as i64).max(0) as u64,
             unanswered: sum(|w| &w.unanswered),
-            active_connections: self.active_connections.load(Ordering::Relaxed) as u64,
+            active_connections: self.connections.open() as u64,
             connections_total: self.connections_total.load(Ordering::Relaxed),
             connections_refused: self.connections_refused.load(Ordering::Relaxed),
             handoffs_accepted: self.handoffs_accepted.load(Ordering::Relaxed),
@@ -236,7 +240,7 @@ mod tests {
 
     #[test]
     fn counters_sum_over_workers_and_track_in_flight() {
-        let m = NodeMetrics::new(2);
+        let m = NodeMetrics::new(2, 10);
         m.worker(0).request_started();
         m.worker(1).request_started();
         m.worker(1).request_finished(200);

@@ -3,10 +3,12 @@
 //! connections; a connection never changes thread), an admin thread, the CPU pool, and with
 //! `[handoff]` the handoff agent's thread, whose restored connections are adopted by the
 //! workers round-robin (each worker's loop also takes them from its adoption queue).
-//! The soft open-file limit is raised and `max_connections` fitted to it at start; short of
-//! descriptors, new connections are answered 503 (see `locus_io::Shedding`), and other accept
-//! errors back off instead of spinning; shutdown stops accepting, closes idle connections,
-//! lets in-flight requests finish within the drain timeout, and joins it all.
+//! The soft open-file limit is raised and `max_connections` fitted to it at start. The accept
+//! loop is the one `locus_io` gives both servers: listeners from `bind_listeners`, new
+//! connections shed with a 503 when descriptors run short (`Shedding`), other accept errors
+//! backed off from (`AcceptBackoff`), one `ConnectionSlot` per open connection, and shutdown
+//! by `drain` (stop accepting, close idle connections, let in-flight requests finish within
+//! the drain timeout), after which it all is joined.
 
 use std::io;
 use std::net::SocketAddr;
@@ -15,18 +17,18 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
+use locus_handoff::ControlKey;
 use locus_http::Limits;
-use locus_io::{Refusal, Shedding};
-use socket2::{Domain, Protocol, Socket, Type};
+use locus_io::{AcceptBackoff, AcceptRecovery, BindRetry, Pipe, Shedding, SpliceError, TaskTracker};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 use crate::admin::serve_admin;
 use crate::class_table::ClassTable;
-use crate::config::{ConfigError, NodeConfig, available_cpus};
+use crate::config::{ConfigError, HandoffConfig, NodeConfig, available_cpus};
 use crate::connection;
-use crate::context::{ConnectionSlot, NodeContext, WorkerContext, count};
+use crate::context::{NodeContext, WorkerContext, count};
 use crate::cpu_pool::CpuPool;
 use crate::doc_store::DocStore;
 use crate::document_root::DocumentRoot;
@@ -38,11 +40,6 @@ use crate::origin::{OriginAddr, OriginPool};
 use crate::request_router::RequestRouter;
 use crate::storage_model::StorageModel;
 
-/// How long a worker sleeps after an accept error it cannot shed (EMFILE with no spare
-/// descriptor, ENOMEM, ENOBUFS).
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
-const LISTEN_BACKLOG: i32 = 4096;
-
 /// A running node; see the module documentation. Dropping it shuts it down like `shutdown`.
 pub struct NodeServer {
     addr: SocketAddr,
@@ -51,39 +48,6 @@ pub struct NodeServer {
     node: Arc<NodeContext>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
-}
-
-fn bind_listener(addr: SocketAddr, reuse_port: bool) -> io::Result<std::net::TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    if reuse_port {
-        socket.set_reuse_port(true)?;
-    }
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(LISTEN_BACKLOG)?;
-    Ok(socket.into())
-}
-
-/// `n` listeners on `addr`: the first binds (picking the port if it is 0), the others join
-/// it with SO_REUSEPORT.
-fn bind_listeners(addr: SocketAddr, n: usize) -> io::Result<Vec<std::net::TcpListener>> {
-    let first = bind_listener(addr, n > 1)?;
-    let bound = first.local_addr()?;
-    let mut listeners = vec![first];
-    for _ in 1..n {
-        listeners.push(bind_listener(bound, true)?);
-    }
-    Ok(listeners)
-}
-
-/// Accept errors that concern one connection only (retry at once) rather than the process
-/// (back off).
-fn is_connection_error(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset | io::ErrorKind::Interrupted
-    ) || e.raw_os_error() == Some(libc::EPROTO)
 }
 
 /// The next restored connection for this worker; never resolves without an adoption queue
@@ -126,18 +90,7 @@ async fn serve_adopted(adopted: AdoptedConnection, w: &WorkerContext, agent: Arc
     }
     match agent.upstream() {
         Some(addr) => {
-            match tokio::time::timeout(limit, TcpStream::connect(addr)).await {
-                Ok(Ok(upstream)) => {
-                    let _ = upstream.set_nodelay(true);
-                    if let Err(e) = crate::upstream_relay::relay(&stream, &upstream, limit).await {
-                        tracing::debug!(%id, upstream = %addr, error = %e, "upstream relay ended");
-                    }
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(%id, upstream = %addr, error = %e, "connecting to the upstream failed")
-                }
-                Err(_) => tracing::warn!(%id, upstream = %addr, "connecting to the upstream timed out"),
-            }
+            relay_to_upstream(&stream, addr, limit, id).await;
             agent.connection_closed(id);
         }
         None => {
@@ -148,23 +101,75 @@ async fn serve_adopted(adopted: AdoptedConnection, w: &WorkerContext, agent: Arc
     drop(slot);
 }
 
-/// Out of descriptors: refuse a connection waiting on `listener` with the spare descriptor
-/// (or take it, if descriptors are free again by then). `Err` when that cannot be done and
-/// the worker must back off; `Ok(None)` when there is nothing more to do.
-async fn shed_waiting(
-    shedding: &mut Shedding,
-    listener: &TcpListener,
-    node: &NodeContext,
-    e: &io::Error,
-) -> Result<Option<(TcpStream, SocketAddr)>, ()> {
-    match shedding.out_of_descriptors(listener, e).await {
-        Refusal::Refused => {
-            count(&node.metrics.connections_refused);
-            Ok(None)
+/// Connect to the upstream at `addr` and join it to `client` in the kernel (`locus_io::tunnel_through`,
+/// two new pipes, closed after) until both directions end or nothing moves for `limit`.
+async fn relay_to_upstream(
+    client: &TcpStream,
+    addr: SocketAddr,
+    limit: Duration,
+    id: impl std::fmt::Display,
+) {
+    match tokio::time::timeout(limit, TcpStream::connect(addr)).await {
+        Ok(Ok(upstream)) => {
+            let _ = upstream.set_nodelay(true);
+            let relayed = async {
+                let pipes =
+                    [Pipe::new().map_err(SpliceError::Client)?, Pipe::new().map_err(SpliceError::Node)?];
+                locus_io::tunnel_through(client, &upstream, pipes, limit).await
+            };
+            if let Err(e) = relayed.await {
+                tracing::debug!(%id, upstream = %addr, error = %e, "upstream relay ended");
+            }
         }
-        Refusal::Admitted(stream, peer) => Ok(Some((stream, peer))),
-        Refusal::NoneWaiting => Ok(None),
-        Refusal::CannotAccept(_) => Err(()),
+        Ok(Err(e)) => tracing::warn!(%id, upstream = %addr, error = %e, "connecting to the upstream failed"),
+        Err(_) => tracing::warn!(%id, upstream = %addr, "connecting to the upstream timed out"),
+    }
+}
+
+/// One worker's accept loop: what it keeps from one connection to the next.
+struct Acceptor {
+    w: Arc<WorkerContext>,
+    /// The handoff agent, when it routes requests of connections cloned to it.
+    cloning: Option<Arc<HandoffAgent>>,
+    shedding: Shedding,
+    /// The connections in flight, waited for at shutdown.
+    connections: TaskTracker,
+}
+
+impl Acceptor {
+    /// Serve `stream`, just accepted from `peer`, unless it took one of the last descriptors
+    /// (answered 503 by `shedding`) or `max_connections` are open (closed at once).
+    fn admit(&mut self, stream: TcpStream, peer: SocketAddr) {
+        let node = &self.w.node;
+        let Some(stream) = self.shedding.admit(stream) else {
+            count(&node.metrics.connections_refused);
+            return;
+        };
+        let Some(slot) = node.claim_connection() else {
+            count(&node.metrics.connections_refused);
+            drop(stream);
+            return;
+        };
+        count(&node.metrics.connections_total);
+        let _ = stream.set_nodelay(true);
+        let router = self.cloning.as_ref().and_then(|agent| {
+            let id = cloned_connection_id(peer, stream.local_addr().ok()?)?;
+            Some(RequestRouter::cloned(agent.clone(), id))
+        });
+        let w = self.w.clone();
+        self.connections.spawn(async move {
+            connection::serve(stream, &w, router).await;
+            drop(slot);
+        });
+    }
+
+    /// Serve a connection restored after a handoff (its slot came with it).
+    fn adopt(&mut self, adopted: AdoptedConnection) {
+        count(&self.w.node.metrics.connections_total);
+        if let Some(agent) = self.w.handoff.clone() {
+            let w = self.w.clone();
+            self.connections.spawn(async move { serve_adopted(adopted, &w, agent).await });
+        }
     }
 }
 
@@ -175,80 +180,32 @@ async fn accept_loop(
 ) {
     let node = w.node.clone();
     let mut shutdown = w.shutdown.clone();
-    let mut connections = tokio::task::JoinSet::new();
-    let mut last_warning: Option<std::time::Instant> = None;
+    let mut backoff = AcceptBackoff::new();
     let cloning = w.handoff.clone().filter(|a| a.clone_mode());
-    let mut shedding = Shedding::new(shed_answer(&node.node_headers));
+    let shedding = Shedding::new(shed_answer(&node.node_headers));
+    let mut acceptor = Acceptor { w, cloning, shedding, connections: TaskTracker::new() };
     loop {
         let accepted = tokio::select! {
             biased;
             _ = shutdown.changed() => break,
             adopted = next_adopted(&mut adoptions) => {
-                while connections.try_join_next().is_some() {}
-                count(&node.metrics.connections_total);
-                if let Some(agent) = w.handoff.clone() {
-                    let w = w.clone();
-                    connections.spawn(async move { serve_adopted(adopted, &w, agent).await });
-                }
+                acceptor.adopt(adopted);
                 continue;
             }
             accepted = listener.accept() => accepted,
         };
-        let accepted = match accepted {
-            Err(e) if locus_io::is_out_of_descriptors(&e) => {
-                match shed_waiting(&mut shedding, &listener, &node, &e).await {
-                    Ok(Some(taken)) => Ok(taken),
-                    Ok(None) => continue,
-                    Err(()) => Err(e),
-                }
-            }
-            other => other,
-        };
         match accepted {
-            Ok((stream, peer)) => {
-                while connections.try_join_next().is_some() {}
-                let Some(stream) = shedding.admit(stream) else {
-                    count(&node.metrics.connections_refused);
-                    continue;
-                };
-                let Some(slot) = ConnectionSlot::claim(&node) else {
-                    count(&node.metrics.connections_refused);
-                    drop(stream);
-                    continue;
-                };
-                count(&node.metrics.connections_total);
-                let _ = stream.set_nodelay(true);
-                let router = cloning.as_ref().and_then(|agent| {
-                    let id = cloned_connection_id(peer, stream.local_addr().ok()?)?;
-                    Some(RequestRouter::cloned(agent.clone(), id))
-                });
-                let w = w.clone();
-                connections.spawn(async move {
-                    connection::serve(stream, &w, router).await;
-                    drop(slot);
-                });
-            }
-            Err(e) if is_connection_error(&e) => {}
-            Err(e) => {
-                if last_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                    tracing::warn!(error = %e, "accept failed; backing off");
-                    last_warning = Some(std::time::Instant::now());
-                }
-                tokio::select! {
-                    _ = shutdown.changed() => break,
-                    () = tokio::time::sleep(ACCEPT_BACKOFF) => {}
-                }
-            }
+            Ok((stream, peer)) => acceptor.admit(stream, peer),
+            Err(e) => match backoff.recover("worker", &mut acceptor.shedding, &listener, e).await {
+                AcceptRecovery::Shed => count(&node.metrics.connections_refused),
+                AcceptRecovery::Admitted(stream, peer) => acceptor.admit(stream, peer),
+                AcceptRecovery::AcceptAgain => {}
+            },
         }
     }
-    drop(listener);
     let drain = Duration::from_millis(node.limits.drain_timeout_ms);
-    let finished =
-        tokio::time::timeout(drain, async { while connections.join_next().await.is_some() {} }).await;
-    if finished.is_err() {
-        tracing::warn!(open = connections.len(), "drain timeout: closing remaining connections");
-    }
-    connections.shutdown().await;
+    // Whatever is still open after the drain is closed when the event loop shuts down.
+    locus_io::drain(listener, &acceptor.connections, drain).await;
 }
 
 fn runtime(name: &str) -> io::Result<tokio::runtime::Runtime> {
@@ -292,6 +249,93 @@ where
     })
 }
 
+/// The listeners of a node, bound before any thread starts.
+struct Listeners {
+    /// One per worker on the client-facing address.
+    workers: Vec<std::net::TcpListener>,
+    admin: Option<std::net::TcpListener>,
+    /// The handoff agent's control listener, with its configuration and key.
+    handoff: Option<(HandoffConfig, ControlKey, std::net::TcpListener)>,
+}
+
+impl Listeners {
+    /// Bind the client-facing listeners (a port still held by a node just stopped is waited
+    /// for, see `BindRetry::PATIENT`), the admin one and the handoff agent's.
+    fn bind(config: &NodeConfig, workers: usize) -> Result<Listeners, NodeError> {
+        let bind =
+            |addr| locus_io::bind_listener(addr, false).map_err(|error| NodeError::Bind { addr, error });
+        let client = locus_io::bind_listeners(config.listen, workers, BindRetry::PATIENT)
+            .map_err(|error| NodeError::Bind { addr: config.listen, error })?;
+        let admin = config.admin.map(bind).transpose()?;
+        let handoff = match &config.handoff {
+            Some(h) => Some((h.clone(), h.control_key()?, bind(h.listen)?)),
+            None => None,
+        };
+        Ok(Listeners { workers: client, admin, handoff })
+    }
+
+    /// The client-facing, admin and handoff addresses.
+    fn addrs(&self) -> io::Result<(SocketAddr, Option<SocketAddr>, Option<SocketAddr>)> {
+        let addr = self.workers[0].local_addr()?;
+        let admin = self.admin.as_ref().map(|l| l.local_addr()).transpose()?;
+        let handoff = self.handoff.as_ref().map(|(_, _, l)| l.local_addr()).transpose()?;
+        Ok((addr, admin, handoff))
+    }
+}
+
+/// What the connections of a node started with `config` share.
+fn node_context(
+    config: &NodeConfig,
+    workers: usize,
+    origin: Option<OriginAddr>,
+) -> Result<NodeContext, NodeError> {
+    let cpu_threads = if config.cpu_threads == 0 { available_cpus() } else { config.cpu_threads };
+    let root = match DocumentRoot::new(&config.root) {
+        Ok(root) => Some(root),
+        Err(_) if origin.is_some() => None,
+        Err(source) => return Err(NodeError::Root { path: config.root.clone(), error: source }),
+    };
+    let classes = ClassTable::new(&config.classes, config.seed)?;
+    Ok(NodeContext {
+        name: config.name.clone(),
+        node_headers: Bytes::from(format!("Server: locus\r\nX-Locus-Node: {}\r\n", config.name)),
+        parse_limits: Limits {
+            max_head_bytes: config.limits.max_head_bytes.bytes() as usize,
+            max_headers: config.limits.max_headers,
+        },
+        header_timeout: Duration::from_millis(config.limits.header_timeout_ms),
+        keepalive_timeout: Duration::from_millis(config.limits.keepalive_timeout_ms),
+        limits: config.limits.clone(),
+        root,
+        origin,
+        store: DocStore::new(
+            config.cache.capacity.bytes(),
+            config.cache.max_object.bytes(),
+            config.cache.replacement,
+            config.cache.revalidate_ms,
+        ),
+        storage: config.storage.map(StorageModel::new),
+        classes,
+        cpu: CpuPool::new(cpu_threads, "node").map_err(NodeError::Start)?,
+        metrics: NodeMetrics::new(workers, config.limits.max_connections),
+        server_names: config.server_names.clone(),
+        shutting_down: Default::default(),
+    })
+}
+
+/// The handoff agent for `config` (none without `[handoff]`), and each worker's queue of the
+/// connections it restores.
+fn handoff_agent(
+    node: &Arc<NodeContext>,
+    config: Option<&HandoffConfig>,
+    workers: usize,
+) -> (Option<Arc<HandoffAgent>>, Vec<Option<mpsc::UnboundedReceiver<AdoptedConnection>>>) {
+    let Some(h) = config else { return (None, (0..workers).map(|_| None).collect()) };
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..workers).map(|_| mpsc::unbounded_channel()).unzip();
+    let agent = Arc::new(HandoffAgent::new(node.clone(), h, senders));
+    (Some(agent), receivers.into_iter().map(Some).collect())
+}
+
 impl NodeServer {
     /// Start a node: bind its listeners, start its threads, return once it accepts.
     pub fn start(mut config: NodeConfig) -> Result<NodeServer, NodeError> {
@@ -299,86 +343,19 @@ impl NodeServer {
         config.validate()?;
         let workers = if config.workers == 0 { available_cpus() } else { config.workers };
         config.limits.max_connections = crate::open_files::connection_limit(&config, workers)?;
-        let cpu_threads = if config.cpu_threads == 0 { available_cpus() } else { config.cpu_threads };
         let origin = match &config.origin {
             Some(o) => Some(o.parse::<OriginAddr>().map_err(ConfigError::Invalid)?),
             None => None,
         };
-        let root = match DocumentRoot::new(&config.root) {
-            Ok(root) => Some(root),
-            Err(_) if origin.is_some() => None,
-            Err(source) => return Err(NodeError::Root { path: config.root.clone(), error: source }),
-        };
-        let classes = ClassTable::new(&config.classes, config.seed)?;
-        let listeners = bind_listeners(config.listen, workers)
-            .map_err(|source| NodeError::Bind { addr: config.listen, error: source })?;
-        let addr = listeners[0].local_addr().map_err(NodeError::Start)?;
-        let admin_listener = match config.admin {
-            Some(a) => {
-                let l =
-                    bind_listener(a, false).map_err(|source| NodeError::Bind { addr: a, error: source })?;
-                Some(l)
-            }
-            None => None,
-        };
-        let admin_addr =
-            admin_listener.as_ref().map(|l| l.local_addr()).transpose().map_err(NodeError::Start)?;
-        let handoff_listener = match &config.handoff {
-            Some(h) => {
-                let key = h.control_key()?;
-                let l = bind_listener(h.listen, false)
-                    .map_err(|source| NodeError::Bind { addr: h.listen, error: source })?;
-                Some((h.clone(), key, l))
-            }
-            None => None,
-        };
-        let handoff_addr = handoff_listener
-            .as_ref()
-            .map(|(_, _, l)| l.local_addr())
-            .transpose()
-            .map_err(NodeError::Start)?;
-
-        let node_headers = Bytes::from(format!("Server: locus\r\nX-Locus-Node: {}\r\n", config.name));
-        let node = Arc::new(NodeContext {
-            name: config.name.clone(),
-            node_headers,
-            parse_limits: Limits {
-                max_head_bytes: config.limits.max_head_bytes.bytes() as usize,
-                max_headers: config.limits.max_headers,
-            },
-            header_timeout: Duration::from_millis(config.limits.header_timeout_ms),
-            keepalive_timeout: Duration::from_millis(config.limits.keepalive_timeout_ms),
-            limits: config.limits.clone(),
-            root,
-            origin: origin.clone(),
-            store: DocStore::new(
-                config.cache.capacity.bytes(),
-                config.cache.max_object.bytes(),
-                config.cache.replacement,
-                config.cache.revalidate_ms,
-            ),
-            storage: config.storage.map(StorageModel::new),
-            classes,
-            cpu: CpuPool::new(cpu_threads, "node").map_err(NodeError::Start)?,
-            metrics: NodeMetrics::new(workers),
-            server_names: config.server_names.clone(),
-            shutting_down: Default::default(),
-        });
-
+        let node = Arc::new(node_context(&config, workers, origin.clone())?);
+        let listeners = Listeners::bind(&config, workers)?;
+        let (addr, admin_addr, handoff_addr) = listeners.addrs().map_err(NodeError::Start)?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut server =
             NodeServer { addr, admin_addr, handoff_addr, node: node.clone(), shutdown, threads: Vec::new() };
-        let mut adoptions: Vec<Option<mpsc::UnboundedReceiver<AdoptedConnection>>> = Vec::new();
-        let agent = handoff_listener.as_ref().map(|(h, _, _)| {
-            let (senders, receivers): (Vec<_>, Vec<_>) =
-                (0..workers).map(|_| mpsc::unbounded_channel()).unzip();
-            adoptions = receivers.into_iter().map(Some).collect();
-            Arc::new(HandoffAgent::new(node.clone(), h, senders))
-        });
-        adoptions.resize_with(workers, || None);
+        let (agent, mut adoptions) = handoff_agent(&node, config.handoff.as_ref(), workers);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let mut expected = 0;
-        for (index, listener) in listeners.into_iter().enumerate() {
+        for (index, listener) in listeners.workers.into_iter().enumerate() {
             let w = Arc::new(WorkerContext {
                 index,
                 node: node.clone(),
@@ -392,35 +369,26 @@ impl NodeServer {
                 let listener = TcpListener::from_std(listener)?;
                 Ok(move || accept_loop(listener, w, adoption))
             };
-            let thread = spawn_event_loop(format!("node-w{index}"), setup, ready_tx.clone())
-                .map_err(NodeError::Start)?;
-            server.threads.push(thread);
-            expected += 1;
+            server.spawn(format!("node-w{index}"), setup, &ready_tx)?;
         }
-        if let Some(listener) = admin_listener {
+        if let Some(listener) = listeners.admin {
             let (node, rx) = (node.clone(), shutdown_rx.clone());
             let setup = move || {
                 let listener = TcpListener::from_std(listener)?;
                 Ok(move || serve_admin(listener, node, rx))
             };
-            let thread =
-                spawn_event_loop("node-admin".into(), setup, ready_tx.clone()).map_err(NodeError::Start)?;
-            server.threads.push(thread);
-            expected += 1;
+            server.spawn("node-admin".into(), setup, &ready_tx)?;
         }
-        if let (Some((_, key, listener)), Some(agent)) = (handoff_listener, agent) {
+        if let (Some((_, key, listener)), Some(agent)) = (listeners.handoff, agent) {
             let rx = shutdown_rx.clone();
             let setup = move || {
                 let listener = TcpListener::from_std(listener)?;
                 Ok(move || agent.run(listener, key, rx))
             };
-            let thread =
-                spawn_event_loop("node-handoff".into(), setup, ready_tx.clone()).map_err(NodeError::Start)?;
-            server.threads.push(thread);
-            expected += 1;
+            server.spawn("node-handoff".into(), setup, &ready_tx)?;
         }
         drop(ready_tx);
-        for _ in 0..expected {
+        for _ in 0..server.threads.len() {
             match ready_rx.recv() {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => return Err(NodeError::Start(e)),
@@ -431,6 +399,23 @@ impl NodeServer {
         }
         tracing::info!(name = %config.name, %addr, admin = ?admin_addr, handoff = ?handoff_addr, workers, "node started");
         Ok(server)
+    }
+
+    /// Start the thread `name` (see `spawn_event_loop`), to be joined at shutdown.
+    fn spawn<S, F, Fut>(
+        &mut self,
+        name: String,
+        setup: S,
+        ready: &std::sync::mpsc::Sender<io::Result<()>>,
+    ) -> Result<(), NodeError>
+    where
+        S: FnOnce() -> io::Result<F> + Send + 'static,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let thread = spawn_event_loop(name, setup, ready.clone()).map_err(NodeError::Start)?;
+        self.threads.push(thread);
+        Ok(())
     }
 
     /// The address the node serves HTTP on.

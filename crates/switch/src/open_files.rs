@@ -1,16 +1,11 @@
 //! The switch's descriptors: the budget of what each client connection can need in the
 //! configured mode and what the switch holds whatever the load, `plan` (raise the soft
-//! open-file limit, cap `max_connections` to fit it), and how a worker sheds new connections
-//! (503) when descriptors run short, so the open ones keep theirs for their node connections.
+//! open-file limit, cap `max_connections` to fit it), and the 503 a worker sheds new
+//! connections with when descriptors run short (see `locus_io::Shedding`), so the open ones
+//! keep theirs for their node connections.
 
 use crate::config::{Mode, SwitchConfig};
-use crate::state::Shared;
-use locus_io::{ConnectionPlan, DescriptorBudget, Refusal, Shedding, TooFewDescriptors};
-use std::io;
-use std::net::SocketAddr;
-use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use locus_io::{ConnectionPlan, DescriptorBudget, TooFewDescriptors};
 
 /// Over-limit connections being answered 503 at once; beyond this they are just closed.
 pub const MAX_REJECTING: usize = 256;
@@ -93,33 +88,6 @@ pub fn shed_answer() -> Vec<u8> {
     b"HTTP/1.1 503 Service Unavailable\r\nServer: locus\r\nContent-Type: text/plain\r\n\
       Content-Length: 20\r\nConnection: close\r\n\r\nService Unavailable\n"
         .to_vec()
-}
-
-/// Accepting failed with `e`. Out of descriptors, a waiting connection is refused with the
-/// spare descriptor (503, closed), or returned to be served if descriptors are free again by
-/// then. Otherwise, or when that cannot be done, back off instead of spinning: the pending
-/// connection stays in the backlog until it can be taken.
-pub async fn accept_failed(
-    shared: &Shared,
-    shedding: &mut Shedding,
-    listener: &TcpListener,
-    e: io::Error,
-) -> Option<(TcpStream, SocketAddr)> {
-    if locus_io::is_out_of_descriptors(&e) {
-        match shedding.out_of_descriptors(listener, &e).await {
-            Refusal::Refused => {
-                shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
-                return None;
-            }
-            Refusal::Admitted(stream, peer) => return Some((stream, peer)),
-            Refusal::NoneWaiting => return None,
-            Refusal::CannotAccept(_) => {}
-        }
-    } else {
-        tracing::warn!("accept failed: {e}");
-    }
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    None
 }
 
 #[cfg(test)]

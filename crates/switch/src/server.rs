@@ -1,19 +1,22 @@
 //! `SwitchServer`: starts the switch — one thread per worker, each with a current-thread
-//! runtime accepting on its own SO_REUSEPORT listener — plus a control thread for health
-//! checks and the admin listener; and stops it gracefully (stop accepting, drain, exit).
+//! runtime accepting on its own SO_REUSEPORT listener (`locus_io::bind_listeners`) — plus a
+//! control thread for health checks and the admin listener; and stops it gracefully
+//! (`locus_io::drain`: stop accepting, let the sessions finish, exit). Accept errors are shed
+//! from or backed off from as `locus_io::AcceptBackoff` says; connections past
+//! `max_connections` are answered 503.
 
 use crate::access_log::{AccessLog, open_sink};
 use crate::config::SwitchConfig;
 use crate::forward::write_error_response;
-use crate::open_files::{MAX_REJECTING, accept_failed, shed_answer};
+use crate::open_files::{MAX_REJECTING, shed_answer};
 use crate::session::{Worker, serve};
 use crate::state::Shared;
 use crate::{admin, health};
-use socket2::{Domain, Protocol, Socket, Type};
+use locus_io::{AcceptBackoff, AcceptRecovery, BindRetry, ConnectionLimit, Drained, Shedding, TaskTracker};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
@@ -44,44 +47,6 @@ pub struct SwitchServer {
     threads: Vec<JoinHandle<()>>,
 }
 
-fn bind_listener(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    if reuse_port {
-        socket.set_reuse_port(true)?;
-    }
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(4096)?;
-    Ok(socket.into())
-}
-
-/// How often, and how far apart, the client-facing listener's bind is tried again while its
-/// address is in use — NGINX's rule (5 × 500 ms): a switch restarted right after its
-/// predecessor exited can find the address held for a moment by sockets still being torn down.
-const LISTEN_RETRIES: u32 = 5;
-const LISTEN_RETRY_PAUSE: Duration = Duration::from_millis(500);
-
-/// [`bind_listener`], tried again `retries` times `pause` apart while the address is in use.
-fn bind_listener_patiently(
-    addr: SocketAddr,
-    reuse_port: bool,
-    retries: u32,
-    pause: Duration,
-) -> std::io::Result<std::net::TcpListener> {
-    let mut tries = 0;
-    loop {
-        match bind_listener(addr, reuse_port) {
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && tries < retries => {
-                tries += 1;
-                tracing::warn!(%addr, error = %e, "listen address in use; trying again ({tries}/{retries})");
-                std::thread::sleep(pause);
-            }
-            other => return other,
-        }
-    }
-}
-
 impl SwitchServer {
     /// Validate `config`, raise the open-file limit and fit `max_connections` to it (see
     /// `open_files::plan`), bind every listener and start the threads.
@@ -96,15 +61,11 @@ impl SwitchServer {
         let shared = Arc::new(shared);
         let cfg = &shared.config;
         let listen_err = |addr, source| SwitchError::Listen { addr, error: source };
-        let first = bind_listener_patiently(cfg.listen, true, LISTEN_RETRIES, LISTEN_RETRY_PAUSE)
+        let listeners = locus_io::bind_listeners(cfg.listen, workers, BindRetry::PATIENT)
             .map_err(|e| listen_err(cfg.listen, e))?;
-        let addr = first.local_addr().map_err(|e| listen_err(cfg.listen, e))?;
-        let mut listeners = vec![first];
-        for _ in 1..workers {
-            listeners.push(bind_listener(addr, true).map_err(|e| listen_err(addr, e))?);
-        }
+        let addr = listeners[0].local_addr().map_err(|e| listen_err(cfg.listen, e))?;
         let admin_listener = match cfg.admin {
-            Some(a) => Some(bind_listener(a, false).map_err(|e| listen_err(a, e))?),
+            Some(a) => Some(locus_io::bind_listener(a, false).map_err(|e| listen_err(a, e))?),
             None => None,
         };
         let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
@@ -119,7 +80,7 @@ impl SwitchServer {
         }
 
         let mut threads = Vec::new();
-        let rejecting = Arc::new(AtomicUsize::new(0));
+        let rejecting = ConnectionLimit::new(MAX_REJECTING);
         for (i, (listener, log)) in listeners.into_iter().zip(logs).enumerate() {
             let shared = shared.clone();
             let rejecting = rejecting.clone();
@@ -192,8 +153,8 @@ fn worker_thread(
     shared: Arc<Shared>,
     listener: std::net::TcpListener,
     log: Option<AccessLog>,
-    rejecting: Arc<AtomicUsize>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    rejecting: Arc<ConnectionLimit>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let rt = runtime();
     let local = tokio::task::LocalSet::new();
@@ -220,8 +181,32 @@ fn worker_thread(
                 }
             })
         };
-        let max = shared.config.limits.max_connections;
-        let mut shedding = locus_io::Shedding::new(shed_answer());
+        let connections = TaskTracker::new();
+        let acceptor = Acceptor { worker: worker.clone(), rejecting, connections: connections.clone() };
+        acceptor.run(&listener, shutdown).await;
+        drain(listener, &worker, &connections).await;
+        sweeper.abort();
+        if let Some(log) = &worker.log {
+            log.borrow_mut().flush();
+        }
+    });
+}
+
+/// One worker's accept loop: what it keeps from one connection to the next.
+struct Acceptor {
+    worker: Rc<Worker>,
+    /// Over-limit connections being answered 503, across workers (at most `MAX_REJECTING`).
+    rejecting: Arc<ConnectionLimit>,
+    /// The client sessions this loop started, waited for at shutdown.
+    connections: TaskTracker,
+}
+
+impl Acceptor {
+    /// Accept on `listener` until `shutdown` turns true.
+    async fn run(&self, listener: &TcpListener, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        let shared = &self.worker.shared;
+        let mut shedding = Shedding::new(shed_answer());
+        let mut backoff = AcceptBackoff::new();
         loop {
             let accepted = tokio::select! {
                 biased;
@@ -232,9 +217,13 @@ fn worker_thread(
             // descriptor once descriptors were free again.
             let (stream, peer) = match accepted {
                 Ok(c) => c,
-                Err(e) => match accept_failed(&shared, &mut shedding, &listener, e).await {
-                    Some(c) => c,
-                    None => continue,
+                Err(e) => match backoff.recover("worker", &mut shedding, listener, e).await {
+                    AcceptRecovery::Admitted(stream, peer) => (stream, peer),
+                    AcceptRecovery::Shed => {
+                        shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
+                        continue;
+                    }
+                    AcceptRecovery::AcceptAgain => continue,
                 },
             };
             shared.counters.accepted.fetch_add(1, Relaxed);
@@ -242,37 +231,47 @@ fn worker_thread(
                 shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
                 continue;
             };
-            let open = shared.connections.fetch_add(1, Relaxed) + 1;
-            if open > max {
-                shared.connections.fetch_sub(1, Relaxed);
-                shared.counters.rejected_over_limit.fetch_add(1, Relaxed);
-                if rejecting.fetch_add(1, Relaxed) < MAX_REJECTING {
-                    let rejecting = rejecting.clone();
-                    tokio::task::spawn_local(async move {
-                        refuse_over_limit(stream).await;
-                        rejecting.fetch_sub(1, Relaxed);
-                    });
-                } else {
-                    rejecting.fetch_sub(1, Relaxed);
-                    drop(stream);
-                }
-                continue;
+            self.admit(stream, peer, &shutdown);
+        }
+    }
+
+    /// Serve `stream` unless `max_connections` are open: then answer it 503 (at most
+    /// `MAX_REJECTING` at once across workers, past which it is just closed).
+    fn admit(&self, stream: TcpStream, peer: SocketAddr, shutdown: &tokio::sync::watch::Receiver<bool>) {
+        let shared = &self.worker.shared;
+        // Given back by the session when it ends (see `session::serve`).
+        let open = shared.connections.fetch_add(1, Relaxed) + 1;
+        if open > shared.config.limits.max_connections {
+            shared.connections.fetch_sub(1, Relaxed);
+            shared.counters.rejected_over_limit.fetch_add(1, Relaxed);
+            if let Some(slot) = self.rejecting.claim() {
+                tokio::task::spawn_local(async move {
+                    refuse_over_limit(stream).await;
+                    drop(slot);
+                });
             }
-            tokio::task::spawn_local(serve(worker.clone(), stream, peer, shutdown.clone()));
+            return;
         }
-        drop(listener);
-        let deadline = Instant::now() + shared.config.limits.drain_timeout();
-        while worker.active.get() > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        if worker.active.get() > 0 {
-            tracing::warn!(open = worker.active.get(), "drain timeout: closing connections still open");
-        }
-        sweeper.abort();
-        if let Some(log) = &worker.log {
-            log.borrow_mut().flush();
-        }
-    });
+        self.connections.spawn_local(serve(self.worker.clone(), stream, peer, shutdown.clone()));
+    }
+}
+
+/// Stop accepting and let the worker's sessions finish, up to the drain timeout; the ones
+/// still open then are closed with the worker's event loop.
+async fn drain(listener: TcpListener, worker: &Worker, connections: &TaskTracker) {
+    let timeout = worker.shared.config.limits.drain_timeout();
+    let deadline = Instant::now() + timeout;
+    if locus_io::drain(listener, connections, timeout).await != Drained::Finished {
+        return;
+    }
+    // Sessions restored after a refused handoff run in the handoff tasks, not in
+    // `connections`; `worker.active` counts them with the rest.
+    while worker.active.get() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if worker.active.get() > 0 {
+        tracing::warn!(open = worker.active.get(), "drain timeout: closing connections still open");
+    }
 }
 
 /// Answer a connection over the limit with 503 and close it without reading a request.
@@ -304,35 +303,4 @@ fn control_thread(shared: Arc<Shared>, admin_listener: Option<std::net::TcpListe
             a.abort();
         }
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn held_port() -> std::net::TcpListener {
-        std::net::TcpListener::bind("127.0.0.1:0").unwrap()
-    }
-
-    #[test]
-    fn a_listen_address_freed_while_retrying_is_bound() {
-        let holder = held_port();
-        let addr = holder.local_addr().unwrap();
-        let freer = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
-            drop(holder);
-        });
-        let bound = bind_listener_patiently(addr, true, 50, Duration::from_millis(20)).unwrap();
-        assert_eq!(bound.local_addr().unwrap(), addr);
-        freer.join().unwrap();
-    }
-
-    #[test]
-    fn a_listen_address_held_past_the_retries_is_an_address_in_use_error() {
-        let holder = held_port();
-        let addr = holder.local_addr().unwrap();
-        let err = bind_listener_patiently(addr, true, 2, Duration::from_millis(5)).unwrap_err();
-        assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
-        drop(holder);
-    }
 }
