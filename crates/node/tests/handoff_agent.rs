@@ -24,12 +24,7 @@ const WAIT: Duration = Duration::from_secs(5);
 
 /// For the root-only tests (`#[ignore]`d; `./quickstart test` runs them as root).
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    assert!(
-        root,
-        "the handoff agent restores sockets with TCP_REPAIR: run it as root, as ./quickstart test does"
-    );
+    locus_test_support::require_root("the handoff agent restores sockets with TCP_REPAIR");
 }
 
 fn key() -> ControlKey {
