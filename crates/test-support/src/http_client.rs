@@ -170,3 +170,46 @@ impl Client {
 pub fn get(addr: SocketAddr, target: &str) -> Response {
     Client::connect(addr).get(target)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A server that reads a little, answers `raw` and closes; the client connected to it.
+    fn answered_with(raw: &'static [u8]) -> Client {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut request = [0u8; 1024];
+            let _ = s.read(&mut request);
+            s.write_all(raw).unwrap();
+        });
+        let mut client = Client::connect(addr);
+        client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        client
+    }
+
+    #[test]
+    fn interim_responses_are_skipped_and_chunked_and_length_bodies_read_in_turn() {
+        let mut c = answered_with(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nX-Locus-Node: n2\r\nTransfer-Encoding: chunked\r\n\r\n\
+              3\r\nabc\r\n0\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\nno",
+        );
+        let r = c.response(false);
+        assert_eq!((r.status, r.served_by(), r.text().as_str()), (200, Some("n2"), "abc"));
+        let r = c.response(false);
+        assert_eq!((r.status, r.header("content-length"), r.body.as_slice()), (404, Some("2"), &b"no"[..]));
+        assert!(c.closed());
+        assert!(c.read_response(false).is_none());
+    }
+
+    #[test]
+    fn a_body_until_close_ends_with_the_connection_and_a_cut_one_is_no_response() {
+        let mut c = answered_with(b"HTTP/1.1 200 OK\r\n\r\nall of it");
+        assert_eq!(c.response(false).text(), "all of it");
+        let mut c = answered_with(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort");
+        assert!(c.read_response(false).is_none());
+    }
+}

@@ -33,3 +33,25 @@ pub fn locus_binary() -> PathBuf {
     );
     path
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_binary_is_looked_for_beside_the_deps_folder_and_its_absence_says_how_to_build_it() {
+        // Run without LOCUS_BIN: the test executable lives in target/<profile>/deps/.
+        if std::env::var_os(LOCUS_BIN_VAR).is_some() {
+            return;
+        }
+        let exe = std::env::current_exe().unwrap();
+        let expected = exe.parent().unwrap().parent().unwrap().join("locus");
+        match std::panic::catch_unwind(locus_binary) {
+            Ok(path) => assert_eq!(path, expected),
+            Err(e) => {
+                let message = e.downcast_ref::<String>().cloned().unwrap_or_default();
+                assert!(message.contains("cargo build") && message.contains("-p locus"), "{message}");
+            }
+        }
+    }
+}
