@@ -3,7 +3,6 @@
 //! configuration gives a complete row with no failed request; the flags parse with their
 //! defaults.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -11,7 +10,8 @@ use clap::Parser;
 use locus_bench::cli::BenchCommand;
 use locus_bench::clubweb::{ClubwebArgs, run_clubweb};
 use locus_bench::rehandoff::{RehandoffArgs, run_rehandoff};
-use locus_lab::{LabNetwork, tear_down_everything};
+use locus_lab::tear_down_everything;
+use locus_test_support::{locus_binary, require_namespaces, watchdog};
 
 #[derive(Parser)]
 struct Bench {
@@ -35,41 +35,6 @@ fn rehandoff_args(args: &[&str]) -> RehandoffArgs {
     }
 }
 
-/// The `locus` executable of this build profile, built first so that it is current.
-fn locus_binary() -> PathBuf {
-    static LOCUS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    LOCUS
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("test executable path");
-            let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
-            let target_dir = profile_dir.parent().expect("target dir");
-            let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut build = Command::new(cargo);
-            build
-                .args(["build", "--quiet", "-p", "locus", "--manifest-path"])
-                .arg(&manifest)
-                .arg("--target-dir")
-                .arg(target_dir);
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                build.arg("--release");
-            }
-            assert!(build.status().expect("cargo build -p locus").success(), "cargo build -p locus failed");
-            profile_dir.join("locus")
-        })
-        .clone()
-}
-
-/// Tear everything down and end the test binary if a test runs past `limit`.
-fn watchdog(name: &'static str, limit: Duration) {
-    std::thread::spawn(move || {
-        std::thread::sleep(limit);
-        eprintln!("{name}: still running after {limit:?}: tearing the lab down and exiting");
-        tear_down_everything();
-        std::process::exit(101);
-    });
-}
-
 #[test]
 fn defaults_match_the_documented_sweeps() {
     let a = clubweb_args(&[]);
@@ -84,8 +49,8 @@ fn defaults_match_the_documented_sweeps() {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn clubweb_runs_a_tiny_point_per_mode_without_errors() {
-    LabNetwork::require_for_test();
-    watchdog("clubweb lab", Duration::from_secs(240));
+    require_namespaces("the lab's network namespaces");
+    watchdog("clubweb lab", Duration::from_secs(240), tear_down_everything);
     let locus = locus_binary();
     let a = clubweb_args(&[
         "--rates",
@@ -140,8 +105,8 @@ fn assert_served(r: &locus_bench::rehandoff::RehandoffRow) {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn rehandoff_runs_multiple_handoff_a_connection_per_request_and_proxy_without_errors() {
-    LabNetwork::require_for_test();
-    watchdog("rehandoff lab", Duration::from_secs(240));
+    require_namespaces("the lab's network namespaces");
+    watchdog("rehandoff lab", Duration::from_secs(240), tear_down_everything);
     let rows = tiny_rehandoff("handoff,handoff-close,proxy");
     let setups: Vec<&str> = rows.iter().map(|r| r.setup.as_str()).collect();
     assert_eq!(setups, ["handoff", "handoff-close", "proxy"]);
@@ -153,8 +118,8 @@ fn rehandoff_runs_multiple_handoff_a_connection_per_request_and_proxy_without_er
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn rehandoff_measures_back_end_forwarding_on_keep_alive_connections() {
-    LabNetwork::require_for_test();
-    watchdog("rehandoff forward lab", Duration::from_secs(240));
+    require_namespaces("the lab's network namespaces");
+    watchdog("rehandoff forward lab", Duration::from_secs(240), tear_down_everything);
     let rows = tiny_rehandoff("forward");
     assert_eq!(rows.len(), 1);
     assert_served(&rows[0]);
@@ -183,14 +148,14 @@ fn still_running(pids: &[u32]) -> Vec<u32> {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn ctrl_c_during_a_proxy_bench_removes_its_servers_namespaces_and_scratch_folder() {
-    LabNetwork::require_for_test();
+    require_namespaces("the lab's network namespaces");
     interrupt_a_proxy_bench("namespaces");
 }
 
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn ctrl_c_during_a_loopback_proxy_bench_leaves_no_wrk_running() {
-    LabNetwork::require_for_test();
+    require_namespaces("the lab's network namespaces");
     // On loopback no namespace kill reaches wrk: it must die with the bench itself.
     interrupt_a_proxy_bench("loopback");
 }
@@ -198,7 +163,7 @@ fn ctrl_c_during_a_loopback_proxy_bench_leaves_no_wrk_running() {
 /// Start `locus bench proxy` on `net`, send it SIGINT once wrk runs, and check that it exits
 /// with 130 leaving no namespace, scratch folder, server or wrk behind.
 fn interrupt_a_proxy_bench(net: &str) {
-    watchdog("proxy bench interrupt", Duration::from_secs(180));
+    watchdog("proxy bench interrupt", Duration::from_secs(180), tear_down_everything);
     let tmp = tempfile::tempdir().unwrap();
     let mut bench = KilledOnDrop(
         Command::new(locus_binary())

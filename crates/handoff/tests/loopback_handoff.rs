@@ -18,9 +18,7 @@ use locus_handoff::{
 
 /// For the root-only tests (`#[ignore]`d; `./quickstart test` runs them as root).
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    assert!(root, "TCP_REPAIR needs CAP_NET_ADMIN: run it as root, as ./quickstart test does");
+    locus_test_support::require_root("TCP_REPAIR needs CAP_NET_ADMIN");
 }
 
 /// A connected pair on loopback: (listener, client, accepted server side).

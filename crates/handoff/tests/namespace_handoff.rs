@@ -50,23 +50,9 @@ fn ip(args: &[&str]) {
 }
 
 impl HandoffLab {
-    /// Whether namespaces can be made here.
-    fn available() -> Result<(), String> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return Err("needs root".into());
-        }
-        match Command::new("ip").arg("-V").output() {
-            Ok(o) if o.status.success() => Ok(()),
-            _ => Err("needs ip (iproute2)".into()),
-        }
-    }
-
     /// For the tests, which are `#[ignore]`d (`./quickstart test` runs them as root).
     fn require() {
-        if let Err(why) = HandoffLab::available() {
-            panic!("cannot make network namespaces here ({why}): run it as root, as ./quickstart test does");
-        }
+        locus_test_support::require_namespaces("network namespaces and TCP_REPAIR");
     }
 
     /// A client, a switch and `nodes` nodes on a bridge.

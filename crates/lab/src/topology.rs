@@ -134,14 +134,6 @@ impl LabNetwork {
         }
     }
 
-    /// For a test that needs the lab (marked `#[ignore]`; `./quickstart test` runs it as root):
-    /// panics with why the lab cannot be made here, so that the test fails rather than passes.
-    pub fn require_for_test() {
-        if let Err(why) = LabNetwork::available() {
-            panic!("the lab cannot run here ({why}): run it as root, as ./quickstart test does");
-        }
-    }
-
     /// Make a lab with a client, a switch and `nodes` nodes on one bridge, with the virtual IP
     /// and the sysctls set. Everything made so far is removed if a step fails.
     pub fn create(nodes: usize) -> Result<LabNetwork, LabError> {
@@ -434,7 +426,7 @@ mod tests {
     #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
     fn lab_connections_use_cubic_on_both_ends_without_changing_the_machine_and_an_unknown_algorithm_is_refused()
      {
-        LabNetwork::require_for_test();
+        locus_test_support::require_namespaces("the lab's network namespaces");
         let machine = |key: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{key}")).unwrap();
         let (allowed, default) =
             (machine("tcp_allowed_congestion_control"), machine("tcp_congestion_control"));
@@ -471,7 +463,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
     fn hosts_reach_each_other_the_switch_answers_for_the_vip_and_everything_is_removed_after() {
-        LabNetwork::require_for_test();
+        locus_test_support::require_namespaces("the lab's network namespaces");
         let (mut names, bridge);
         {
             let lab = LabNetwork::create(2).unwrap();

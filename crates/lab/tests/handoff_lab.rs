@@ -6,8 +6,7 @@
 //! node refusal (it lacks the virtual IP) served by the switch's proxy path.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -16,41 +15,7 @@ use locus_lab::servers::{
     HTTP_PORT, NodeSpec, Server, SwitchSpec, locus_node, locus_switch, write_handoff_key,
 };
 use locus_lab::{LabNetwork, Net, tear_down_everything};
-
-/// The `locus` executable of this build profile, built first so that it is current.
-fn locus_binary() -> PathBuf {
-    static LOCUS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    LOCUS
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("test executable path");
-            let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
-            let target_dir = profile_dir.parent().expect("target dir");
-            let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut build = Command::new(cargo);
-            build
-                .args(["build", "--quiet", "-p", "locus", "--manifest-path"])
-                .arg(&manifest)
-                .arg("--target-dir")
-                .arg(target_dir);
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                build.arg("--release");
-            }
-            assert!(build.status().expect("cargo build -p locus").success(), "cargo build -p locus failed");
-            profile_dir.join("locus")
-        })
-        .clone()
-}
-
-/// Tear everything down and end the test binary if a test runs past `limit`.
-fn watchdog(name: &'static str, limit: Duration) {
-    std::thread::spawn(move || {
-        std::thread::sleep(limit);
-        eprintln!("{name}: still running after {limit:?}: tearing the lab down and exiting");
-        tear_down_everything();
-        std::process::exit(101);
-    });
-}
+use locus_test_support::{Client, Response, locus_binary, require_namespaces, watchdog};
 
 /// Deterministic content of a site file.
 fn content(name: &str, len: usize) -> Vec<u8> {
@@ -228,14 +193,10 @@ impl HandoffLab {
 
     fn admin_get(&self, addr: SocketAddr) -> serde_json::Value {
         self.client(|| {
-            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            s.write_all(b"GET /locus/status HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n").unwrap();
-            let mut out = Vec::new();
-            let _ = s.read_to_end(&mut out);
-            let text = String::from_utf8_lossy(&out).to_string();
-            let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-            serde_json::from_str(&body).unwrap_or(serde_json::Value::Null)
+            let mut c = Client::connect(addr);
+            c.send("GET /locus/status HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n");
+            let reply = c.read_response(false);
+            reply.and_then(|r| serde_json::from_slice(&r.body).ok()).unwrap_or(serde_json::Value::Null)
         })
     }
 
@@ -265,7 +226,7 @@ impl HandoffLab {
     fn node_of(&self, path: &str) -> String {
         self.client(|| {
             let mut c = Client::connect(self.vip());
-            c.get(path).node
+            node(&c.get(path))
         })
     }
 
@@ -283,73 +244,9 @@ impl HandoffLab {
     }
 }
 
-/// A response.
-struct Response {
-    status: u16,
-    node: String,
-    body: Vec<u8>,
-}
-
-/// A keep-alive HTTP/1.1 client on one connection.
-struct Client {
-    stream: TcpStream,
-    buf: Vec<u8>,
-    /// The head of the last response read.
-    last_head: String,
-}
-
-impl Client {
-    fn connect(addr: SocketAddr) -> Client {
-        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).expect("connect to the VIP");
-        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Client { stream, buf: Vec::new(), last_head: String::new() }
-    }
-
-    fn send(&mut self, paths: &[&str]) {
-        let mut out = Vec::new();
-        for p in paths {
-            out.extend_from_slice(format!("GET {p} HTTP/1.1\r\nHost: lab\r\n\r\n").as_bytes());
-        }
-        self.stream.write_all(&out).unwrap();
-    }
-
-    fn get(&mut self, path: &str) -> Response {
-        self.send(&[path]);
-        self.read_response()
-    }
-
-    fn fill(&mut self) {
-        let mut chunk = [0u8; 65536];
-        let n = self.stream.read(&mut chunk).expect("read a response");
-        assert!(n > 0, "connection closed before a full response");
-        self.buf.extend_from_slice(&chunk[..n]);
-    }
-
-    fn read_response(&mut self) -> Response {
-        let head_end = loop {
-            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            self.fill();
-        };
-        let head = String::from_utf8_lossy(&self.buf[..head_end]).to_string();
-        let status: u16 = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
-        let header = |name: &str| {
-            head.lines().find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
-            })
-        };
-        let len: usize = header("content-length").and_then(|v| v.parse().ok()).expect("content-length");
-        let node = header("x-locus-node").unwrap_or_default();
-        while self.buf.len() < head_end + len {
-            self.fill();
-        }
-        let body = self.buf[head_end..head_end + len].to_vec();
-        self.buf.drain(..head_end + len);
-        self.last_head = head;
-        Response { status, node, body }
-    }
+/// The node that served `r` (its `X-Locus-Node`; empty when none says).
+fn node(r: &Response) -> String {
+    r.served_by().unwrap_or_default().to_string()
 }
 
 fn handoff_counter(status: &serde_json::Value, name: &str) -> u64 {
@@ -359,8 +256,8 @@ fn handoff_counter(status: &serde_json::Value, name: &str) -> u64 {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn handoff_serves_1kb_and_1mb_byte_exact_and_the_responses_bypass_the_switch() {
-    LabNetwork::require_for_test();
-    watchdog("handoff byte-exact", Duration::from_secs(180));
+    require_namespaces("the lab's network namespaces");
+    watchdog("handoff byte-exact", Duration::from_secs(180), tear_down_everything);
     let lab = HandoffLab::start(2, "lard", false);
     let vip = lab.vip();
     let tx_before = lab.switch_tx_bytes();
@@ -372,7 +269,7 @@ fn handoff_serves_1kb_and_1mb_byte_exact_and_the_responses_bypass_the_switch() {
                 let r = c.get(path);
                 assert_eq!(r.status, 200);
                 assert!(r.body == content(name, len), "{path}: body differs");
-                nodes.push(r.node);
+                nodes.push(node(&r));
             }
         }
         nodes
@@ -391,8 +288,8 @@ fn handoff_serves_1kb_and_1mb_byte_exact_and_the_responses_bypass_the_switch() {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn keep_alive_requests_move_between_nodes_and_a_pipelined_pair_crosses_nodes() {
-    LabNetwork::require_for_test();
-    watchdog("handoff re-handoff", Duration::from_secs(180));
+    require_namespaces("the lab's network namespaces");
+    watchdog("handoff re-handoff", Duration::from_secs(180), tear_down_everything);
     let lab = HandoffLab::start(2, "hash", false);
     let (a, b) = lab.targets_on_two_nodes();
     let (node_a, node_b) = (lab.node_of(&a), lab.node_of(&b));
@@ -404,13 +301,13 @@ fn keep_alive_requests_move_between_nodes_and_a_pipelined_pair_crosses_nodes() {
             assert_eq!(r.status, 200);
             assert_eq!(r.body, content(&path[1..], r.body.len()), "{path}");
             let want = if path == &a { &node_a } else { &node_b };
-            assert_eq!(&r.node, want, "{path} on the node the policy chose");
+            assert_eq!(&node(&r), want, "{path} on the node the policy chose");
         }
         // Pipelined: both requests in one segment; the second one moves the connection.
         let mut c = Client::connect(vip);
-        c.send(&[&a, &b]);
-        let (ra, rb) = (c.read_response(), c.read_response());
-        assert_eq!((ra.node.as_str(), rb.node.as_str()), (node_a.as_str(), node_b.as_str()));
+        c.send(format!("GET {a} HTTP/1.1\r\nHost: lab\r\n\r\nGET {b} HTTP/1.1\r\nHost: lab\r\n\r\n"));
+        let (ra, rb) = (c.response(false), c.response(false));
+        assert_eq!((node(&ra).as_str(), node(&rb).as_str()), (node_a.as_str(), node_b.as_str()));
         assert_eq!(ra.body, content(&a[1..], ra.body.len()));
         assert_eq!(rb.body, content(&b[1..], rb.body.len()));
     });
@@ -422,8 +319,8 @@ fn keep_alive_requests_move_between_nodes_and_a_pipelined_pair_crosses_nodes() {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn handed_off_connections_survive_a_switch_restart() {
-    LabNetwork::require_for_test();
-    watchdog("handoff restart", Duration::from_secs(180));
+    require_namespaces("the lab's network namespaces");
+    watchdog("handoff restart", Duration::from_secs(180), tear_down_everything);
     let mut lab = HandoffLab::start(2, "hash", true);
     let (a, b) = lab.targets_on_two_nodes();
     let node_b = lab.node_of(&b);
@@ -444,7 +341,7 @@ fn handed_off_connections_survive_a_switch_restart() {
     lab.client(|| {
         let r = client.get(&b);
         assert_eq!(r.status, 200);
-        assert_eq!(r.node, node_b);
+        assert_eq!(node(&r), node_b);
         assert_eq!(r.body, content(&b[1..], r.body.len()));
     });
     lab.wait_for(|l| handoff_counter(&l.switch_status(), "rehandoffs") == 1, "the re-handoff counted");
@@ -456,8 +353,8 @@ fn handed_off_connections_survive_a_switch_restart() {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn a_switch_with_the_wrong_key_hands_nothing_off_and_still_serves() {
-    LabNetwork::require_for_test();
-    watchdog("handoff wrong key", Duration::from_secs(120));
+    require_namespaces("the lab's network namespaces");
+    watchdog("handoff wrong key", Duration::from_secs(120), tear_down_everything);
     let mut lab = HandoffLab::start(2, "lard", false);
     lab.stop_switch();
     let wrong = lab.scratch.path().join("wrong.key");
@@ -480,8 +377,8 @@ fn a_switch_with_the_wrong_key_hands_nothing_off_and_still_serves() {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn a_node_that_refuses_a_connection_leaves_it_to_the_switch_and_the_client_sees_no_error() {
-    LabNetwork::require_for_test();
-    watchdog("handoff refusal", Duration::from_secs(120));
+    require_namespaces("the lab's network namespaces");
+    watchdog("handoff refusal", Duration::from_secs(120), tear_down_everything);
     let lab = HandoffLab::start(1, "lard", false);
     // Without the virtual IP the node cannot restore the client's connection.
     let ns = lab.net.lab().unwrap().host("node1").unwrap().namespace.clone();
@@ -508,8 +405,8 @@ fn a_node_that_refuses_a_connection_leaves_it_to_the_switch_and_the_client_sees_
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn l4_directs_each_connection_at_its_syn_without_terminating_it() {
-    LabNetwork::require_for_test();
-    watchdog("l4 round robin", Duration::from_secs(120));
+    require_namespaces("the lab's network namespaces");
+    watchdog("l4 round robin", Duration::from_secs(120), tear_down_everything);
     let lab = HandoffLab::start_mode(2, "lard", false, "l4", false);
     let vip = lab.vip();
     let tx_before = lab.switch_tx_bytes();
@@ -521,8 +418,8 @@ fn l4_directs_each_connection_at_its_syn_without_terminating_it() {
                 assert!(r.status == 200 && r.body == content("f1m", 1 << 20));
                 // Keep-alive: the connection stays on the node picked at its SYN.
                 let again = c.get("/f1k");
-                assert_eq!(again.node, r.node);
-                r.node
+                assert_eq!(node(&again), node(&r));
+                node(&r)
             })
             .collect()
     });
@@ -537,8 +434,8 @@ fn l4_directs_each_connection_at_its_syn_without_terminating_it() {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn l4_nodes_clone_connections_to_the_node_the_switch_policy_picks() {
-    LabNetwork::require_for_test();
-    watchdog("l4 cloning", Duration::from_secs(180));
+    require_namespaces("the lab's network namespaces");
+    watchdog("l4 cloning", Duration::from_secs(180), tear_down_everything);
     let lab = HandoffLab::start_mode(2, "hash", false, "l4", true);
     let vip = lab.vip();
     let served: HashMap<String, HashSet<String>> = lab.client(|| {
@@ -550,7 +447,7 @@ fn l4_nodes_clone_connections_to_the_node_the_switch_policy_picks() {
                 let r = c.get(&path);
                 assert_eq!(r.status, 200);
                 assert_eq!(r.body, content(&path[1..], 2000 + i * 10), "{path}");
-                served.entry(path).or_default().insert(r.node);
+                served.entry(path).or_default().insert(node(&r));
             }
         }
         served
@@ -577,12 +474,12 @@ fn l4_nodes_clone_connections_to_the_node_the_switch_policy_picks() {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn an_unmodified_nginx_behind_the_agent_answers_handed_off_connections_directly() {
-    LabNetwork::require_for_test();
+    require_namespaces("the lab's network namespaces");
     if locus_lab::find_program("nginx").is_none() {
         eprintln!("skipped: nginx is not installed");
         return;
     }
-    watchdog("handoff to nginx", Duration::from_secs(120));
+    watchdog("handoff to nginx", Duration::from_secs(120), tear_down_everything);
     let lab = HandoffLab::start_full(1, "lard", false, "handoff", true, true);
     let vip = lab.vip();
     let tx_before = lab.switch_tx_bytes();
@@ -592,11 +489,7 @@ fn an_unmodified_nginx_behind_the_agent_answers_handed_off_connections_directly(
             .map(|_| {
                 let r = c.get("/f1m");
                 assert!(r.status == 200 && r.body == content("f1m", 1 << 20));
-                let head = c.last_head.clone();
-                head.lines()
-                    .find_map(|l| l.strip_prefix("Server: ").or_else(|| l.strip_prefix("server: ")))
-                    .unwrap_or_default()
-                    .to_string()
+                r.header("server").unwrap_or_default().to_string()
             })
             .collect()
     });

@@ -3,7 +3,8 @@
 //! through Locus (and HAProxy and NGINX when installed), LARD keeps a target on one node while
 //! WRR spreads it, a run's report folder holds results.json, report.md and plots, Ctrl-C tears
 //! everything down with a non-zero exit, and `clean` removes what a killed run left behind.
-//! Nodes and switches run the `locus` binary of this build, built first if needed.
+//! Nodes and switches run the `locus` binary of this build (`cargo build -p locus` first when
+//! the tests of this package run alone).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,45 +15,7 @@ use locus_lab::{
     find_program, measure, namespace_owner, run_experiment, tear_down_everything,
 };
 use locus_load::{DocumentSet, LoadConfig, Popularity, Verification, Workload};
-
-/// The `locus` executable of this build profile (`target/<profile>/locus`, next to the
-/// folder holding this test), built first (once per test binary) so that it is current.
-fn locus_binary() -> PathBuf {
-    static LOCUS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    LOCUS.get_or_init(build_locus).clone()
-}
-
-fn build_locus() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
-    let target_dir = profile_dir.parent().expect("target dir");
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut build = Command::new(cargo);
-    build
-        .args(["build", "--quiet", "-p", "locus", "--manifest-path"])
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(target_dir);
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        build.arg("--release");
-    }
-    let status = build.status().expect("running cargo build -p locus");
-    assert!(status.success(), "cargo build -p locus failed");
-    let bin = profile_dir.join("locus");
-    assert!(bin.is_file(), "{} missing after the build", bin.display());
-    bin
-}
-
-/// Tear everything down and end the test binary if a test runs past `limit`.
-fn watchdog(name: &'static str, limit: Duration) {
-    std::thread::spawn(move || {
-        std::thread::sleep(limit);
-        eprintln!("{name}: still running after {limit:?}: tearing the lab down and exiting");
-        tear_down_everything();
-        std::process::exit(101);
-    });
-}
+use locus_test_support::{locus_binary, require_namespaces, watchdog};
 
 fn small_workload(files: u32, clients: usize) -> WorkloadSpec {
     WorkloadSpec {
@@ -128,8 +91,8 @@ impl SmallLab {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn lard_keeps_a_target_on_one_node_while_wrr_spreads_it_and_every_byte_is_right() {
-    LabNetwork::require_for_test();
-    watchdog("lard_keeps_a_target_on_one_node", Duration::from_secs(300));
+    require_namespaces("the lab's network namespaces");
+    watchdog("lard_keeps_a_target_on_one_node", Duration::from_secs(300), tear_down_everything);
     let lab = SmallLab::new();
     let target = "/index.html";
     for policy in ["lard", "wrr"] {
@@ -167,8 +130,12 @@ fn lard_keeps_a_target_on_one_node_while_wrr_spreads_it_and_every_byte_is_right(
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn the_switch_relays_every_response_with_splice_on_across_veth() {
-    LabNetwork::require_for_test();
-    watchdog("the_switch_relays_every_response_with_splice_on", Duration::from_secs(300));
+    require_namespaces("the lab's network namespaces");
+    watchdog(
+        "the_switch_relays_every_response_with_splice_on",
+        Duration::from_secs(300),
+        tear_down_everything,
+    );
     let lab = SmallLab::new();
     let cluster = lab.cluster("wrr", None);
     // The stall is intermittent: a few runs of 300 requests show it most of the time.
@@ -208,8 +175,8 @@ fn relative_to_cwd(path: &Path) -> PathBuf {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn a_run_measures_every_point_and_writes_results_json_and_the_report() {
-    LabNetwork::require_for_test();
-    watchdog("a_run_measures_every_point", Duration::from_secs(300));
+    require_namespaces("the lab's network namespaces");
+    watchdog("a_run_measures_every_point", Duration::from_secs(300), tear_down_everything);
     let locus = locus_binary();
     let out = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let experiment = small_experiment(20.0, Some(250), true);
@@ -271,8 +238,8 @@ fn failing_switch_locus(dir: &Path) -> PathBuf {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn a_failed_point_is_tried_once_more_and_one_that_fails_twice_is_reported_while_the_run_goes_on() {
-    LabNetwork::require_for_test();
-    watchdog("a_failed_point_is_tried_once_more", Duration::from_secs(240));
+    require_namespaces("the lab's network namespaces");
+    watchdog("a_failed_point_is_tried_once_more", Duration::from_secs(240), tear_down_everything);
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let experiment = Experiment::from_toml(
         "name = \"retries\"\nnodes = [1]\nwarmup_s = 0.2\nmeasure_s = 10\nmeasure_requests = 100\n\
@@ -312,8 +279,8 @@ fn a_failed_point_is_tried_once_more_and_one_that_fails_twice_is_reported_while_
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn a_server_waits_until_its_address_is_free_in_its_host() {
-    LabNetwork::require_for_test();
-    watchdog("a_server_waits_until_its_address_is_free", Duration::from_secs(60));
+    require_namespaces("the lab's network namespaces");
+    watchdog("a_server_waits_until_its_address_is_free", Duration::from_secs(60), tear_down_everything);
     let net = Net::Namespaces(LabNetwork::create(1).unwrap());
     let vip: std::net::SocketAddr = (net.lab().unwrap().vip(), 80).into();
     // The previous point's server, still listening on the virtual IP in the switch host.
@@ -413,7 +380,7 @@ fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn ctrl_c_tears_the_whole_lab_down_and_exits_non_zero() {
-    LabNetwork::require_for_test();
+    require_namespaces("the lab's network namespaces");
     let _one_at_a_time = LAB_PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut lab = start_lab_process(dir.path());
@@ -441,7 +408,7 @@ fn ctrl_c_tears_the_whole_lab_down_and_exits_non_zero() {
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn clean_removes_what_a_killed_run_left_behind() {
-    LabNetwork::require_for_test();
+    require_namespaces("the lab's network namespaces");
     let _one_at_a_time = LAB_PROCESSES.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut lab = start_lab_process(dir.path());

@@ -2,7 +2,8 @@
 //! and a switch and node started from the command line serve, then drain and exit cleanly on
 //! SIGTERM.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use locus_test_support::get;
+use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,15 +33,6 @@ fn start(args: &[&str]) -> (Proc, SocketAddr) {
         .find_map(|w| w.trim_start_matches("http://").parse::<SocketAddr>().ok())
         .unwrap_or_else(|| panic!("no address in {line:?}"));
     (Proc(child), addr)
-}
-
-fn get(addr: SocketAddr, path: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
 }
 
 fn sigterm_and_wait(p: &mut Proc) -> std::process::ExitStatus {
@@ -95,9 +87,9 @@ fn switch_and_node_serve_then_exit_cleanly_on_sigterm() {
         "1",
     ]);
     let reply = get(addr, "/hello.txt");
-    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
-    assert!(reply.contains("X-Locus-Node: n1") || reply.contains("x-locus-node: n1"), "{reply}");
-    assert!(reply.ends_with("hello from the node\n"), "{reply}");
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert!(reply.served_by().is_some_and(|n| n.starts_with("n1")), "{reply:?}");
+    assert!(reply.text().ends_with("hello from the node\n"), "{reply:?}");
     assert!(sigterm_and_wait(&mut switch).success());
     assert!(TcpStream::connect(addr).is_err(), "switch still accepting after exit");
     assert!(sigterm_and_wait(&mut node).success());
@@ -264,9 +256,7 @@ fn a_node_slower_than_the_health_check_is_reported_as_timed_out() {
     let log = rx.recv_timeout(Duration::from_secs(10)).expect("no 'node out of the view' in the log");
     assert!(log.contains("slow") && log.contains("timed out") && log.contains("100 ms"), "{log}");
 
-    let status = get(admin, "/locus/status");
-    let body = &status[status.find("\r\n\r\n").unwrap() + 4..];
-    let status: serde_json::Value = serde_json::from_str(body).unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&get(admin, "/locus/status").body).unwrap();
     let node = &status["nodes"][0];
     assert_eq!(node["up"], false, "{node}");
     let check = &node["last_check"];

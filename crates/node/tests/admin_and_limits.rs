@@ -12,7 +12,7 @@ use locus_node::{ByteSize, ClassConfig, CostDistribution};
 
 fn admin_get(addr: SocketAddr, path: &str) -> common::Response {
     let mut c = Client::connect(addr);
-    c.send(&format!("GET {path} HTTP/1.1\r\nHost: admin\r\n\r\n"));
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: admin\r\n\r\n"));
     c.response(false)
 }
 
@@ -68,7 +68,7 @@ fn a_slow_request_head_gets_408_and_the_connection_closes() {
 fn an_oversized_head_gets_431() {
     let node = TestNode::start(|c, _| c.limits.max_head_bytes = ByteSize::kib(2));
     let mut c = node.client();
-    c.send(&format!("GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "y".repeat(4000)));
+    c.send(format!("GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "y".repeat(4000)));
     assert_eq!(c.response(false).status, 431);
     assert!(c.closed());
 }

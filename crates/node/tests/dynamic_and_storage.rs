@@ -63,7 +63,7 @@ fn dynamic_requests_contend_for_the_cpu_pool() {
         .map(|i| {
             std::thread::spawn(move || {
                 let mut c = Client::connect(addr);
-                c.send(&format!("GET /k?i={i} HTTP/1.1\r\nHost: x\r\n\r\n"));
+                c.send(format!("GET /k?i={i} HTTP/1.1\r\nHost: x\r\n\r\n"));
                 c.response(false).status
             })
         })
@@ -101,7 +101,7 @@ fn the_storage_model_makes_a_miss_take_at_least_the_seek_time() {
         .map(|p| {
             std::thread::spawn(move || {
                 let mut c = Client::connect(addr);
-                c.send(&format!("GET {p} HTTP/1.1\r\nHost: x\r\n\r\n"));
+                c.send(format!("GET {p} HTTP/1.1\r\nHost: x\r\n\r\n"));
                 c.response(false).status
             })
         })

@@ -24,12 +24,7 @@ const WAIT: Duration = Duration::from_secs(5);
 
 /// For the root-only tests (`#[ignore]`d; `./quickstart test` runs them as root).
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    assert!(
-        root,
-        "the handoff agent restores sockets with TCP_REPAIR: run it as root, as ./quickstart test does"
-    );
+    locus_test_support::require_root("the handoff agent restores sockets with TCP_REPAIR");
 }
 
 fn key() -> ControlKey {
@@ -217,7 +212,7 @@ fn a_handed_off_connection_is_served_byte_exact_and_its_next_request_is_routed()
     assert_eq!((r.status, r.header("X-Locus-Node")), (200, Some("n1")));
     assert!(r.body == pattern(1024, 1), "1 KB body differs");
 
-    client.send(&get("/big"));
+    client.send(get("/big"));
     switch.expect_route(id, "/big");
     switch.send(HandoffMessage::RouteTo { id, node: NodeId(1) });
     let r = client.response(false);
@@ -248,7 +243,7 @@ fn a_request_routed_to_another_node_is_handed_back_with_the_request_in_front() {
     let r = client.response(false);
     assert_eq!((r.text().as_str(), r.header("X-Locus-Node")), ("document a\n", Some("n1")));
 
-    client.send(&get("/big"));
+    client.send(get("/big"));
     s1.expect_route(id, "/big");
     s1.send(HandoffMessage::RouteTo { id, node: NodeId(2) });
     let HandoffMessage::Rehandoff { id: back, state } = s1.recv() else { panic!("expected Rehandoff") };
@@ -312,7 +307,7 @@ fn a_rehandoff_carries_responses_still_in_the_send_queue_and_the_next_node_sends
     // once, and n1's first zero-window probe comes one RTO (200 ms) later: the rehandoff
     // must be done by then.
     set_quickack(&client.stream);
-    client.send(&format!("{}{}", get("/mid"), get("/b")));
+    client.send(format!("{}{}", get("/mid"), get("/b")));
     s1.expect_route(id, "/mid");
     let window_closing = Instant::now();
     s1.send(HandoffMessage::RouteTo { id, node: NodeId(1) });
@@ -362,7 +357,7 @@ fn handovers_are_refused_at_max_connections_or_when_the_restore_fails() {
     let n1 = node("n1", |c, _| c.limits.max_connections = 1);
     let mut switch = Switch::connect(&n1, 1, &[]);
     let mut occupant = n1.client();
-    occupant.send(&get("/a"));
+    occupant.send(get("/a"));
     assert_eq!(occupant.response(false).status, 200);
 
     let vip = VirtualIp::new();
@@ -460,7 +455,7 @@ fn backend_forwarding_fetches_the_request_from_the_other_node_and_keeps_the_conn
     assert_eq!(client.response(false).header("X-Locus-Node"), Some("n1"));
 
     for _ in 0..2 {
-        client.send(&get("/big"));
+        client.send(get("/big"));
         switch.expect_route(id, "/big");
         switch.send(HandoffMessage::RouteTo { id, node: NodeId(2) });
         let r = client.response(false);
@@ -468,7 +463,7 @@ fn backend_forwarding_fetches_the_request_from_the_other_node_and_keeps_the_conn
         assert_eq!((r.status, r.header("X-Locus-Node")), (200, Some("n2")));
         assert!(r.body == pattern(1 << 20, 2), "1 MB body through n1 differs");
     }
-    client.send(&get("/b"));
+    client.send(get("/b"));
     switch.expect_route(id, "/b");
     switch.send(HandoffMessage::RouteTo { id, node: NodeId(1) });
     assert_eq!(client.response(false).header("X-Locus-Node"), Some("n1"), "the connection stayed on n1");
@@ -494,7 +489,7 @@ fn upstream_mode_relays_the_connection_to_a_plain_server_in_the_kernel() {
     let r = client.response(false);
     assert_eq!((r.status, r.header("X-Locus-Node")), (200, Some("plain")));
     assert!(r.body == pattern(1 << 20, 2), "1 MB body through the relay differs");
-    client.send(&get("/small"));
+    client.send(get("/small"));
     let r = client.response(false);
     assert!(r.body == pattern(1024, 1), "second request on the relayed connection");
     assert_eq!(n1.server().stats().routes_asked, 0, "no per-request routing in upstream mode");
@@ -510,7 +505,7 @@ fn cloned_connections_ask_from_the_first_request_and_serve_locally_without_a_swi
     let n1 = node("n1", |_, h| h.clone = true);
     let n2 = node("n2", |_, _| {});
     let mut alone = n1.client();
-    alone.send(&get("/a"));
+    alone.send(get("/a"));
     assert_eq!(alone.response(false).header("X-Locus-Node"), Some("n1"), "no switch: served here");
     assert_eq!(n1.server().stats().routes_asked, 0);
     assert_eq!(n1.server().stats().routes_unanswered, 1, "served here for want of an answer");
@@ -520,11 +515,11 @@ fn cloned_connections_ask_from_the_first_request_and_serve_locally_without_a_swi
     wait_until("n1 to see its switch", || n1.server().stats().handoff_channels == 1);
     let mut client = n1.client();
     let id = ConnectionId::from_tuple(v4(client.stream.local_addr().unwrap()), n1.addr().port());
-    client.send(&get("/a"));
+    client.send(get("/a"));
     s1.expect_route(id, "/a");
     s1.send(HandoffMessage::RouteTo { id, node: NodeId(1) });
     assert_eq!(client.response(false).header("X-Locus-Node"), Some("n1"));
-    client.send(&get("/b"));
+    client.send(get("/b"));
     s1.expect_route(id, "/b");
     s1.send(HandoffMessage::RouteTo { id, node: NodeId(2) });
     let HandoffMessage::Rehandoff { state, .. } = s1.recv() else { panic!("expected Rehandoff") };

@@ -25,13 +25,13 @@ fn get_and_head_are_byte_exact_for_small_cached_and_large_streamed_files() {
             assert_eq!(r.header("Content-Length"), Some(body.len().to_string().as_str()));
         }
         let mut c = node.client();
-        c.send(&format!("HEAD {path} HTTP/1.1\r\nHost: x\r\n\r\n"));
+        c.send(format!("HEAD {path} HTTP/1.1\r\nHost: x\r\n\r\n"));
         let r = c.response(true);
         assert_eq!(r.status, 200);
         assert!(r.body.is_empty());
         assert_eq!(r.header("Content-Length"), Some(body.len().to_string().as_str()));
         // The connection is still usable: HEAD sent no body.
-        c.send(&format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n"));
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n"));
         assert!(c.response(false).body == *body);
     }
     assert_eq!(node.get("/large.bin").header("X-Locus-Cache"), Some("bypass"));
@@ -82,7 +82,7 @@ fn keep_alive_and_pipelined_requests_are_answered_in_order() {
     let mut c = node.client();
     // Sequential keep-alive.
     for i in 0..5 {
-        c.send(&format!("GET /f{i}.txt HTTP/1.1\r\nHost: x\r\n\r\n"));
+        c.send(format!("GET /f{i}.txt HTTP/1.1\r\nHost: x\r\n\r\n"));
         let r = c.response(false);
         assert_eq!(r.text(), format!("file number {i}"));
         assert_eq!(r.header("Connection"), None);
@@ -137,7 +137,7 @@ fn request_bodies_are_discarded_so_framing_stays_right() {
     // A body arriving in pieces after the head.
     c.send("PUT /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
     assert_eq!(c.response(false).status, 405);
-    c.send_bytes(&vec![b'z'; 100_000]);
+    c.send(vec![b'z'; 100_000]);
     c.send("GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(c.response(false).text(), "aaa");
 }
@@ -150,7 +150,7 @@ fn if_modified_since_gives_304_and_an_older_date_gives_200() {
     let lm = first.header("Last-Modified").unwrap().to_string();
     for _ in 0..2 {
         let mut c = node.client();
-        c.send(&format!("GET /a.txt HTTP/1.1\r\nHost: x\r\nIf-Modified-Since: {lm}\r\n\r\n"));
+        c.send(format!("GET /a.txt HTTP/1.1\r\nHost: x\r\nIf-Modified-Since: {lm}\r\n\r\n"));
         let r = c.response(true);
         assert_eq!(r.status, 304);
         assert!(r.body.is_empty());
@@ -173,17 +173,17 @@ fn single_ranges_give_206_and_unsatisfiable_ones_416() {
         for (range, start, end) in
             [("0-99", 0, 99), ("9000-", 9000, len - 1), ("-500", len - 500, len - 1), ("1-70000", 1, 70_000)]
         {
-            c.send(&format!("GET {path} HTTP/1.1\r\nHost: x\r\nRange: bytes={range}\r\n\r\n"));
+            c.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\nRange: bytes={range}\r\n\r\n"));
             let r = c.response(false);
             assert_eq!(r.status, 206, "{path} {range}");
             assert_eq!(r.header("Content-Range"), Some(format!("bytes {start}-{end}/{len}").as_str()));
             assert!(r.body == data[start..=end]);
         }
-        c.send(&format!("GET {path} HTTP/1.1\r\nHost: x\r\nRange: bytes={len}-\r\n\r\n"));
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\nRange: bytes={len}-\r\n\r\n"));
         let r = c.response(false);
         assert_eq!(r.status, 416);
         assert_eq!(r.header("Content-Range"), Some(format!("bytes */{len}").as_str()));
-        c.send(&format!("GET {path} HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1,5-9\r\n\r\n"));
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1,5-9\r\n\r\n"));
         let r = c.response(false);
         assert_eq!(r.status, 200);
         assert_eq!(r.body.len(), len);

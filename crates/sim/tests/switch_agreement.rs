@@ -4,8 +4,7 @@
 //! served each (`X-Locus-Node`) is what the simulator's front-end picks when fed the same
 //! sequence of requests and completions, for lard, lard-r, chash, hash and rr.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use locus_core::{Method, NodeId, RequestInfo};
@@ -13,6 +12,7 @@ use locus_node::{NodeConfig, NodeServer};
 use locus_policy::PolicyConfig;
 use locus_sim::{FrontEnd, FrontEndLimit, SimPolicy};
 use locus_switch::{HealthConfig, NodeEntry, SwitchConfig, SwitchServer};
+use locus_test_support::Client;
 
 const NODES: usize = 3;
 
@@ -39,48 +39,18 @@ fn script() -> Vec<Step> {
     s
 }
 
-struct Http {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
+/// A keep-alive connection to the switch, with 20 s for each read.
+fn connect(addr: SocketAddr) -> Client {
+    let client = Client::connect(addr);
+    client.stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    client
 }
 
-impl Http {
-    fn connect(addr: SocketAddr) -> Http {
-        let stream = TcpStream::connect(addr).expect("connect to the switch");
-        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        stream.set_nodelay(true).unwrap();
-        Http { writer: stream.try_clone().unwrap(), reader: BufReader::new(stream) }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        self.writer.write_all(bytes).expect("write to the switch");
-    }
-
-    /// Read one response with a Content-Length body; returns (status, X-Locus-Node).
-    fn read(&mut self) -> (u16, String) {
-        let mut line = String::new();
-        self.reader.read_line(&mut line).expect("status line");
-        let status: u16 = line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("status");
-        let (mut length, mut node) = (0usize, String::new());
-        loop {
-            line.clear();
-            self.reader.read_line(&mut line).expect("header line");
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            let (name, value) = l.split_once(':').expect("header");
-            match name.trim().to_ascii_lowercase().as_str() {
-                "content-length" => length = value.trim().parse().expect("length"),
-                "x-locus-node" => node = value.trim().to_string(),
-                "transfer-encoding" => panic!("unexpected chunked response"),
-                _ => {}
-            }
-        }
-        let mut body = vec![0; length];
-        self.reader.read_exact(&mut body).expect("body");
-        (status, node)
-    }
+/// Read one response with a Content-Length body; returns (status, X-Locus-Node).
+fn read(client: &mut Client) -> (u16, String) {
+    let r = client.response(false);
+    assert!(r.header("transfer-encoding").is_none(), "unexpected chunked response");
+    (r.status, r.served_by().unwrap_or_default().to_string())
 }
 
 fn wait_in_flight(switch: &SwitchServer, want: u64) {
@@ -112,8 +82,8 @@ fn live_choices(policy: PolicyConfig, nodes: &[NodeServer]) -> Vec<usize> {
         ..SwitchConfig::default()
     };
     let switch = SwitchServer::start(config).expect("switch starts");
-    let mut client = Http::connect(switch.addr());
-    let mut held: Vec<Option<Http>> = (0..8).map(|_| None).collect();
+    let mut client = connect(switch.addr());
+    let mut held: Vec<Option<Client>> = (0..8).map(|_| None).collect();
     let mut held_step = [0usize; 8];
     let steps = script();
     let mut choice = vec![usize::MAX; steps.len()];
@@ -124,7 +94,7 @@ fn live_choices(policy: PolicyConfig, nodes: &[NodeServer]) -> Vec<usize> {
         match *step {
             Step::Get(t) => {
                 client.send(format!("GET {t} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes());
-                let (status, node) = client.read();
+                let (status, node) = read(&mut client);
                 assert_eq!(status, 200, "{t}");
                 choice[i] = index_of(&node);
                 // The switch completes the request just after the response leaves it: wait
@@ -132,7 +102,7 @@ fn live_choices(policy: PolicyConfig, nodes: &[NodeServer]) -> Vec<usize> {
                 wait_in_flight(&switch, in_flight);
             }
             Step::Hold(k, t) => {
-                let mut c = Http::connect(switch.addr());
+                let mut c = connect(switch.addr());
                 c.send(format!("POST {t} HTTP/1.1\r\nHost: test\r\nContent-Length: 4\r\n\r\n").as_bytes());
                 in_flight += 1;
                 wait_in_flight(&switch, in_flight);
@@ -142,7 +112,7 @@ fn live_choices(policy: PolicyConfig, nodes: &[NodeServer]) -> Vec<usize> {
             Step::Release(k) => {
                 let mut c = held[k].take().expect("held");
                 c.send(b"done");
-                let (status, node) = c.read();
+                let (status, node) = read(&mut c);
                 assert_eq!(status, 405, "a node answers POST to a file with 405");
                 choice[held_step[k]] = index_of(&node);
                 in_flight -= 1;

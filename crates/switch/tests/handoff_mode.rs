@@ -11,6 +11,7 @@ use common::*;
 use locus_node::{HandoffConfig, NodeConfig, NodeServer, RehandoffPolicy};
 use locus_policy::PolicyConfig;
 use locus_switch::{HandoffSettings, Mode, NodeEntry, SwitchConfig, SwitchServer};
+use locus_test_support::{Client, Response};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -19,9 +20,7 @@ const OTHER_KEY: &str = "0123456789abcdef0123456789abcdef";
 
 /// For the root-only tests (`#[ignore]`d; `./quickstart test` runs them as root).
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    assert!(root, "handoff needs CAP_NET_ADMIN: run it as root, as ./quickstart test does");
+    locus_test_support::require_root("handoff needs CAP_NET_ADMIN");
 }
 
 struct Cluster {

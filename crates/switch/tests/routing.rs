@@ -9,6 +9,7 @@ use common::*;
 use locus_node::{NodeConfig, NodeServer};
 use locus_policy::PolicyConfig;
 use locus_switch::{NodeEntry, SwitchConfig, SwitchServer};
+use locus_test_support::Client;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 

@@ -26,9 +26,7 @@ pub const TCP_ACK: u8 = 0x10;
 /// For the root-only tests (`#[ignore]`d; `./quickstart test` runs them as root): fails unless
 /// this process may load BPF programs and make namespaces.
 pub fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    assert!(root, "needs root for BPF and network namespaces: run it as root, as ./quickstart test does");
+    locus_test_support::require_root("BPF and network namespaces");
 }
 
 /// One frame to build: Ethernet, IPv4 (optionally with options or as a fragment), TCP.

@@ -1,119 +1,18 @@
-//! Test fixtures for the switch's integration tests: a raw HTTP/1.1 client that reads exact
-//! responses, and a scripted back-end whose every answer (including chunked bodies, stalls and
-//! dropped connections) is chosen by the test and which counts what reached it.
+//! Test fixtures for the switch's integration tests: a scripted back-end whose every answer
+//! (including chunked bodies, stalls and dropped connections) is chosen by the test and which
+//! counts what reached it; the client is `locus_test_support::Client`.
 
 #![allow(dead_code)]
 
-use locus_http::{BodyKind, BodyTracker, Limits, RequestHead, ResponseHead, parse_request, parse_response};
+use locus_http::{BodyKind, BodyTracker, Limits, RequestHead, parse_request};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// A response as the client saw it.
-#[derive(Debug, Clone)]
-pub struct Response {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-}
-
-/// A client connection that sends raw bytes and reads responses one by one.
-pub struct Client {
-    pub stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Client {
-    pub fn connect(addr: SocketAddr) -> Client {
-        let stream = TcpStream::connect(addr).expect("connect to switch");
-        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        stream.set_nodelay(true).unwrap();
-        Client { stream, buf: Vec::new() }
-    }
-
-    pub fn send(&mut self, raw: &[u8]) {
-        self.stream.write_all(raw).expect("write request");
-    }
-
-    /// Read one response; `head_request` when it answers a HEAD.
-    pub fn read_response(&mut self, head_request: bool) -> Option<Response> {
-        let mut head = ResponseHead::default();
-        loop {
-            if !self.buf.is_empty() && parse_response(&self.buf, 1 << 20, head_request, &mut head).ok()? {
-                if head.is_interim() {
-                    self.buf.drain(..head.head_len);
-                    continue;
-                }
-                break;
-            }
-            if !self.fill() {
-                return None;
-            }
-        }
-        let headers = head
-            .headers
-            .iter()
-            .map(|h| {
-                (
-                    String::from_utf8_lossy(h.name.get(&self.buf)).into_owned(),
-                    String::from_utf8_lossy(h.value.get(&self.buf)).into_owned(),
-                )
-            })
-            .collect();
-        let status = head.status;
-        let mut tracker = BodyTracker::new(head.body);
-        self.buf.drain(..head.head_len);
-        let mut body = Vec::new();
-        loop {
-            let p = tracker.advance_with(&self.buf, |d| body.extend_from_slice(d)).ok()?;
-            self.buf.drain(..p.consumed);
-            if p.done {
-                break;
-            }
-            if !self.fill() {
-                tracker.eof().ok()?;
-                break;
-            }
-        }
-        Some(Response { status, headers, body })
-    }
-
-    fn fill(&mut self) -> bool {
-        let mut chunk = [0u8; 65536];
-        match self.stream.read(&mut chunk) {
-            Ok(0) | Err(_) => false,
-            Ok(n) => {
-                self.buf.extend_from_slice(&chunk[..n]);
-                true
-            }
-        }
-    }
-
-    /// Whether the server closed the connection (reads EOF within the timeout).
-    pub fn is_closed(&mut self) -> bool {
-        self.stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-        let mut b = [0u8; 1];
-        matches!(self.stream.read(&mut b), Ok(0) | Err(_))
-    }
-
-    pub fn get(&mut self, path: &str) -> Response {
-        self.send(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes());
-        self.read_response(false).unwrap_or_else(|| panic!("no response for {path}"))
-    }
-}
-
-/// One GET on a fresh connection.
-pub fn get(addr: SocketAddr, path: &str) -> Response {
-    Client::connect(addr).get(path)
-}
+/// How long a test waits for the switch to close a connection (`Client::closed_or_silent`).
+pub const CLOSE_WAIT: Duration = Duration::from_secs(3);
 
 /// What a scripted back-end does with a request.
 pub enum Action {
