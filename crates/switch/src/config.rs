@@ -58,6 +58,51 @@ impl std::str::FromStr for Mode {
     }
 }
 
+/// l4 mode: how the tc forwarder picks a node at a client's SYN (`handoff.l4_selection`,
+/// `--l4-selection`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(try_from = "String")]
+#[value(rename_all = "lowercase")]
+pub enum L4Selection {
+    /// Round robin.
+    #[default]
+    Rr,
+    /// Weighted round robin.
+    Wrr,
+    /// Least connections (weighted; the table is rewritten every second).
+    Lc,
+    /// A hash of the client's address and port.
+    Hash,
+}
+
+impl L4Selection {
+    /// The selection's name in configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            L4Selection::Rr => "rr",
+            L4Selection::Wrr => "wrr",
+            L4Selection::Lc => "lc",
+            L4Selection::Hash => "hash",
+        }
+    }
+}
+
+impl std::fmt::Display for L4Selection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl TryFrom<String> for L4Selection {
+    type Error = ConfigError;
+    fn try_from(s: String) -> Result<L4Selection, ConfigError> {
+        use clap::ValueEnum;
+        L4Selection::value_variants().iter().copied().find(|v| v.as_str() == s).ok_or_else(|| {
+            ConfigError::Invalid(format!("handoff.l4_selection `{s}`: use rr, wrr, lc or hash"))
+        })
+    }
+}
+
 /// One back-end node.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -101,9 +146,8 @@ pub struct HandoffSettings {
     pub expire_idle_s: u64,
     /// Time between reconnection attempts to an agent whose control channel is down.
     pub reconnect_ms: u64,
-    /// l4 mode: how the forwarder picks a node at a SYN: rr, wrr, lc or hash (of the
-    /// client's address and port).
-    pub l4_selection: String,
+    /// l4 mode: how the forwarder picks a node at a SYN.
+    pub l4_selection: L4Selection,
 }
 
 impl Default for HandoffSettings {
@@ -117,7 +161,7 @@ impl Default for HandoffSettings {
             close_linger_ms: 1_000,
             expire_idle_s: 900,
             reconnect_ms: 500,
-            l4_selection: "rr".into(),
+            l4_selection: L4Selection::Rr,
         }
     }
 }
@@ -420,12 +464,6 @@ impl SwitchConfig {
                     self.listen
                 )));
             }
-            if !["rr", "wrr", "lc", "hash"].contains(&self.handoff.l4_selection.as_str()) {
-                return Err(ConfigError::Invalid(format!(
-                    "handoff.l4_selection `{}`: use rr, wrr, lc or hash",
-                    self.handoff.l4_selection
-                )));
-            }
             if self.nodes.iter().any(|n| n.handoff.is_some()) {
                 self.handoff.load_key()?;
             }
@@ -584,8 +622,8 @@ max_connections = 500
         let any = SwitchConfig::from_toml_str(&format!("listen = \"0.0.0.0:80\"\n{text}"), "x").unwrap();
         assert!(any.validate().unwrap_err().to_string().contains("virtual IP"));
         let text = format!("listen = \"10.0.0.100:80\"\n{text}l4_selection = \"random\"\n");
-        let c = SwitchConfig::from_toml_str(&text, "x").unwrap();
-        assert!(c.validate().unwrap_err().to_string().contains("rr, wrr, lc or hash"));
+        let err = SwitchConfig::from_toml_str(&text, "x").unwrap_err();
+        assert!(err.to_string().contains("rr, wrr, lc or hash"));
         let c = SwitchConfig::from_toml_str(&text.replace("random", "wrr"), "x").unwrap();
         c.validate().unwrap();
     }
