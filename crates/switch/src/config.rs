@@ -412,6 +412,20 @@ impl SwitchConfig {
                 return Err(ConfigError::Invalid(format!("node `{}`: weight must be at least 1", names[i])));
             }
         }
+        self.validate_limits()?;
+        if let Some(n) = self.server_names.iter().find(|n| n.is_empty() || n.contains(['/', ' ', '@', ':'])) {
+            return Err(ConfigError::Invalid(format!("server name {n:?} is not a host name")));
+        }
+        if self.workers > 256 {
+            return Err(ConfigError::Invalid("workers must be at most 256".into()));
+        }
+        locus_policy::build(&self.policy, &self.weights())
+            .map_err(|e| ConfigError::Invalid(format!("policy: {e}")))?;
+        self.validate_mode(&names)
+    }
+
+    /// The limits and health-check settings.
+    fn validate_limits(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
         let positive = [
             ("limits.max_connections", l.max_connections as u64),
@@ -444,51 +458,51 @@ impl SwitchConfig {
                 self.health.path
             )));
         }
-        if let Some(n) = self.server_names.iter().find(|n| n.is_empty() || n.contains(['/', ' ', '@', ':'])) {
-            return Err(ConfigError::Invalid(format!("server name {n:?} is not a host name")));
-        }
-        if self.workers > 256 {
-            return Err(ConfigError::Invalid("workers must be at most 256".into()));
-        }
-        locus_policy::build(&self.policy, &self.weights())
-            .map_err(|e| ConfigError::Invalid(format!("policy: {e}")))?;
-        if self.mode == Mode::L4 {
-            if self.handoff.interface.is_none() {
-                return Err(ConfigError::Invalid(
-                    "l4 mode needs handoff.interface (the forwarder directs the connections)".into(),
-                ));
-            }
-            if !matches!(self.listen, SocketAddr::V4(a) if !a.ip().is_unspecified()) {
-                return Err(ConfigError::Invalid(format!(
-                    "l4 mode needs a listen address on the virtual IP (IPv4), not {}",
-                    self.listen
-                )));
-            }
-            if self.nodes.iter().any(|n| n.handoff.is_some()) {
-                self.handoff.load_key()?;
-            }
-        }
-        if self.mode == Mode::Handoff {
-            self.handoff.load_key()?;
-            if let Some((i, _)) = self.nodes.iter().enumerate().find(|(_, n)| n.handoff.is_none()) {
-                return Err(ConfigError::Invalid(format!(
-                    "node `{}`: handoff mode needs the address of its agent (handoff = \"ip:port\")",
-                    names[i]
-                )));
-            }
-            let h = &self.handoff;
-            for (key, v) in [
-                ("handoff.ready_timeout_ms", h.ready_timeout_ms),
-                ("handoff.expire_idle_s", h.expire_idle_s),
-                ("handoff.reconnect_ms", h.reconnect_ms),
-            ] {
-                if v == 0 {
-                    return Err(ConfigError::Invalid(format!("{key} must be greater than 0")));
+        Ok(())
+    }
+
+    /// What the mode itself needs (`names`: the nodes' names).
+    fn validate_mode(&self, names: &[String]) -> Result<(), ConfigError> {
+        match self.mode {
+            Mode::L4 => {
+                if self.handoff.interface.is_none() {
+                    return Err(ConfigError::Invalid(
+                        "l4 mode needs handoff.interface (the forwarder directs the connections)".into(),
+                    ));
+                }
+                if !matches!(self.listen, SocketAddr::V4(a) if !a.ip().is_unspecified()) {
+                    return Err(ConfigError::Invalid(format!(
+                        "l4 mode needs a listen address on the virtual IP (IPv4), not {}",
+                        self.listen
+                    )));
+                }
+                if self.nodes.iter().any(|n| n.handoff.is_some()) {
+                    self.handoff.load_key()?;
                 }
             }
-            if h.pin_dir.is_some() && h.interface.is_none() {
-                return Err(ConfigError::Invalid("handoff.pin_dir needs handoff.interface".into()));
+            Mode::Handoff => {
+                self.handoff.load_key()?;
+                if let Some((i, _)) = self.nodes.iter().enumerate().find(|(_, n)| n.handoff.is_none()) {
+                    return Err(ConfigError::Invalid(format!(
+                        "node `{}`: handoff mode needs the address of its agent (handoff = \"ip:port\")",
+                        names[i]
+                    )));
+                }
+                let h = &self.handoff;
+                for (key, v) in [
+                    ("handoff.ready_timeout_ms", h.ready_timeout_ms),
+                    ("handoff.expire_idle_s", h.expire_idle_s),
+                    ("handoff.reconnect_ms", h.reconnect_ms),
+                ] {
+                    if v == 0 {
+                        return Err(ConfigError::Invalid(format!("{key} must be greater than 0")));
+                    }
+                }
+                if h.pin_dir.is_some() && h.interface.is_none() {
+                    return Err(ConfigError::Invalid("handoff.pin_dir needs handoff.interface".into()));
+                }
             }
+            Mode::Proxy | Mode::Splice => {}
         }
         Ok(())
     }
