@@ -1,7 +1,8 @@
 //! `locus switch`: command-line flags (over an optional TOML file), start, wait for SIGTERM or
 //! Ctrl-C, then shut down gracefully.
 
-use crate::config::{L4Selection, Mode, NodeEntry, SwitchConfig};
+use crate::config::{NodeEntry, SwitchConfig};
+use crate::mode::{L4Selection, Mode};
 use crate::node_addr::resolve_node_addr;
 use crate::server::SwitchServer;
 use anyhow::Context;

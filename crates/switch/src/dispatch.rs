@@ -412,6 +412,40 @@ mod tests {
         assert_eq!(d.snapshot().in_flight, 0);
     }
 
+    #[tokio::test(flavor = "current_thread")]
+    async fn candidates_start_at_the_pick_and_move_once_after_completing_the_failed_node() {
+        let weights = [1, 1, 1];
+        let config = PolicyConfig::from_name("rr").unwrap();
+        let d = Dispatcher::new(Cluster::new(build(&config, &weights).unwrap(), &weights, Duration::ZERO));
+        let r = RequestInfo::get("/a");
+        let t = Duration::from_secs(1);
+        // rr picks 0, then 1: the walk meets exactly what dispatching twice would.
+        let mut c = Candidates::first(&d, &r, t, true).await.unwrap();
+        assert_eq!(c.node(), NodeId(0));
+        assert!(c.may_move());
+        assert_eq!(c.next(&r).await.unwrap(), NodeId(1));
+        assert_eq!(d.snapshot().in_flight, 1, "the failed node's request completed first");
+        assert!(!c.may_move(), "one move at most");
+        drop(c);
+        assert_eq!(d.snapshot().in_flight, 0);
+        // A request that may not be sent twice has one candidate and no reconnection.
+        let mut c = Candidates::first(&d, &r, t, Candidates::may_retry(Method::Post, true)).await.unwrap();
+        assert!(!c.may_move() && !c.reconnect());
+        // Stale pooled connections: two fresh ones at most.
+        let mut c2 = Candidates::first(&d, &r, t, true).await.unwrap();
+        assert!(c2.reconnect() && c2.reconnect() && !c2.reconnect());
+        assert!(c2.may_move(), "reconnecting is no move");
+        drop((c, c2));
+        // No node left for the move: the error, and an empty walk.
+        let mut c = Candidates::first(&d, &r, t, true).await.unwrap();
+        for n in 0..3 {
+            d.set_up(NodeId(n), false);
+        }
+        assert_eq!(c.next(&r).await.err(), Some(DispatchError::NoNodeUp));
+        drop(c);
+        assert_eq!(d.snapshot().in_flight, 0);
+    }
+
     async fn futures_poll_once<F: std::future::Future + Unpin>(f: &mut F) -> Option<F::Output> {
         use std::task::Poll;
         std::future::poll_fn(|cx| match std::pin::Pin::new(&mut *f).poll(cx) {

@@ -12,6 +12,7 @@ mod dispatch;
 mod forward;
 mod handoff;
 mod health;
+mod mode;
 mod node_addr;
 mod open_files;
 mod pool;
@@ -24,9 +25,8 @@ mod state;
 mod target_check;
 mod worker;
 
-pub use config::{
-    ConfigError, HandoffSettings, HealthConfig, L4Selection, Mode, NodeEntry, SwitchConfig, SwitchLimits,
-};
+pub use config::{ConfigError, HandoffSettings, HealthConfig, NodeEntry, SwitchConfig, SwitchLimits};
 pub use dispatch::{DispatchError, DispatchSnapshot};
 pub use handoff::HandoffSetupError;
+pub use mode::{L4Selection, Mode};
 pub use server::{SwitchError, SwitchServer};

@@ -5,8 +5,8 @@
 //! node (`handoff`, proxied when the handoff is not taken).
 
 use crate::client::{Client, Next};
-use crate::config::Mode;
 use crate::handoff::{HandoffOutcome, HandoffWorker, WorkerLinks};
+use crate::mode::Mode;
 use crate::state::Shared;
 use crate::worker::Worker;
 use locus_http::{RequestHead, parse_request};

@@ -7,7 +7,7 @@
 use super::links::{NodeLink, Reply, WorkerLinks};
 use super::plane::HandedOff;
 use super::sequence::{hand_over, restore_here};
-use crate::config::{L4Selection, Mode};
+use crate::mode::{L4Selection, Mode};
 use crate::state::Shared;
 use locus_bpf::ConnKey;
 use locus_core::{NodeId, RequestInfo};

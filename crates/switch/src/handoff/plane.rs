@@ -3,8 +3,9 @@
 //! MACs, the table of connections living on nodes with their detached assignments, and the
 //! counters.
 
-use crate::config::{ConfigError, HandoffSettings, L4Selection, Mode, SwitchConfig};
+use crate::config::{ConfigError, HandoffSettings, SwitchConfig};
 use crate::dispatch::{DetachedAssignment, Dispatcher};
+use crate::mode::{L4Selection, Mode};
 use locus_bpf::{ConnKey, Forwarder, ForwarderOptions, NodeSlot, NodeTable, SelectionMode};
 use locus_core::NodeId;
 use locus_handoff::{ConnectionId, ControlKey};
