@@ -345,45 +345,8 @@ fn is_prime(n: u32) -> bool {
 /// Build the policy for a cluster of `weights.len()` nodes with these weights, after
 /// checking the parameters.
 pub fn build(config: &PolicyConfig, weights: &[u32]) -> Result<Box<dyn Policy>, PolicyConfigError> {
-    let policy = config.name();
-    let invalid = |message: String| PolicyConfigError::Invalid { policy, message };
-    if weights.is_empty() {
-        return Err(invalid("the cluster has no nodes (empty weight list)".into()));
-    }
-    if let Some(i) = weights.iter().position(|&w| w == 0) {
-        return Err(invalid(format!("node {i} has weight 0; weights must be at least 1")));
-    }
-    if weights.len() > u32::MAX as usize {
-        return Err(invalid(format!("{} nodes is too many", weights.len())));
-    }
-    let total_weight: u64 = weights.iter().map(|&w| w as u64).sum();
-    let check_vnodes = |vnodes: u32| {
-        if vnodes == 0 {
-            return Err(invalid("vnodes must be at least 1".into()));
-        }
-        if vnodes as u64 * total_weight > MAX_RING_POINTS {
-            return Err(invalid(format!(
-                "vnodes × total weight = {} × {total_weight} ring points exceeds {MAX_RING_POINTS}",
-                vnodes
-            )));
-        }
-        Ok(())
-    };
-    let check_lard = |t_low: u32, t_high: u32, max_targets: usize| {
-        if t_high == 0 {
-            return Err(invalid("t_high must be greater than 0".into()));
-        }
-        if t_low >= t_high {
-            return Err(invalid(format!("t_low ({t_low}) must be less than t_high ({t_high})")));
-        }
-        if t_high > u32::MAX / 2 {
-            return Err(invalid(format!("t_high ({t_high}) is too large")));
-        }
-        if max_targets == 0 {
-            return Err(invalid("max_targets must be at least 1".into()));
-        }
-        Ok(())
-    };
+    check(config, weights)
+        .map_err(|message| PolicyConfigError::Invalid { policy: config.name(), message })?;
     Ok(match *config {
         PolicyConfig::Rr => Box::new(RoundRobinPolicy::new()),
         PolicyConfig::Wrr => Box::new(WeightedRoundRobinPolicy::new(weights.len())),
@@ -392,48 +355,18 @@ pub fn build(config: &PolicyConfig, weights: &[u32]) -> Result<Box<dyn Policy>, 
         PolicyConfig::P2c { seed } => Box::new(PowerOfTwoPolicy::new(seed)),
         PolicyConfig::Hash => Box::new(StaticHashPolicy::new()),
         PolicyConfig::Chash { kind: ChashKind::Ring, vnodes, .. } => {
-            check_vnodes(vnodes)?;
             Box::new(RingPolicy::new(weights, vnodes))
         }
         PolicyConfig::Chash { kind: ChashKind::Maglev, table_size, .. } => {
-            if !is_prime(table_size) {
-                return Err(invalid(format!("table_size {table_size} is not a prime (65537 is)")));
-            }
-            let min = MAGLEV_ENTRIES_PER_NODE * weights.len() as u64;
-            if (table_size as u64) < min {
-                return Err(invalid(format!(
-                    "table_size {table_size} is too small for {} nodes: use a prime of at least {min}",
-                    weights.len()
-                )));
-            }
-            if table_size > MAX_MAGLEV_TABLE {
-                return Err(invalid(format!("table_size {table_size} exceeds {MAX_MAGLEV_TABLE}")));
-            }
             Box::new(MaglevPolicy::new(weights, table_size))
         }
         PolicyConfig::ChashBounded { vnodes, balance_factor } => {
-            check_vnodes(vnodes)?;
-            if balance_factor < 100 {
-                return Err(invalid(format!(
-                    "balance_factor is in percent and must be at least 100 (got {balance_factor})"
-                )));
-            }
             Box::new(BoundedLoadPolicy::new(weights, vnodes, balance_factor))
         }
         PolicyConfig::Lard { t_low, t_high, max_targets } => {
-            check_lard(t_low, t_high, max_targets)?;
             Box::new(LardPolicy::new(weights.len(), t_low, t_high, max_targets))
         }
         PolicyConfig::LardR { t_low, t_high, k_secs, admission_limit, max_targets } => {
-            check_lard(t_low, t_high, max_targets)?;
-            if !(0.0..=1e9).contains(&k_secs) {
-                return Err(invalid(format!(
-                    "k_secs must be a number of seconds from 0 to 1e9 (got {k_secs})"
-                )));
-            }
-            if weights.len() > u16::MAX as usize + 1 {
-                return Err(invalid(format!("at most 65536 nodes (got {})", weights.len())));
-            }
             Box::new(LardRPolicy::new(
                 weights.len(),
                 t_low,
@@ -444,6 +377,97 @@ pub fn build(config: &PolicyConfig, weights: &[u32]) -> Result<Box<dyn Policy>, 
             ))
         }
     })
+}
+
+/// Why `config` cannot run on nodes of these `weights`, if it cannot.
+fn check(config: &PolicyConfig, weights: &[u32]) -> Result<(), String> {
+    if weights.is_empty() {
+        return Err("the cluster has no nodes (empty weight list)".into());
+    }
+    if let Some(i) = weights.iter().position(|&w| w == 0) {
+        return Err(format!("node {i} has weight 0; weights must be at least 1"));
+    }
+    if weights.len() > u32::MAX as usize {
+        return Err(format!("{} nodes is too many", weights.len()));
+    }
+    let total_weight: u64 = weights.iter().map(|&w| w as u64).sum();
+    match *config {
+        PolicyConfig::Rr
+        | PolicyConfig::Wrr
+        | PolicyConfig::Lc
+        | PolicyConfig::Wlc
+        | PolicyConfig::P2c { .. }
+        | PolicyConfig::Hash => Ok(()),
+        PolicyConfig::Chash { kind: ChashKind::Ring, vnodes, .. } => check_vnodes(vnodes, total_weight),
+        PolicyConfig::Chash { kind: ChashKind::Maglev, table_size, .. } => {
+            check_maglev_table(table_size, weights.len())
+        }
+        PolicyConfig::ChashBounded { vnodes, balance_factor } => {
+            check_vnodes(vnodes, total_weight)?;
+            if balance_factor < 100 {
+                return Err(format!(
+                    "balance_factor is in percent and must be at least 100 (got {balance_factor})"
+                ));
+            }
+            Ok(())
+        }
+        PolicyConfig::Lard { t_low, t_high, max_targets } => check_lard(t_low, t_high, max_targets),
+        PolicyConfig::LardR { t_low, t_high, k_secs, max_targets, .. } => {
+            check_lard(t_low, t_high, max_targets)?;
+            if !(0.0..=1e9).contains(&k_secs) {
+                return Err(format!("k_secs must be a number of seconds from 0 to 1e9 (got {k_secs})"));
+            }
+            if weights.len() > u16::MAX as usize + 1 {
+                return Err(format!("at most 65536 nodes (got {})", weights.len()));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn check_vnodes(vnodes: u32, total_weight: u64) -> Result<(), String> {
+    if vnodes == 0 {
+        return Err("vnodes must be at least 1".into());
+    }
+    if vnodes as u64 * total_weight > MAX_RING_POINTS {
+        return Err(format!(
+            "vnodes × total weight = {} × {total_weight} ring points exceeds {MAX_RING_POINTS}",
+            vnodes
+        ));
+    }
+    Ok(())
+}
+
+fn check_maglev_table(table_size: u32, nodes: usize) -> Result<(), String> {
+    if !is_prime(table_size) {
+        return Err(format!("table_size {table_size} is not a prime (65537 is)"));
+    }
+    let min = MAGLEV_ENTRIES_PER_NODE * nodes as u64;
+    if (table_size as u64) < min {
+        return Err(format!(
+            "table_size {table_size} is too small for {nodes} nodes: use a prime of at least {min}"
+        ));
+    }
+    if table_size > MAX_MAGLEV_TABLE {
+        return Err(format!("table_size {table_size} exceeds {MAX_MAGLEV_TABLE}"));
+    }
+    Ok(())
+}
+
+fn check_lard(t_low: u32, t_high: u32, max_targets: usize) -> Result<(), String> {
+    if t_high == 0 {
+        return Err("t_high must be greater than 0".into());
+    }
+    if t_low >= t_high {
+        return Err(format!("t_low ({t_low}) must be less than t_high ({t_high})"));
+    }
+    if t_high > u32::MAX / 2 {
+        return Err(format!("t_high ({t_high}) is too large"));
+    }
+    if max_targets == 0 {
+        return Err("max_targets must be at least 1".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

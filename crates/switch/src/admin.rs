@@ -155,16 +155,6 @@ pub fn metrics_text(shared: &Shared) -> String {
     let snap = shared.dispatcher.snapshot();
     let c = &shared.counters;
     let mut reg = Registry::with_prefix("locus_switch");
-    let counter = |v: u64| {
-        let m = Counter::<u64>::default();
-        m.inc_by(v);
-        m
-    };
-    let gauge = |v: i64| {
-        let g = Gauge::<i64>::default();
-        g.set(v);
-        g
-    };
     reg.register("connections_accepted", "Client connections accepted", counter(c.accepted.load(Relaxed)));
     reg.register(
         "connections_rejected",
@@ -203,6 +193,33 @@ pub fn metrics_text(shared: &Shared) -> String {
     reg.register("in_flight", "Requests dispatched and not completed", gauge(snap.in_flight as i64));
     reg.register("queued", "Requests waiting in the admission queue", gauge(snap.queued as i64));
     reg.register("mapping_entries", "Entries in the policy's target mapping", gauge(snap.mapping_len as i64));
+    register_node_metrics(&mut reg, shared, &snap);
+    if let Some(p) = shared.handoff.as_ref() {
+        register_handoff_metrics(&mut reg, p);
+    }
+    let mut text = String::new();
+    if let Err(e) = encode(&mut text, &reg) {
+        tracing::warn!("metrics encoding failed: {e}");
+    }
+    text
+}
+
+/// A counter holding `v`.
+fn counter(v: u64) -> Counter<u64> {
+    let m = Counter::<u64>::default();
+    m.inc_by(v);
+    m
+}
+
+/// A gauge holding `v`.
+fn gauge(v: i64) -> Gauge<i64> {
+    let g = Gauge::<i64>::default();
+    g.set(v);
+    g
+}
+
+/// The per-node metrics (labelled by node name).
+fn register_node_metrics(reg: &mut Registry, shared: &Shared, snap: &crate::dispatch::DispatchSnapshot) {
     let up = Family::<Labels, Gauge>::default();
     let load = Family::<Labels, Gauge>::default();
     let requests = Family::<Labels, Counter<u64, AtomicU64>>::default();
@@ -218,28 +235,25 @@ pub fn metrics_text(shared: &Shared) -> String {
     reg.register("node_load", "Requests in flight on the node", load);
     reg.register("node_requests", "Requests sent to the node", requests);
     reg.register("node_failures", "Connection failures to the node", failures);
-    if let Some(p) = shared.handoff.as_ref() {
-        let h = &p.counters;
-        for (name, help, v) in [
-            ("handoffs", "Connections handed off to nodes", &h.handoffs),
-            ("rehandoffs", "Connections moved from node to node", &h.rehandoffs),
-            ("handoffs_refused", "Handoffs refused by nodes", &h.refused),
-            ("handoffs_failed", "Handoffs failed (no answer, channel lost, dump failed)", &h.failed),
-            ("handoffs_served_here", "Connections restored and served by the switch itself", &h.served_here),
-            ("handoff_routes", "Route questions answered", &h.routes),
-            ("handoff_closed", "Handed-off connections reported closed", &h.closed),
-        ] {
-            reg.register(name, help, counter(v.load(Relaxed)));
-        }
-        reg.register(
-            "handoff_on_nodes",
-            "Handed-off connections living on nodes",
-            gauge(p.handed_off_now() as i64),
-        );
+}
+
+/// Handoff mode's metrics.
+fn register_handoff_metrics(reg: &mut Registry, p: &crate::handoff::HandoffPlane) {
+    let h = &p.counters;
+    for (name, help, v) in [
+        ("handoffs", "Connections handed off to nodes", &h.handoffs),
+        ("rehandoffs", "Connections moved from node to node", &h.rehandoffs),
+        ("handoffs_refused", "Handoffs refused by nodes", &h.refused),
+        ("handoffs_failed", "Handoffs failed (no answer, channel lost, dump failed)", &h.failed),
+        ("handoffs_served_here", "Connections restored and served by the switch itself", &h.served_here),
+        ("handoff_routes", "Route questions answered", &h.routes),
+        ("handoff_closed", "Handed-off connections reported closed", &h.closed),
+    ] {
+        reg.register(name, help, counter(v.load(Relaxed)));
     }
-    let mut text = String::new();
-    if let Err(e) = encode(&mut text, &reg) {
-        tracing::warn!("metrics encoding failed: {e}");
-    }
-    text
+    reg.register(
+        "handoff_on_nodes",
+        "Handed-off connections living on nodes",
+        gauge(p.handed_off_now() as i64),
+    );
 }

@@ -1,7 +1,8 @@
 //! `locus switch`: command-line flags (over an optional TOML file), start, wait for SIGTERM or
 //! Ctrl-C, then shut down gracefully.
 
-use crate::config::{Mode, NodeEntry, SwitchConfig};
+use crate::config::{NodeEntry, SwitchConfig};
+use crate::mode::{L4Selection, Mode};
 use crate::node_addr::resolve_node_addr;
 use crate::server::SwitchServer;
 use anyhow::Context;
@@ -41,9 +42,9 @@ pub struct SwitchArgs {
     /// Handoff mode: bpffs directory to pin the forwarder's maps in (survives restarts).
     #[arg(long, value_name = "DIR")]
     pub handoff_pin_dir: Option<PathBuf>,
-    /// l4 mode: how the forwarder picks a node at a client's SYN: rr, wrr, lc or hash.
-    #[arg(long, value_name = "SELECTION")]
-    pub l4_selection: Option<String>,
+    /// l4 mode: how the forwarder picks a node at a client's SYN.
+    #[arg(long, value_enum, value_name = "SELECTION")]
+    pub l4_selection: Option<L4Selection>,
     /// A host that absolute-form request targets may name besides the switch's own address
     /// (repeatable; adds to the file's `server_names`).
     #[arg(long = "server-name", value_name = "HOST")]
@@ -125,8 +126,8 @@ impl SwitchArgs {
         if let Some(d) = &self.handoff_pin_dir {
             config.handoff.pin_dir = Some(d.clone());
         }
-        if let Some(s) = &self.l4_selection {
-            config.handoff.l4_selection = s.clone();
+        if let Some(s) = self.l4_selection {
+            config.handoff.l4_selection = s;
         }
         config.validate()?;
         Ok(config)

@@ -8,55 +8,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How the switch forwards a request once it has chosen a node. The variants are the one list
-/// of modes: configuration, `--mode`, its help and the unknown-mode error all read it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-#[value(rename_all = "kebab-case")]
-pub enum Mode {
-    /// Two-way, user space: every request parsed and routed, relayed over pooled keep-alive
-    /// node connections.
-    #[default]
-    Proxy,
-    /// Two-way, in the kernel: the first request is parsed and routed, then the client and
-    /// node sockets are joined with splice(2) for the rest of the connection (a TCP gateway,
-    /// as ClubWeb's two-way kernel switch: later requests on it go to the same node).
-    Splice,
-    /// One-way: the first request is parsed and routed, then the client's TCP connection
-    /// itself moves to the node (TCP_REPAIR, over the authenticated control channel; the tc
-    /// forwarder sends the client's later packets to the node); the response never passes
-    /// the switch. Needs `[handoff]` and an agent address on every node.
-    Handoff,
-    /// One-way, content-blind: the tc forwarder picks a node at each client's SYN
-    /// (`handoff.l4_selection`) and forwards every packet of the connection to it without the
-    /// switch terminating TCP (LVS-DR style). Nodes running the agent with cloning ask the
-    /// switch's policy per request and hand connections on (Socket Cloning).
-    L4,
-}
-
-impl Mode {
-    /// The mode's name in configuration.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Proxy => "proxy",
-            Mode::Splice => "splice",
-            Mode::Handoff => "handoff",
-            Mode::L4 => "l4",
-        }
-    }
-}
-
-impl std::str::FromStr for Mode {
-    type Err = ConfigError;
-    fn from_str(s: &str) -> Result<Mode, ConfigError> {
-        use clap::ValueEnum;
-        let modes = Mode::value_variants();
-        modes.iter().copied().find(|m| m.as_str() == s).ok_or_else(|| {
-            let names: Vec<&str> = modes.iter().map(|m| m.as_str()).collect();
-            ConfigError::Invalid(format!("unknown mode `{s}`; available: {}", names.join(", ")))
-        })
-    }
-}
+// Part of the configuration: reachable from here as well as from `mode`.
+pub use crate::mode::{L4Selection, Mode};
 
 /// One back-end node.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -101,9 +54,8 @@ pub struct HandoffSettings {
     pub expire_idle_s: u64,
     /// Time between reconnection attempts to an agent whose control channel is down.
     pub reconnect_ms: u64,
-    /// l4 mode: how the forwarder picks a node at a SYN: rr, wrr, lc or hash (of the
-    /// client's address and port).
-    pub l4_selection: String,
+    /// l4 mode: how the forwarder picks a node at a SYN.
+    pub l4_selection: L4Selection,
 }
 
 impl Default for HandoffSettings {
@@ -117,7 +69,7 @@ impl Default for HandoffSettings {
             close_linger_ms: 1_000,
             expire_idle_s: 900,
             reconnect_ms: 500,
-            l4_selection: "rr".into(),
+            l4_selection: L4Selection::Rr,
         }
     }
 }
@@ -368,6 +320,20 @@ impl SwitchConfig {
                 return Err(ConfigError::Invalid(format!("node `{}`: weight must be at least 1", names[i])));
             }
         }
+        self.validate_limits()?;
+        if let Some(n) = self.server_names.iter().find(|n| n.is_empty() || n.contains(['/', ' ', '@', ':'])) {
+            return Err(ConfigError::Invalid(format!("server name {n:?} is not a host name")));
+        }
+        if self.workers > 256 {
+            return Err(ConfigError::Invalid("workers must be at most 256".into()));
+        }
+        locus_policy::build(&self.policy, &self.weights())
+            .map_err(|e| ConfigError::Invalid(format!("policy: {e}")))?;
+        self.validate_mode(&names)
+    }
+
+    /// The limits and health-check settings.
+    fn validate_limits(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
         let positive = [
             ("limits.max_connections", l.max_connections as u64),
@@ -400,57 +366,51 @@ impl SwitchConfig {
                 self.health.path
             )));
         }
-        if let Some(n) = self.server_names.iter().find(|n| n.is_empty() || n.contains(['/', ' ', '@', ':'])) {
-            return Err(ConfigError::Invalid(format!("server name {n:?} is not a host name")));
-        }
-        if self.workers > 256 {
-            return Err(ConfigError::Invalid("workers must be at most 256".into()));
-        }
-        locus_policy::build(&self.policy, &self.weights())
-            .map_err(|e| ConfigError::Invalid(format!("policy: {e}")))?;
-        if self.mode == Mode::L4 {
-            if self.handoff.interface.is_none() {
-                return Err(ConfigError::Invalid(
-                    "l4 mode needs handoff.interface (the forwarder directs the connections)".into(),
-                ));
-            }
-            if !matches!(self.listen, SocketAddr::V4(a) if !a.ip().is_unspecified()) {
-                return Err(ConfigError::Invalid(format!(
-                    "l4 mode needs a listen address on the virtual IP (IPv4), not {}",
-                    self.listen
-                )));
-            }
-            if !["rr", "wrr", "lc", "hash"].contains(&self.handoff.l4_selection.as_str()) {
-                return Err(ConfigError::Invalid(format!(
-                    "handoff.l4_selection `{}`: use rr, wrr, lc or hash",
-                    self.handoff.l4_selection
-                )));
-            }
-            if self.nodes.iter().any(|n| n.handoff.is_some()) {
-                self.handoff.load_key()?;
-            }
-        }
-        if self.mode == Mode::Handoff {
-            self.handoff.load_key()?;
-            if let Some((i, _)) = self.nodes.iter().enumerate().find(|(_, n)| n.handoff.is_none()) {
-                return Err(ConfigError::Invalid(format!(
-                    "node `{}`: handoff mode needs the address of its agent (handoff = \"ip:port\")",
-                    names[i]
-                )));
-            }
-            let h = &self.handoff;
-            for (key, v) in [
-                ("handoff.ready_timeout_ms", h.ready_timeout_ms),
-                ("handoff.expire_idle_s", h.expire_idle_s),
-                ("handoff.reconnect_ms", h.reconnect_ms),
-            ] {
-                if v == 0 {
-                    return Err(ConfigError::Invalid(format!("{key} must be greater than 0")));
+        Ok(())
+    }
+
+    /// What the mode itself needs (`names`: the nodes' names).
+    fn validate_mode(&self, names: &[String]) -> Result<(), ConfigError> {
+        match self.mode {
+            Mode::L4 => {
+                if self.handoff.interface.is_none() {
+                    return Err(ConfigError::Invalid(
+                        "l4 mode needs handoff.interface (the forwarder directs the connections)".into(),
+                    ));
+                }
+                if !matches!(self.listen, SocketAddr::V4(a) if !a.ip().is_unspecified()) {
+                    return Err(ConfigError::Invalid(format!(
+                        "l4 mode needs a listen address on the virtual IP (IPv4), not {}",
+                        self.listen
+                    )));
+                }
+                if self.nodes.iter().any(|n| n.handoff.is_some()) {
+                    self.handoff.load_key()?;
                 }
             }
-            if h.pin_dir.is_some() && h.interface.is_none() {
-                return Err(ConfigError::Invalid("handoff.pin_dir needs handoff.interface".into()));
+            Mode::Handoff => {
+                self.handoff.load_key()?;
+                if let Some((i, _)) = self.nodes.iter().enumerate().find(|(_, n)| n.handoff.is_none()) {
+                    return Err(ConfigError::Invalid(format!(
+                        "node `{}`: handoff mode needs the address of its agent (handoff = \"ip:port\")",
+                        names[i]
+                    )));
+                }
+                let h = &self.handoff;
+                for (key, v) in [
+                    ("handoff.ready_timeout_ms", h.ready_timeout_ms),
+                    ("handoff.expire_idle_s", h.expire_idle_s),
+                    ("handoff.reconnect_ms", h.reconnect_ms),
+                ] {
+                    if v == 0 {
+                        return Err(ConfigError::Invalid(format!("{key} must be greater than 0")));
+                    }
+                }
+                if h.pin_dir.is_some() && h.interface.is_none() {
+                    return Err(ConfigError::Invalid("handoff.pin_dir needs handoff.interface".into()));
+                }
             }
+            Mode::Proxy | Mode::Splice => {}
         }
         Ok(())
     }
@@ -584,8 +544,8 @@ max_connections = 500
         let any = SwitchConfig::from_toml_str(&format!("listen = \"0.0.0.0:80\"\n{text}"), "x").unwrap();
         assert!(any.validate().unwrap_err().to_string().contains("virtual IP"));
         let text = format!("listen = \"10.0.0.100:80\"\n{text}l4_selection = \"random\"\n");
-        let c = SwitchConfig::from_toml_str(&text, "x").unwrap();
-        assert!(c.validate().unwrap_err().to_string().contains("rr, wrr, lc or hash"));
+        let err = SwitchConfig::from_toml_str(&text, "x").unwrap_err();
+        assert!(err.to_string().contains("rr, wrr, lc or hash"));
         let c = SwitchConfig::from_toml_str(&text.replace("random", "wrr"), "x").unwrap();
         c.validate().unwrap();
     }

@@ -1,9 +1,10 @@
 //! `Dispatcher`: the switch's one lock around the policy `Cluster`, with the front-end
 //! admission queue (LARD/R's limit S): a request that finds the cluster full waits in FIFO
 //! order and is granted a slot when a request completes. `Assignment` is the RAII proof of a
-//! dispatched request; dropping it completes the request on every exit path.
+//! dispatched request; dropping it completes the request on every exit path. `Candidates` is
+//! the walk over the nodes one request may be sent to, with the switch's retry rules.
 
-use locus_core::{NodeId, RequestInfo, Time};
+use locus_core::{Method, NodeId, RequestInfo, Time};
 use locus_policy::Cluster;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -219,6 +220,90 @@ impl Dispatcher {
     }
 }
 
+/// The nodes one request is offered to, in order: a walk the caller drives until a node
+/// works, as a load balancer's selection iterator is walked. The first candidate is the
+/// policy's pick; [`Candidates::next`] completes the failed assignment and asks the policy
+/// again over the view as it is then (the failed node has left it when passive checks are
+/// on), so the request goes where a fresh dispatch would send it.
+///
+/// Retry rules (the switch's only ones):
+/// - Only a request that can be sent twice is retried: an idempotent method with no body
+///   ([`Candidates::may_retry`]). Any other request meets one node and one connection.
+/// - It moves to the next candidate at most once (two nodes in all), after a connect failure
+///   or a failure before any response byte (the node closed or reset the connection), the
+///   failed node having been reported to the passive checks. A timeout (504), a malformed
+///   response (502), response bytes already sent to the client, or the switch being out of
+///   descriptors (503) end the request without a move.
+/// - Proxy mode: a reused pooled connection that fails before any response byte (the node had
+///   closed it while idle) is replaced by a fresh connection to the same node, at most twice
+///   per request ([`Candidates::reconnect`]); that is no move and reports no failure.
+pub struct Candidates<'d> {
+    dispatcher: &'d Dispatcher,
+    queue_timeout: Duration,
+    current: Option<Assignment<'d>>,
+    retryable: bool,
+    moves_left: u8,
+    reconnects_left: u8,
+}
+
+impl<'d> Candidates<'d> {
+    /// Whether a request with this method may be sent twice (`has_body`: it carries a body).
+    pub fn may_retry(method: Method, has_body: bool) -> bool {
+        method.is_idempotent() && !has_body
+    }
+
+    /// Dispatch `req` to its first candidate (queueing as [`Dispatcher::acquire`] does).
+    pub async fn first(
+        dispatcher: &'d Dispatcher,
+        req: &RequestInfo<'_>,
+        queue_timeout: Duration,
+        retryable: bool,
+    ) -> Result<Candidates<'d>, DispatchError> {
+        let current = dispatcher.acquire(req, queue_timeout).await?;
+        Ok(Candidates {
+            dispatcher,
+            queue_timeout,
+            current: Some(current),
+            retryable,
+            moves_left: 1,
+            reconnects_left: 2,
+        })
+    }
+
+    /// The node of the current candidate.
+    pub fn node(&self) -> NodeId {
+        self.current.as_ref().expect("a candidate until next fails").node
+    }
+
+    /// Whether a stale pooled connection to the current node may be replaced by a fresh one
+    /// (counts the reconnection when it may).
+    pub fn reconnect(&mut self) -> bool {
+        if !self.retryable || self.reconnects_left == 0 {
+            return false;
+        }
+        self.reconnects_left -= 1;
+        true
+    }
+
+    /// Whether the request may still move to another node.
+    pub fn may_move(&self) -> bool {
+        self.retryable && self.moves_left > 0
+    }
+
+    /// The current node failed: move to the next candidate (only when [`Self::may_move`]).
+    /// An error means no node could take the request; the walk is then empty.
+    pub async fn next(&mut self, req: &RequestInfo<'_>) -> Result<NodeId, DispatchError> {
+        debug_assert!(self.may_move(), "no candidate left to move to");
+        self.moves_left -= 1;
+        // Complete the failed request first: the policy picks again without it.
+        drop(self.current.take());
+        let next = self.dispatcher.acquire(req, self.queue_timeout).await?;
+        let node = next.node;
+        self.current = Some(next);
+        Ok(node)
+    }
+}
+
 /// Point-in-time view of the dispatcher.
 #[derive(Debug, Clone)]
 pub struct DispatchSnapshot {
@@ -324,6 +409,40 @@ mod tests {
         d.set_up(NodeId(1), false);
         let err = d.acquire(&RequestInfo::get("/a"), Duration::from_secs(1)).await.err();
         assert_eq!(err, Some(DispatchError::NoNodeUp));
+        assert_eq!(d.snapshot().in_flight, 0);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn candidates_start_at_the_pick_and_move_once_after_completing_the_failed_node() {
+        let weights = [1, 1, 1];
+        let config = PolicyConfig::from_name("rr").unwrap();
+        let d = Dispatcher::new(Cluster::new(build(&config, &weights).unwrap(), &weights, Duration::ZERO));
+        let r = RequestInfo::get("/a");
+        let t = Duration::from_secs(1);
+        // rr picks 0, then 1: the walk meets exactly what dispatching twice would.
+        let mut c = Candidates::first(&d, &r, t, true).await.unwrap();
+        assert_eq!(c.node(), NodeId(0));
+        assert!(c.may_move());
+        assert_eq!(c.next(&r).await.unwrap(), NodeId(1));
+        assert_eq!(d.snapshot().in_flight, 1, "the failed node's request completed first");
+        assert!(!c.may_move(), "one move at most");
+        drop(c);
+        assert_eq!(d.snapshot().in_flight, 0);
+        // A request that may not be sent twice has one candidate and no reconnection.
+        let mut c = Candidates::first(&d, &r, t, Candidates::may_retry(Method::Post, true)).await.unwrap();
+        assert!(!c.may_move() && !c.reconnect());
+        // Stale pooled connections: two fresh ones at most.
+        let mut c2 = Candidates::first(&d, &r, t, true).await.unwrap();
+        assert!(c2.reconnect() && c2.reconnect() && !c2.reconnect());
+        assert!(c2.may_move(), "reconnecting is no move");
+        drop((c, c2));
+        // No node left for the move: the error, and an empty walk.
+        let mut c = Candidates::first(&d, &r, t, true).await.unwrap();
+        for n in 0..3 {
+            d.set_up(NodeId(n), false);
+        }
+        assert_eq!(c.next(&r).await.err(), Some(DispatchError::NoNodeUp));
+        drop(c);
         assert_eq!(d.snapshot().in_flight, 0);
     }
 

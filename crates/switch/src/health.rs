@@ -1,10 +1,10 @@
 //! Active health checks: every interval each node gets `GET <path>` on a fresh connection;
 //! `fall` failures in a row take it out of the view, `rise` passes bring it back (with slow
 //! start in the policy `Cluster`). Passive failures from live traffic reset the pass streak.
-//! Each node's newest check (`CheckRecord`: passed or why not, and how long it took) is kept
-//! for `/locus/status`, so a node out of the view says whether its check timed out.
+//! Each node's newest check (a `state::CheckRecord`: passed or why not, and how long it took)
+//! is kept for `/locus/status`, so a node out of the view says whether its check timed out.
 
-use crate::state::Shared;
+use crate::state::{CheckRecord, Shared};
 use locus_core::NodeId;
 use locus_http::{ResponseHead, parse_response};
 use std::sync::Arc;
@@ -73,35 +73,6 @@ async fn check_loop(shared: Arc<Shared>, node: NodeId) {
                 }
             }
         }
-    }
-}
-
-/// What the newest active check of a node found, and how long it took (up to the limit).
-#[derive(Clone, Debug)]
-pub struct CheckRecord {
-    /// The status a passing check got.
-    pub status: Option<u16>,
-    /// Why a failing check failed (timed out, refused, answered 5xx).
-    pub failure: Option<String>,
-    pub took: Duration,
-}
-
-impl CheckRecord {
-    fn new(outcome: &Result<u16, String>, took: Duration) -> CheckRecord {
-        match outcome {
-            Ok(status) => CheckRecord { status: Some(*status), failure: None, took },
-            Err(why) => CheckRecord { status: None, failure: Some(why.clone()), took },
-        }
-    }
-
-    /// The record in `/locus/status`.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "passed": self.failure.is_none(),
-            "status": self.status,
-            "failure": self.failure,
-            "took_ms": self.took.as_millis() as u64,
-        })
     }
 }
 

@@ -6,21 +6,27 @@
 mod access_log;
 mod admin;
 pub mod cli;
+mod client;
 mod config;
 mod dispatch;
 mod forward;
 mod handoff;
 mod health;
+mod mode;
 mod node_addr;
 mod open_files;
 mod pool;
+mod proxy;
 mod server;
 mod session;
 mod splice;
+mod splice_mode;
 mod state;
 mod target_check;
+mod worker;
 
-pub use config::{ConfigError, HandoffSettings, HealthConfig, Mode, NodeEntry, SwitchConfig, SwitchLimits};
+pub use config::{ConfigError, HandoffSettings, HealthConfig, NodeEntry, SwitchConfig, SwitchLimits};
 pub use dispatch::{DispatchError, DispatchSnapshot};
 pub use handoff::HandoffSetupError;
+pub use mode::{L4Selection, Mode};
 pub use server::{SwitchError, SwitchServer};

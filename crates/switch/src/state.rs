@@ -25,7 +25,36 @@ pub struct NodeInfo {
     pub check_passes: AtomicU64,
     pub check_fails: AtomicU64,
     /// The newest active check's outcome (none before the first), for `/locus/status`.
-    pub last_check: parking_lot::Mutex<Option<crate::health::CheckRecord>>,
+    pub last_check: parking_lot::Mutex<Option<CheckRecord>>,
+}
+
+/// What the newest active check of a node found, and how long it took (up to the limit).
+#[derive(Clone, Debug)]
+pub struct CheckRecord {
+    /// The status a passing check got.
+    pub status: Option<u16>,
+    /// Why a failing check failed (timed out, refused, answered 5xx).
+    pub failure: Option<String>,
+    pub took: Duration,
+}
+
+impl CheckRecord {
+    pub fn new(outcome: &Result<u16, String>, took: Duration) -> CheckRecord {
+        match outcome {
+            Ok(status) => CheckRecord { status: Some(*status), failure: None, took },
+            Err(why) => CheckRecord { status: None, failure: Some(why.clone()), took },
+        }
+    }
+
+    /// The record in `/locus/status`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "passed": self.failure.is_none(),
+            "status": self.status,
+            "failure": self.failure,
+            "took_ms": self.took.as_millis() as u64,
+        })
+    }
 }
 
 /// Counters for the whole switch.

@@ -1,0 +1,145 @@
+//! `Client`: the client side of one session on a worker thread (its socket and peer, the
+//! bytes read from it, the reused output buffer and response head) and the answers the switch
+//! gives it itself: error responses, refusals, shedding, access-log lines.
+
+use crate::access_log::LogRecord;
+use crate::dispatch::{Assignment, DispatchError};
+use crate::forward::write_error_response;
+use crate::state::Shared;
+use crate::worker::Worker;
+use locus_core::RequestInfo;
+use locus_http::{BodyKind, RequestHead, ResponseHead};
+use locus_io::try_read_buf_drained;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+/// What to do with the client connection after a request.
+pub enum Next {
+    /// Keep going; this many bytes at the front of the read buffer are done with.
+    Continue(usize),
+    Close,
+}
+
+/// The client side of a session.
+pub struct Client {
+    pub worker: Rc<Worker>,
+    pub stream: TcpStream,
+    pub peer: SocketAddr,
+    /// Bytes read from the client: the current request head, then body bytes or pipelined
+    /// requests.
+    pub buf: Vec<u8>,
+    /// Bytes on their way out (a rewritten request head, a rewritten response head and body).
+    pub out: Vec<u8>,
+    /// The node's response head (proxy mode), reused from request to request.
+    pub resp: ResponseHead,
+}
+
+impl Client {
+    pub fn new(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr) -> Client {
+        Client { worker, stream, peer, buf: Vec::new(), out: Vec::new(), resp: ResponseHead::default() }
+    }
+
+    /// Give the read and output buffers back to the worker's pool (an idle connection holds
+    /// none); a read buffer still holding bytes is kept.
+    pub fn release_buffers(&mut self) {
+        if self.buf.capacity() > 0 && self.buf.is_empty() {
+            self.worker.read_buffers.borrow_mut().give(std::mem::take(&mut self.buf));
+        }
+        if self.out.capacity() > 0 {
+            self.worker.read_buffers.borrow_mut().give(std::mem::take(&mut self.out));
+        }
+    }
+
+    fn prepare_read(&mut self) {
+        if self.buf.capacity() == 0 {
+            self.buf = self.worker.read_buffers.borrow_mut().take();
+        }
+        if self.buf.capacity() - self.buf.len() < 1024 {
+            let grow = self.buf.capacity().max(4096);
+            self.buf.reserve(grow);
+        }
+    }
+
+    /// Read more client bytes into `buf`; returns the count (0 at EOF).
+    pub async fn read(&mut self) -> io::Result<usize> {
+        self.prepare_read();
+        self.stream.read_buf(&mut self.buf).await
+    }
+
+    /// Read whatever client bytes are ready, without waiting.
+    pub fn try_read(&mut self) -> io::Result<usize> {
+        self.prepare_read();
+        try_read_buf_drained(&self.stream, &mut self.buf)
+    }
+
+    /// The policy's view of the request in `buf`.
+    pub fn request_info<'b>(&'b self, head: &RequestHead) -> RequestInfo<'b> {
+        RequestInfo::new(head.method, head.path_str(&self.buf))
+    }
+
+    /// Dispatch the request once (no retries).
+    pub async fn dispatch<'d>(
+        &self,
+        shared: &'d Shared,
+        head: &RequestHead,
+    ) -> Result<Assignment<'d>, DispatchError> {
+        shared.dispatcher.acquire(&self.request_info(head), shared.config.limits.queue_timeout()).await
+    }
+
+    pub async fn send_error(&mut self, status: u16, close: bool) {
+        let mut out = Vec::with_capacity(256);
+        write_error_response(&mut out, status, close);
+        self.worker.shared.counters.response(status);
+        let t = self.worker.shared.config.limits.node_timeout();
+        if timeout(t, self.stream.write_all(&out)).await.is_ok() && close {
+            let _ = self.stream.shutdown().await;
+        }
+    }
+
+    /// Answer a request with an error from the switch itself.
+    pub async fn reject(&mut self, head: &RequestHead, status: u16, close: bool) -> Next {
+        let close = close || head.body != BodyKind::Empty || !head.keep_alive;
+        self.send_error(status, close).await;
+        self.log(head, status, 0);
+        if close { Next::Close } else { Next::Continue(head.head_len) }
+    }
+
+    /// No node could take the request: count why and answer 503.
+    pub async fn dispatch_failed(&mut self, head: &RequestHead, e: DispatchError) -> Next {
+        let c = &self.worker.shared.counters;
+        match e {
+            DispatchError::NoNodeUp => c.no_node.fetch_add(1, Relaxed),
+            DispatchError::QueueTimeout => c.queue_timeouts.fetch_add(1, Relaxed),
+        };
+        self.reject(head, 503, false).await
+    }
+
+    /// The switch is out of descriptors: answer 503 and close the connection (freeing its
+    /// descriptor); the node stays in the view.
+    pub async fn shed(&mut self, head: &RequestHead, why: &str) -> Next {
+        self.worker.shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
+        tracing::debug!(peer = %self.peer, "out of descriptors, answering 503: {why}");
+        self.reject(head, 503, true).await
+    }
+
+    /// Write the request's access-log line (when there is a log).
+    pub fn log(&self, head: &RequestHead, status: u16, body_bytes: u64) {
+        let Some(log) = &self.worker.log else { return };
+        let buf = &self.buf;
+        log.borrow_mut().record(&LogRecord {
+            client: self.peer.ip(),
+            method: head.method_span.get(buf),
+            target: head.target.get(buf),
+            version: head.version.as_str(),
+            status,
+            body_bytes,
+            referer: head.header(buf, "referer"),
+            user_agent: head.header(buf, "user-agent"),
+        });
+    }
+}
