@@ -8,6 +8,7 @@ pub mod cli;
 pub mod clubweb;
 mod demo;
 pub mod handoff;
+pub mod handoff_latency;
 mod idle;
 mod lab_rig;
 mod load_vs_wrk;
