@@ -11,10 +11,10 @@ pub mod handoff;
 pub mod handoff_latency;
 mod idle;
 mod lab_rig;
-mod load_vs_wrk;
+pub mod load_vs_wrk;
 mod proxy;
 pub mod rehandoff;
-mod wrk;
+pub mod wrk;
 
 pub use demo::{DemoOptions, DemoRow, demo_table, run_demo};
 pub use proxy::{ProxyBenchOptions, ProxyRow, run_proxy_bench};
