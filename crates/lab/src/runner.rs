@@ -174,17 +174,7 @@ fn run_with_sites(
         ));
         sites.push(site);
     }
-    let net = if loopback {
-        progress("network: loopback, every role on 127.0.0.1");
-        Net::Loopback
-    } else {
-        let lab = Net::Namespaces(LabNetwork::create(experiment.max_nodes())?);
-        progress(&format!(
-            "network: client, switch and {} node namespaces on a bridge",
-            experiment.max_nodes()
-        ));
-        lab
-    };
+    let net = make_net(experiment.max_nodes(), loopback, progress)?;
     let mut report = LabReport {
         experiment: experiment.clone(),
         sites: sites.clone(),
@@ -249,6 +239,17 @@ fn run_with_sites(
     }
     report.wall_s = started.elapsed().as_secs_f64();
     Ok(LabRun { report, error })
+}
+
+/// Every role on loopback, or a namespace lab with `nodes` nodes.
+fn make_net(nodes: usize, loopback: bool, progress: &mut dyn FnMut(&str)) -> Result<Net, LabError> {
+    if loopback {
+        progress("network: loopback, every role on 127.0.0.1");
+        return Ok(Net::Loopback);
+    }
+    let lab = Net::Namespaces(LabNetwork::create(nodes)?);
+    progress(&format!("network: client, switch and {nodes} node namespaces on a bridge"));
+    Ok(lab)
 }
 
 /// Why a point has no result: it failed on both tries (the run goes on), or the run must stop
