@@ -1,11 +1,11 @@
-//! Compiles the BPF C (`bpf/forward.c`, the tc forwarder; `bpf/relay.c`, the sockmap relay) with
-//! clang into `$OUT_DIR/<name>.o`, which the crate embeds with `include_bytes!`. Fails with a message naming the missing tool or header
-//! (`apt-get install clang libbpf-dev`); `CLANG` overrides the compiler.
+//! Compiles the BPF C (`bpf/forward.c`, the tc forwarder) with clang into `$OUT_DIR/<name>.o`,
+//! which the crate embeds with `include_bytes!`. Fails with a message naming the missing tool or
+//! header (`apt-get install clang libbpf-dev`); `CLANG` overrides the compiler.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SOURCES: [&str; 2] = ["bpf/forward.c", "bpf/relay.c"];
+const SOURCES: [&str; 1] = ["bpf/forward.c"];
 const INSTALL_HINT: &str = "the forwarder needs clang and the libbpf headers: `apt-get install clang libbpf-dev` (the quickstart installs them)";
 
 fn fail(message: String) -> ! {

@@ -1,12 +1,12 @@
 //! `locus bench handoff`: the latency of one TCP handoff (dump on the switch → authenticated
 //! `HandOver` → restore on the node → `Ready` back) over many loopback connections, with
-//! `locus_handoff::measure_handoff_latency_with`; one JSON line (`--json`) or a short table.
+//! `crate::handoff_latency::measure_handoff_latency_with`; one JSON line (`--json`) or a short table.
 //! Needs CAP_NET_ADMIN (TCP_REPAIR).
 
 use std::fmt::Write as _;
 
+use crate::handoff_latency::{HandoffLatency, ThreadPlacement, measure_handoff_latency_with};
 use anyhow::{Context, bail};
-use locus_handoff::{HandoffLatency, ThreadPlacement, measure_handoff_latency_with};
 
 /// Flags of `locus bench handoff`.
 #[derive(clap::Args, Debug)]

@@ -2,19 +2,19 @@
 //! (in the lab's namespaces, or on loopback) and measures keep-alive throughput with wrk, in
 //! the same run, directly to one node, through Locus, through HAProxy and from NGINX directly;
 //! and the switch's resident memory while it holds thousands of idle keep-alive client
-//! connections. `locus demo` runs a whole cluster in-process and compares policies.
+//! connections; the load generator beside wrk; the handoff's latency; ClubWeb and multiple
+//! handoff in the lab's namespaces.
 
 pub mod cli;
 pub mod clubweb;
-mod demo;
 pub mod handoff;
+pub mod handoff_latency;
 mod idle;
 mod lab_rig;
-mod load_vs_wrk;
+pub mod load_vs_wrk;
 mod proxy;
 pub mod rehandoff;
-mod wrk;
+pub mod wrk;
 
-pub use demo::{DemoOptions, DemoRow, demo_table, run_demo};
 pub use proxy::{ProxyBenchOptions, ProxyRow, run_proxy_bench};
 pub use wrk::{WrkResult, parse_wrk_output};

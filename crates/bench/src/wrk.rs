@@ -1,11 +1,26 @@
-//! Running wrk and reading its report: requests per second, latency percentiles from
-//! `--latency`, socket errors and non-2xx/3xx responses. Connection-per-request runs send
-//! `Connection: close`, so the server ends every connection after one response. wrk dies with
-//! the bench (Ctrl-C, SIGTERM, even SIGKILL) instead of running out its time.
+//! Running wrk and reading its report, for every bench that uses wrk: requests per second,
+//! latency percentiles from `--latency`, socket errors and non-2xx/3xx responses.
+//! Connection-per-request runs send `Connection: close`, so the server ends every connection
+//! after one response. wrk dies with the bench (Ctrl-C, SIGTERM, even SIGKILL) instead of
+//! running out its time.
 
 use anyhow::{Context, bail};
-use locus_load::parse_wrk_report;
+use serde::Serialize;
 use std::process::Command;
+
+/// Where the Debian package puts wrk.
+pub const WRK_PROGRAM: &str = "/usr/bin/wrk";
+
+/// wrk's report as written: the latency percentiles only when run with `--latency`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WrkReport {
+    pub rps: f64,
+    pub requests: u64,
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    /// Socket errors and non-2xx/3xx responses.
+    pub errors: u64,
+}
 
 /// What one wrk run measured.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,8 +71,57 @@ pub fn run_wrk(mut wrk: Command, url: &str, load: &WrkLoad) -> anyhow::Result<Wr
     parse_wrk_output(&text).with_context(|| format!("reading wrk output for {url}:\n{text}"))
 }
 
-/// wrk's report as the benches need it: `locus_load::parse_wrk_report` (one reader of wrk's
-/// text for the whole workspace), with the latency percentiles `--latency` adds required.
+/// A duration as wrk writes it (`290.00us`, `1.31ms`, `2.00s`, `1.00m`), in ms.
+fn duration_ms(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, scale) = if let Some(v) = s.strip_suffix("us") {
+        (v, 0.001)
+    } else if let Some(v) = s.strip_suffix("ms") {
+        (v, 1.0)
+    } else if let Some(v) = s.strip_suffix('s') {
+        (v, 1000.0)
+    } else if let Some(v) = s.strip_suffix('m') {
+        (v, 60_000.0)
+    } else {
+        return None;
+    };
+    num.trim().parse::<f64>().ok().map(|n| n * scale)
+}
+
+/// Read wrk's text report (the one reader of it in the workspace).
+pub fn parse_wrk_report(text: &str) -> anyhow::Result<WrkReport> {
+    let (mut rps, mut requests, mut p50, mut p99, mut errors) = (None, None, None, None, 0u64);
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(v) = t.strip_prefix("Requests/sec:") {
+            rps = v.trim().parse::<f64>().ok();
+        } else if let Some(v) = t.strip_prefix("50%") {
+            p50 = duration_ms(v);
+        } else if let Some(v) = t.strip_prefix("99%") {
+            p99 = duration_ms(v);
+        } else if let Some(v) = t.strip_prefix("Non-2xx or 3xx responses:") {
+            errors += v.trim().parse::<u64>().unwrap_or(0);
+        } else if let Some(v) = t.strip_prefix("Socket errors:") {
+            errors += v
+                .split(',')
+                .filter_map(|part| part.split_whitespace().last())
+                .filter_map(|n| n.parse::<u64>().ok())
+                .sum::<u64>();
+        } else if t.contains(" requests in ") {
+            requests = t.split_whitespace().next().and_then(|n| n.parse::<u64>().ok());
+        }
+    }
+    Ok(WrkReport {
+        rps: rps.context("no Requests/sec line")?,
+        requests: requests.context("no request count line")?,
+        p50_ms: p50,
+        p99_ms: p99,
+        errors,
+    })
+}
+
+/// wrk's report as the benches need it: `parse_wrk_report`, with the latency percentiles
+/// `--latency` adds required.
 pub fn parse_wrk_output(text: &str) -> anyhow::Result<WrkResult> {
     let report = parse_wrk_report(text)?;
     Ok(WrkResult {
@@ -106,6 +170,16 @@ Transfer/sec:     27.84MB
         assert_eq!(load.args().join(" "), "-t 1 -c 32 -d 2s -H Connection: close --latency --timeout 10s");
         let ka = WrkLoad { keepalive: true, ..load };
         assert!(!ka.args().iter().any(|a| a.contains("Connection")));
+    }
+
+    #[test]
+    fn wrk_report_fields_are_read_with_units_and_microseconds() {
+        let sample = SAMPLE.replace("99%    2.90ms", "99%  290.00us");
+        let r = parse_wrk_report(&sample).unwrap();
+        assert_eq!((r.rps, r.requests, r.errors), (23047.61, 115258, 10));
+        assert!((r.p50_ms.unwrap() - 1.31).abs() < 1e-9);
+        assert!((r.p99_ms.unwrap() - 0.29).abs() < 1e-9);
+        assert!(parse_wrk_report("nothing useful").is_err());
     }
 
     #[test]

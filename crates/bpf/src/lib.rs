@@ -41,20 +41,15 @@
 //! With `ForwarderOptions::pin_dir` the maps are pinned there and adopted by the next
 //! `Forwarder` with the same directory. Dropping a forwarder detaches the program (entries stay
 //! pinned); `keep_running` leaves it attached so forwarding continues while the switch restarts.
-//!
-//! # Sockmap relay
-//! [`SockmapRelay`] joins two TCP sockets in the kernel with a BPF sockmap (`bpf/relay.c`): the
-//! two-way alternative to the switch's splice(2) relay, measured against it by `benches/relay.rs`.
 
 mod error;
 mod forwarder;
 mod maps;
 mod net;
-mod sockmap;
 mod sys;
 mod table;
 
-pub use error::{ForwarderError, RelayError, Result};
+pub use error::{ForwarderError, Result};
 pub use forwarder::{
     Forwarder, ForwarderOptions, FrameRun, NodeSlot, SelectionMode, Stats, TC_PRIORITY, Verdict,
 };
@@ -66,5 +61,4 @@ pub use net::{
     Interface, MacAddr, Neighbour, interface, interface_by_index, neighbour, peer_in_other_namespace,
     resolve_neighbour,
 };
-pub use sockmap::{DRAIN_POLL, MAX_PAIRS, PairId, PairReport, SockmapRelay};
 pub use table::NodeTable;

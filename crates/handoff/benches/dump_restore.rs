@@ -1,7 +1,7 @@
 //! Benches of the handoff: dump + restore of one live loopback connection, handed back and
 //! forth in place (criterion: the simple calls, and the fast path with the socket made ahead
-//! and the close deferred), then the whole handoff with the control round trip over 10,000
-//! connections (`measure_handoff_latency`, both thread placements, printed). Root only.
+//! and the close deferred). Root only. The whole handoff with the control round trip is
+//! `locus bench handoff` (`--placement one-cpu|free|two-cpus`).
 
 use std::hint::black_box;
 use std::io::{Read, Write};
@@ -9,10 +9,10 @@ use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group};
+use criterion::{Criterion, criterion_group, criterion_main};
 use locus_handoff::{
-    PreparedSocket, RestoreOptions, ThreadPlacement, disconnect_dumped, dump_connection,
-    dump_connection_in_place, measure_handoff_latency_with, restore_connection, restore_prepared,
+    PreparedSocket, RestoreOptions, disconnect_dumped, dump_connection, dump_connection_in_place,
+    restore_connection, restore_prepared,
 };
 
 fn is_root() -> bool {
@@ -88,25 +88,4 @@ fn dump_and_restore(c: &mut Criterion) {
 }
 
 criterion_group!(benches, dump_and_restore);
-
-fn main() {
-    benches();
-    Criterion::default().configure_from_args().final_summary();
-    if !is_root() {
-        return;
-    }
-    // `cargo bench` passes `--bench`; a plain `cargo test --benches` run checks quickly.
-    let count = if std::env::args().any(|a| a == "--bench") { 10_000 } else { 200 };
-    for placement in [ThreadPlacement::OneCpu, ThreadPlacement::Free] {
-        match measure_handoff_latency_with(count, placement) {
-            Ok(latency) => {
-                println!("handoff latency (dump → HandOver → restore → Ready, loopback): {latency:?}");
-                println!("{placement:?}: {}", latency.summary_json());
-            }
-            Err(e) => {
-                eprintln!("handoff latency: {e}");
-                std::process::exit(1);
-            }
-        }
-    }
-}
+criterion_main!(benches);

@@ -1,7 +1,7 @@
 //! The errors of this crate: `RepairError` (which TCP_REPAIR step failed, with which errno),
 //! `DumpError` (a failed dump, with the socket given back), `DecodeError` (bytes that are not
-//! a valid state or message), `ControlError` (the control channel: I/O, timeouts, failed
-//! authentication, bad frames) and `HandoffError` (any of them, for whole-handoff functions).
+//! a valid state or message), and `ControlError` (the control channel: I/O, timeouts,
+//! failed authentication, bad frames).
 
 use std::fmt;
 use std::io;
@@ -267,49 +267,10 @@ pub enum ControlError {
     Key(&'static str),
 }
 
-/// Any failure of a whole handoff (dump, control round trip, restore), as returned by
-/// `measure_handoff_latency`.
-#[derive(Debug, thiserror::Error)]
-pub enum HandoffError {
-    /// Dumping the connection failed.
-    #[error(transparent)]
-    Dump(#[from] DumpError),
-    /// Restoring it failed.
-    #[error("restore failed: {0}")]
-    Restore(RepairError),
-    /// The control channel failed.
-    #[error(transparent)]
-    Control(#[from] ControlError),
-    /// Another socket operation failed.
-    #[error("{during}: {error}")]
-    Io {
-        /// What was being done.
-        during: &'static str,
-        /// The error.
-        error: io::Error,
-    },
-    /// The node refused or answered something unexpected.
-    #[error("protocol: {0}")]
-    Protocol(String),
-}
-
-impl HandoffError {
-    /// An I/O error during `during`.
-    pub fn io(during: &'static str, source: io::Error) -> HandoffError {
-        HandoffError::Io { during, error: source }
-    }
-}
-
 // By hand, not `#[from]`: the message already carries the cause, so it is no `source()`
 // (which would print it twice in a `{:#}` chain).
 impl From<DecodeError> for ControlError {
     fn from(e: DecodeError) -> ControlError {
         ControlError::Decode(e)
-    }
-}
-
-impl From<RepairError> for HandoffError {
-    fn from(e: RepairError) -> HandoffError {
-        HandoffError::Restore(e)
     }
 }

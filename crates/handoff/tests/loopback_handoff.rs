@@ -1,7 +1,7 @@
 //! Handoff on loopback, in one process and namespace: a connection accepted on 127.0.0.1 is
 //! dumped (closed silently) and restored next to the still-open listener, and the client goes
-//! on with the exchange byte for byte; the in-place dump, resume and disconnect; the latency
-//! measurement; and the errors of steps in the wrong state. Root only.
+//! on with the exchange byte for byte; the in-place dump, resume and disconnect; and the
+//! errors of steps in the wrong state. Root only.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
@@ -12,8 +12,7 @@ use std::os::fd::AsFd;
 
 use locus_handoff::{
     PreparedSocket, RepairError, RestoreOptions, TcpRepairState, disconnect_dumped, dump_connection,
-    dump_connection_in_place, measure_handoff_latency, restore_connection, restore_prepared,
-    resume_connection, sending_mss,
+    dump_connection_in_place, restore_connection, restore_prepared, resume_connection, sending_mss,
 };
 
 /// For the root-only tests (`#[ignore]`d; `./quickstart test` runs them as root).
@@ -322,23 +321,6 @@ fn a_connection_dumped_in_place_and_resumed_serves_on_as_if_nothing_happened() {
     let mut got = [0u8; 8];
     client.read_exact(&mut got).unwrap();
     assert_eq!(&got, b"response");
-}
-
-#[test]
-#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
-fn measuring_handoff_latency_times_every_handoff_over_connections_that_work() {
-    require_root();
-    // More than one batch (250), the last one partial.
-    let latency = measure_handoff_latency(300).unwrap();
-    assert_eq!(latency.handoffs, 300);
-    assert!(
-        latency.median_us > 0.0 && latency.median_us <= latency.p99_us && latency.p99_us <= latency.max_us
-    );
-    assert!(latency.dump_median_us > 0.0 && latency.restore_median_us > 0.0);
-    assert!(latency.restored_median_us < latency.median_us, "one hop is less than the round trip");
-    let json = latency.summary_json();
-    assert!(json.starts_with("{\"handoffs\": 300, \"median_us\": "), "{json}");
-    assert!(json.contains(", \"p99_us\": ") && json.ends_with('}'), "{json}");
 }
 
 /// setsockopt(SOL_TCP) with any plain value; the errno on failure.

@@ -1,7 +1,8 @@
 //! `locus lab demo`: the built-in experiment (`demo.toml`) — a disk-bound cluster of 1 to 4
 //! nodes behind the Locus switch (WRR, LB, bounded consistent hashing, LARD, LARD/R), HAProxy
-//! and NGINX — with the report paragraph that explains its tuning and the checks of the issue's
-//! acceptance criteria computed from what was measured.
+//! and NGINX — with the report paragraph that explains its tuning and the demo's acceptance
+//! checks computed from what was measured. Without root, `locus demo` (`loopback_demo.rs`)
+//! runs a small experiment of the same kind on loopback.
 
 use std::fmt::Write as _;
 
@@ -80,7 +81,7 @@ pub struct DemoCheck {
     pub detail: String,
 }
 
-/// The acceptance checks, from the measured points, at the largest node count.
+/// The demo's acceptance checks, from the measured points, at the largest node count.
 pub fn demo_checks(report: &LabReport) -> Vec<DemoCheck> {
     let mut checks = Vec::new();
     let workload = report.workloads().into_iter().next().unwrap_or_default();

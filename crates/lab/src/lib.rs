@@ -2,7 +2,8 @@
 //! switch, N nodes on a bridge, a virtual IP in LVS direct-routing style), runs experiments —
 //! a matrix of switches, policies, modes, node counts and workloads, each point on fresh nodes
 //! with `locus load` verifying every byte — and writes a Markdown report with SVG plots and
-//! `results.json`. Everything it creates is torn down, also on failure and Ctrl-C.
+//! `results.json`. Everything it creates is torn down, also on failure and Ctrl-C. The same
+//! runner runs an experiment on loopback without root: `locus demo` (`loopback_demo`).
 
 pub mod cli;
 mod cluster;
@@ -12,6 +13,7 @@ mod demo;
 mod error;
 mod experiment;
 mod listeners;
+pub mod loopback_demo;
 mod net;
 mod plots;
 mod process;
@@ -41,7 +43,9 @@ pub use process::{
 };
 pub use report::{LabReport, PlotFile, Series, SeriesPoint, ratio_text};
 pub use results::{FailedPoint, PointResult, write_results_json};
-pub use runner::{LabOptions, LabRun, measure, point_result, preflight, run_experiment};
+pub use runner::{
+    LabOptions, LabRun, measure, point_result, preflight, run_experiment, run_experiment_on_loopback,
+};
 pub use servers::{HaproxyBalance, Net, NginxBalance, NodeSpec, Server, SwitchSpec};
 pub use site::LabSite;
 pub use stale_labs::{CleanReport, bridge_owner, clean_stale_labs, namespace_owner, scratch_folder_owner};

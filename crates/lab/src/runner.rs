@@ -1,5 +1,5 @@
 //! Running an experiment: check what it needs, generate the sites, build one `LabNetwork`
-//! with the largest node count, then for every point start a fresh `LabCluster`, run the
+//! with the largest node count (or put every role on loopback), then for every point start a fresh `LabCluster`, run the
 //! load on a thread in the client namespace (warm-up, then the measured interval, every
 //! response verified), snapshot the admin listeners and the switch's CPU at both ends of the
 //! measured interval, record a `PointResult`, and tear the cluster down.
@@ -56,6 +56,11 @@ fn describe_machine() -> String {
 /// `locus switch --check`).
 pub fn preflight(experiment: &Experiment, locus: &Path) -> Result<(), LabError> {
     LabNetwork::available().map_err(LabError::Unavailable)?;
+    check_programs(experiment, locus)
+}
+
+/// `preflight` without the lab's own needs (root, `ip`): what a run on loopback checks.
+fn check_programs(experiment: &Experiment, locus: &Path) -> Result<(), LabError> {
     if !locus.is_file() {
         return Err(LabError::io(
             locus,
@@ -112,20 +117,44 @@ pub fn run_experiment(
     options: &LabOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<LabRun, LabError> {
+    run_on(experiment, options, false, progress)
+}
+
+/// `run_experiment` with every role on 127.0.0.1 instead of in namespaces: no root needed, no
+/// virtual IP, no one-way modes (they need root), the machine's TCP settings.
+pub fn run_experiment_on_loopback(
+    experiment: &Experiment,
+    options: &LabOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<LabRun, LabError> {
+    run_on(experiment, options, true, progress)
+}
+
+fn run_on(
+    experiment: &Experiment,
+    options: &LabOptions,
+    loopback: bool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<LabRun, LabError> {
     let started = Instant::now();
     let started_utc = UtcTime::now().display();
-    preflight(experiment, &options.locus)?;
+    if loopback {
+        check_programs(experiment, &options.locus)?;
+    } else {
+        preflight(experiment, &options.locus)?;
+    }
     let out = &options.out_dir;
     std::fs::create_dir_all(out).map_err(|e| LabError::io(out, e))?;
     let copy = out.join("experiment.toml");
     std::fs::write(&copy, experiment.to_toml()).map_err(|e| LabError::io(&copy, e))?;
     let scratch_sites = ScratchFolder::new("sites")?;
-    run_with_sites(experiment, options, progress, scratch_sites.path(), started, started_utc)
+    run_with_sites(experiment, options, loopback, progress, scratch_sites.path(), started, started_utc)
 }
 
 fn run_with_sites(
     experiment: &Experiment,
     options: &LabOptions,
+    loopback: bool,
     progress: &mut dyn FnMut(&str),
     scratch_sites: &Path,
     started: Instant,
@@ -145,8 +174,7 @@ fn run_with_sites(
         ));
         sites.push(site);
     }
-    let net = Net::Namespaces(LabNetwork::create(experiment.max_nodes())?);
-    progress(&format!("network: client, switch and {} node namespaces on a bridge", experiment.max_nodes()));
+    let net = make_net(experiment.max_nodes(), loopback, progress)?;
     let mut report = LabReport {
         experiment: experiment.clone(),
         sites: sites.clone(),
@@ -211,6 +239,17 @@ fn run_with_sites(
     }
     report.wall_s = started.elapsed().as_secs_f64();
     Ok(LabRun { report, error })
+}
+
+/// Every role on loopback, or a namespace lab with `nodes` nodes.
+fn make_net(nodes: usize, loopback: bool, progress: &mut dyn FnMut(&str)) -> Result<Net, LabError> {
+    if loopback {
+        progress("network: loopback, every role on 127.0.0.1");
+        return Ok(Net::Loopback);
+    }
+    let lab = Net::Namespaces(LabNetwork::create(nodes)?);
+    progress(&format!("network: client, switch and {nodes} node namespaces on a bridge"));
+    Ok(lab)
 }
 
 /// Why a point has no result: it failed on both tries (the run goes on), or the run must stop

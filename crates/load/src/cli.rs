@@ -1,9 +1,9 @@
 //! `locus load`: the command-line arguments (`LoadArgs`), their translation into a
-//! `LoadConfig`, the run with its text or JSON report and exit status, and
-//! `compare_with_wrk`, the wrk-versus-locus-load benchmark behind `locus bench load`.
+//! `LoadConfig`, the run with its text or JSON report and exit status, and `pin_response`,
+//! the one expectation a run verifies when it has nothing else to check against.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -16,7 +16,6 @@ use crate::run::run_load;
 use crate::target_url::TargetUrl;
 use crate::think_time::ThinkTime;
 use crate::verifier::Expectation;
-use crate::wrk_comparison::{ComparisonRound, WRK_PROGRAM, WrkComparison, run_wrk};
 
 /// A synthetic popularity distribution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -214,74 +213,15 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Run wrk (`/usr/bin/wrk`) and locus-load against `url` one after the other, twice
-/// alternating, with the same connections, threads and seconds, locus-load checking every
-/// response against the first one fetched (status, length and checksum); report both rates
-/// and their ratio.
-pub fn compare_with_wrk(
-    url: &str,
-    connections: u32,
-    seconds: u32,
-    threads: u32,
-) -> anyhow::Result<WrkComparison> {
-    compare_with_wrk_using(Path::new(WRK_PROGRAM), url, connections, seconds, threads, None)
-}
-
-/// `compare_with_wrk` with another wrk binary, and optionally verification against a
-/// document root instead of the first response.
-pub fn compare_with_wrk_using(
-    wrk: &Path,
-    url: &str,
-    connections: u32,
-    seconds: u32,
-    threads: u32,
-    verify_root: Option<&Path>,
-) -> anyhow::Result<WrkComparison> {
-    let target: TargetUrl = url.parse()?;
-    let verification = match verify_root {
-        Some(root) => Verification::Root(root.to_path_buf()),
-        None => {
-            let (status, body) = fetch_document(&target, &target.path, Duration::from_secs(10))
-                .map_err(anyhow::Error::msg)
-                .context("probing the URL before the comparison")?;
-            Verification::Pinned(if status == 200 {
-                Expectation::Document { length: body.len() as u64, xxh3: xxh3_64(&body) }
-            } else {
-                Expectation::Status(status)
-            })
-        }
-    };
-    let config = LoadConfig {
-        clients: connections as usize,
-        threads: threads as usize,
-        duration: Some(Duration::from_secs(u64::from(seconds.max(1)))),
-        verification,
-        ..LoadConfig::new(vec![target])
-    };
-    let mut rounds = Vec::new();
-    for round in 1..=2 {
-        let w = run_wrk(wrk, url, connections, seconds.max(1), threads)?;
-        rounds.push(ComparisonRound {
-            tool: "wrk",
-            round,
-            rps: w.rps,
-            p50_ms: w.p50_ms,
-            p99_ms: w.p99_ms,
-            errors: w.errors,
-            mismatches: None,
-        });
-        let r = run_load(&config)?;
-        rounds.push(ComparisonRound {
-            tool: "locus-load",
-            round,
-            rps: r.rps,
-            p50_ms: Some(r.p50_ms),
-            p99_ms: Some(r.p99_ms),
-            errors: r.errors,
-            mismatches: Some(r.mismatches),
-        });
-    }
-    Ok(WrkComparison::from_rounds(url, connections, seconds.max(1), threads, true, rounds))
+/// What `target` serves now, as the one expectation every later response must meet
+/// (`Verification::Pinned`): its length and checksum for a 200, its status otherwise.
+pub fn pin_response(target: &TargetUrl, timeout: Duration) -> anyhow::Result<Expectation> {
+    let (status, body) = fetch_document(target, &target.path, timeout).map_err(anyhow::Error::msg)?;
+    Ok(if status == 200 {
+        Expectation::Document { length: body.len() as u64, xxh3: xxh3_64(&body) }
+    } else {
+        Expectation::Status(status)
+    })
 }
 
 #[cfg(test)]

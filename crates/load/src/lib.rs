@@ -20,10 +20,9 @@ mod think_time;
 mod verifier;
 mod worker;
 mod workload;
-mod wrk_comparison;
 
 pub use admin_status::{CacheSnapshot, NodeRequests, SwitchSnapshot, fetch_status, hit_ratio, imbalance};
-pub use cli::{LoadArgs, compare_with_wrk, compare_with_wrk_using};
+pub use cli::{LoadArgs, pin_response};
 pub use config::{
     DEFAULT_DURATION, DocumentSet, LoadConfig, Popularity, TraceSource, Verification, Workload,
 };
@@ -36,6 +35,3 @@ pub use stats::{ErrorCounts, ErrorKind, LatencyReport, MismatchCounts, ThreadSta
 pub use target_url::TargetUrl;
 pub use think_time::{ThinkSampler, ThinkTime};
 pub use verifier::{Expectation, Mismatch, MismatchKind, ResponseVerifier};
-pub use wrk_comparison::{
-    ComparisonRound, WRK_PROGRAM, WrkComparison, WrkError, WrkReport, parse_wrk_report,
-};

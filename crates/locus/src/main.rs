@@ -18,7 +18,7 @@ enum Command {
     /// Run a back-end node.
     Node(locus_node::cli::NodeArgs),
     /// A two-node cluster on loopback, compared across policies on a generated site.
-    Demo(locus_bench::cli::DemoArgs),
+    Demo(locus_lab::loopback_demo::LoopbackDemoArgs),
     /// Generate load: replay a trace or a synthetic workload, verify every response.
     Load(locus_load::LoadArgs),
     /// Trace-driven simulation of a cluster on the production policy and cache code.
@@ -55,7 +55,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Switch(args) => locus_switch::cli::run(args),
         Command::Node(args) => locus_node::cli::run(args),
-        Command::Demo(args) => locus_bench::cli::run_demo_command(args),
+        Command::Demo(args) => locus_lab::loopback_demo::run_loopback_demo_command(args),
         Command::Bench(cmd) => locus_bench::cli::run(cmd),
         Command::Trace(cmd) => locus_trace::cli::run(cmd),
         Command::Sim(cmd) => locus_sim::cli::run(cmd),

@@ -1,20 +1,20 @@
 //! `measure_handoff_latency`: handoffs of established loopback connections, each timed from
 //! the start of the dump on the "switch" thread until the switch holds the node's `Ready`
-//! (dump, HandOver over an authenticated control channel, restore on the "node" thread, Ready).
+//! (dump, HandOver over an authenticated control channel, restore on the "node" thread, Ready),
+//! on the public API of `locus-handoff`; `locus bench handoff` prints it.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::control::auth::ControlKey;
-use crate::control::channel::{ControlChannel, ControlConfig, ControlListener};
-use crate::control::message::{ConnectionId, HandoffHint, HandoffMessage};
-use crate::dump::{disconnect_dumped, dump_connection_in_place_at};
-use crate::error::{DumpError, HandoffError};
-use crate::restore::{PreparedSocket, RestoreOptions, restore_prepared};
+use locus_handoff::{
+    BlockingControlChannel, ConnectionId, ControlChannel, ControlConfig, ControlError, ControlKey,
+    ControlListener, DumpError, HandoffHint, HandoffMessage, PreparedSocket, RepairError, RestoreOptions,
+    disconnect_dumped, dump_connection_in_place_at, restore_prepared,
+};
 
 /// Handoff latency over many handoffs, in microseconds.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -48,6 +48,45 @@ impl HandoffLatency {
             "{{\"handoffs\": {}, \"median_us\": {:.3}, \"p99_us\": {:.3}}}",
             self.handoffs, self.median_us, self.p99_us
         )
+    }
+}
+
+/// Any failure of a measured handoff (dump, control round trip, restore) or of the loopback
+/// rig around it, as returned by `measure_handoff_latency`.
+#[derive(Debug, thiserror::Error)]
+pub enum LatencyError {
+    /// Dumping the connection failed.
+    #[error(transparent)]
+    Dump(#[from] DumpError),
+    /// Restoring it failed.
+    #[error("restore failed: {0}")]
+    Restore(RepairError),
+    /// The control channel failed.
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    /// Another socket operation failed.
+    #[error("{during}: {error}")]
+    Io {
+        /// What was being done.
+        during: &'static str,
+        /// The error.
+        error: io::Error,
+    },
+    /// The node refused or answered something unexpected.
+    #[error("protocol: {0}")]
+    Protocol(String),
+}
+
+impl LatencyError {
+    /// An I/O error during `during`.
+    pub fn io(during: &'static str, source: io::Error) -> LatencyError {
+        LatencyError::Io { during, error: source }
+    }
+}
+
+impl From<RepairError> for LatencyError {
+    fn from(e: RepairError) -> LatencyError {
+        LatencyError::Restore(e)
     }
 }
 
@@ -86,7 +125,7 @@ const BUSY_POLL: Duration = Duration::from_millis(200);
 ///
 /// As the product would: the switch closes the dumped descriptor after the handoff (it
 /// disconnects it silently first, which one host needs), and the node restores onto a socket
-/// made and bound ahead ([`crate::PreparedSocket::bound`]; it tops its pool up between
+/// made and bound ahead ([`PreparedSocket::bound`]; it tops its pool up between
 /// batches, while idle); the switch dumps with the addresses it has from its listener and
 /// `accept`. Connections are made in batches of 250 outside the timing; after each batch the
 /// switch sends `Go` and every client checks the node's response byte for byte, so a broken
@@ -95,7 +134,7 @@ const BUSY_POLL: Duration = Duration::from_millis(200);
 /// Both threads run on one CPU ([`ThreadPlacement::OneCpu`]): on a small VM a wake-up across
 /// CPUs costs tens of µs of hypervisor work (an idle vCPU must be woken) that two real
 /// hosts do not pay in that form — they pay the wire instead. Needs CAP_NET_ADMIN.
-pub fn measure_handoff_latency(count: usize) -> Result<HandoffLatency, HandoffError> {
+pub fn measure_handoff_latency(count: usize) -> Result<HandoffLatency, LatencyError> {
     measure_handoff_latency_with(count, ThreadPlacement::OneCpu)
 }
 
@@ -103,29 +142,29 @@ pub fn measure_handoff_latency(count: usize) -> Result<HandoffLatency, HandoffEr
 pub fn measure_handoff_latency_with(
     count: usize,
     placement: ThreadPlacement,
-) -> Result<HandoffLatency, HandoffError> {
+) -> Result<HandoffLatency, LatencyError> {
     // SAFETY: sched_getcpu has no arguments.
     let here = Some(unsafe { libc::sched_getcpu() }).filter(|cpu| *cpu >= 0);
     let (switch_cpu, node_cpu, busy_poll) = match placement {
         ThreadPlacement::OneCpu => (here, here, None),
         ThreadPlacement::Free => (None, None, None),
         ThreadPlacement::TwoCpus => {
-            let here = here.ok_or_else(|| HandoffError::Protocol("sched_getcpu failed".into()))?;
+            let here = here.ok_or_else(|| LatencyError::Protocol("sched_getcpu failed".into()))?;
             let other = allowed_cpus()?.into_iter().find(|cpu| *cpu != here).ok_or_else(|| {
-                HandoffError::Protocol("two CPUs placement: this thread may run on one CPU only".into())
+                LatencyError::Protocol("two CPUs placement: this thread may run on one CPU only".into())
             })?;
             (Some(here), Some(other), Some(BUSY_POLL))
         }
     };
     let (key, _) = ControlKey::generate();
     let service =
-        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| HandoffError::io("bind service", e))?;
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| LatencyError::io("bind service", e))?;
     let service_addr = match service.local_addr() {
         Ok(SocketAddr::V4(addr)) => addr,
-        Ok(SocketAddr::V6(_)) => return Err(HandoffError::Protocol("service bound to IPv6".into())),
-        Err(e) => return Err(HandoffError::io("service address", e)),
+        Ok(SocketAddr::V6(_)) => return Err(LatencyError::Protocol("service bound to IPv6".into())),
+        Err(e) => return Err(LatencyError::io("service address", e)),
     };
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<SocketAddr, HandoffError>>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<SocketAddr, LatencyError>>();
     let node_key = key.clone();
     let node = std::thread::Builder::new()
         .name("handoff-node".into())
@@ -133,13 +172,13 @@ pub fn measure_handoff_latency_with(
             pin_to(node_cpu)?;
             run_node(node_key, service_addr, busy_poll, ready_tx)
         })
-        .map_err(|e| HandoffError::io("spawn node thread", e))?;
+        .map_err(|e| LatencyError::io("spawn node thread", e))?;
     let control_addr = match ready_rx.recv_timeout(Duration::from_secs(10)) {
         Ok(addr) => addr,
         Err(_) => {
             let why = node.join().map(|r| r.err()).ok().flatten();
             let why = why.map(|e| e.to_string()).unwrap_or_else(|| "no reason given".into());
-            return Err(HandoffError::Protocol(format!("node thread did not start: {why}")));
+            return Err(LatencyError::Protocol(format!("node thread did not start: {why}")));
         }
     }?;
     let switch = std::thread::Builder::new()
@@ -148,10 +187,10 @@ pub fn measure_handoff_latency_with(
             pin_to(switch_cpu)?;
             run_switch(count, &service, control_addr, &key, busy_poll)
         })
-        .map_err(|e| HandoffError::io("spawn switch thread", e))?;
-    let switch = switch.join().map_err(|_| HandoffError::Protocol("switch thread panicked".into()))?;
-    let node = node.join().map_err(|_| HandoffError::Protocol("node thread panicked".into()))?;
-    let (mut total, mut dump, starts) = switch?;
+        .map_err(|e| LatencyError::io("spawn switch thread", e))?;
+    let switch = switch.join().map_err(|_| LatencyError::Protocol("switch thread panicked".into()))?;
+    let node = node.join().map_err(|_| LatencyError::Protocol("node thread panicked".into()))?;
+    let SwitchTimes { mut total, mut dump, starts } = switch?;
     let node = node?;
     let mut restore_times: Vec<f64> = node.iter().map(|(_, us, _)| *us).collect();
     let mut restored: Vec<f64> = node
@@ -174,7 +213,7 @@ pub fn measure_handoff_latency_with(
 }
 
 /// Pin the calling thread to `cpu`, if one is given.
-fn pin_to(cpu: Option<i32>) -> Result<(), HandoffError> {
+fn pin_to(cpu: Option<i32>) -> Result<(), LatencyError> {
     let Some(cpu) = cpu else { return Ok(()) };
     // SAFETY: an all-zero cpu_set_t is a valid empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -183,19 +222,19 @@ fn pin_to(cpu: Option<i32>) -> Result<(), HandoffError> {
     unsafe { libc::CPU_SET(cpu as usize, &mut set) };
     // SAFETY: sched_setaffinity reads a live cpu_set_t of the given size; 0 is this thread.
     if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
-        return Err(HandoffError::io("sched_setaffinity", std::io::Error::last_os_error()));
+        return Err(LatencyError::io("sched_setaffinity", std::io::Error::last_os_error()));
     }
     Ok(())
 }
 
 /// The CPUs the calling thread may run on.
-fn allowed_cpus() -> Result<Vec<i32>, HandoffError> {
+fn allowed_cpus() -> Result<Vec<i32>, LatencyError> {
     // SAFETY: an all-zero cpu_set_t is a valid empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: sched_getaffinity writes at most the given size into a live cpu_set_t; 0 is
     // this thread.
     if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
-        return Err(HandoffError::io("sched_getaffinity", std::io::Error::last_os_error()));
+        return Err(LatencyError::io("sched_getaffinity", std::io::Error::last_os_error()));
     }
     let cpus = 0..libc::CPU_SETSIZE;
     // SAFETY: CPU_ISSET reads one bit of the live set; every `cpu` is below CPU_SETSIZE.
@@ -212,11 +251,11 @@ fn percentile(values: &mut [f64], q: f64) -> f64 {
     values[rank - 1]
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, HandoffError> {
+fn runtime() -> Result<tokio::runtime::Runtime, LatencyError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| HandoffError::io("runtime", e))
+        .map_err(|e| LatencyError::io("runtime", e))
 }
 
 fn control_config() -> ControlConfig {
@@ -231,8 +270,8 @@ type NodeRecord = (ConnectionId, f64, Instant);
 fn prepared_sockets(
     options: &RestoreOptions,
     service: SocketAddrV4,
-) -> Result<Vec<PreparedSocket>, HandoffError> {
-    (0..BATCH).map(|_| PreparedSocket::bound(options, service).map_err(HandoffError::from)).collect()
+) -> Result<Vec<PreparedSocket>, LatencyError> {
+    (0..BATCH).map(|_| PreparedSocket::bound(options, service).map_err(LatencyError::from)).collect()
 }
 
 /// The node: accept the switch's control channel (the handshake in a tokio runtime, then on
@@ -243,8 +282,8 @@ fn run_node(
     key: ControlKey,
     service: SocketAddrV4,
     busy_poll: Option<Duration>,
-    ready: std::sync::mpsc::Sender<Result<SocketAddr, HandoffError>>,
-) -> Result<Vec<NodeRecord>, HandoffError> {
+    ready: std::sync::mpsc::Sender<Result<SocketAddr, LatencyError>>,
+) -> Result<Vec<NodeRecord>, LatencyError> {
     let rt = runtime()?;
     let channel = rt.block_on(async move {
         let listener =
@@ -255,9 +294,9 @@ fn run_node(
                     return Ok(None);
                 }
             };
-        let _ = ready.send(listener.local_addr().map_err(HandoffError::from));
+        let _ = ready.send(listener.local_addr().map_err(LatencyError::from));
         let channel = listener.accept().await?;
-        Ok::<_, HandoffError>(Some(channel.into_blocking()?))
+        Ok::<_, LatencyError>(Some(channel.into_blocking()?))
     })?;
     drop(rt);
     let Some(mut channel) = channel else { return Ok(Vec::new()) };
@@ -269,7 +308,7 @@ fn run_node(
     loop {
         let message = match channel.recv() {
             Ok(m) => m,
-            Err(crate::error::ControlError::Closed { .. }) => return Ok(records),
+            Err(ControlError::Closed { .. }) => return Ok(records),
             Err(e) => return Err(e.into()),
         };
         match message {
@@ -295,105 +334,67 @@ fn run_node(
             }
             HandoffMessage::Go { id } => {
                 let stream = restored.iter_mut().find(|(i, _)| *i == id).map(|(_, s)| s);
-                let stream = stream.ok_or_else(|| HandoffError::Protocol(format!("Go for unknown {id}")))?;
-                stream.write_all(RESPONSE).map_err(|e| HandoffError::io("node write", e))?;
+                let stream = stream.ok_or_else(|| LatencyError::Protocol(format!("Go for unknown {id}")))?;
+                stream.write_all(RESPONSE).map_err(|e| LatencyError::io("node write", e))?;
             }
             HandoffMessage::Closed { .. } => {
                 restored.clear();
                 // Idle between batches: top the pool up, as an agent does when idle.
                 pool = prepared_sockets(&options, service)?;
             }
-            other => return Err(HandoffError::Protocol(format!("node got {}", other.kind_name()))),
+            other => return Err(LatencyError::Protocol(format!("node got {}", other.kind_name()))),
         }
     }
 }
 
+/// What the switch timed: the total and dump times of each handoff in µs, and when each
+/// handoff started (by id).
+struct SwitchTimes {
+    total: Vec<f64>,
+    dump: Vec<f64>,
+    starts: Vec<Instant>,
+}
+
 /// The switch and the clients: batches of connections, each handed off and timed, then
-/// checked. Returns the total and dump times in µs, and when each handoff started (by id).
-#[allow(clippy::type_complexity)]
+/// checked.
 fn run_switch(
     count: usize,
     service: &TcpListener,
     control_addr: SocketAddr,
     key: &ControlKey,
     busy_poll: Option<Duration>,
-) -> Result<(Vec<f64>, Vec<f64>, Vec<Instant>), HandoffError> {
+) -> Result<SwitchTimes, LatencyError> {
     let service_addr = match service.local_addr() {
         Ok(SocketAddr::V4(addr)) => addr,
-        Ok(SocketAddr::V6(_)) => return Err(HandoffError::Protocol("service bound to IPv6".into())),
-        Err(e) => return Err(HandoffError::io("service address", e)),
+        Ok(SocketAddr::V6(_)) => return Err(LatencyError::Protocol("service bound to IPv6".into())),
+        Err(e) => return Err(LatencyError::io("service address", e)),
     };
     let rt = runtime()?;
     let mut channel = rt.block_on(async {
         let channel = ControlChannel::connect_with(control_addr, key, control_config()).await?;
-        Ok::<_, HandoffError>(channel.into_blocking()?)
+        Ok::<_, LatencyError>(channel.into_blocking()?)
     })?;
     drop(rt);
     channel.set_busy_poll(busy_poll);
-    let mut total = Vec::with_capacity(count);
-    let mut dump_times = Vec::with_capacity(count);
-    let mut starts = Vec::with_capacity(count);
+    let mut times = SwitchTimes {
+        total: Vec::with_capacity(count),
+        dump: Vec::with_capacity(count),
+        starts: Vec::with_capacity(count),
+    };
     let mut next_id = 0u64;
     let mut request = [0u8; REQUEST.len()];
-    while total.len() < count {
-        let batch = BATCH.min(count - total.len());
-        let mut clients = Vec::with_capacity(batch);
-        let mut accepted = Vec::with_capacity(batch);
-        for _ in 0..batch {
-            let mut client =
-                TcpStream::connect(service_addr).map_err(|e| HandoffError::io("client connect", e))?;
-            let (mut server, peer) = service.accept().map_err(|e| HandoffError::io("accept", e))?;
-            let SocketAddr::V4(peer) = peer else {
-                return Err(HandoffError::Protocol("IPv6 client on an IPv4 listener".into()));
-            };
-            client.write_all(REQUEST).map_err(|e| HandoffError::io("client write", e))?;
-            server.read_exact(&mut request).map_err(|e| HandoffError::io("switch read", e))?;
-            clients.push(client);
-            accepted.push((server, peer));
-        }
+    while times.total.len() < count {
+        let batch = BATCH.min(count - times.total.len());
+        let (mut clients, accepted) = open_batch(service, service_addr, batch, &mut request)?;
         let mut ids = Vec::with_capacity(batch);
         for (server, peer) in accepted {
             let id = ConnectionId(next_id);
             next_id += 1;
-            let t0 = Instant::now();
-            // The addresses come from the listener and `accept`, as a switch has them.
-            let state = dump_connection_in_place_at(server.as_fd(), &request, service_addr, peer)
-                .map_err(|error| DumpError { error, socket: None })?;
-            // Out of the kernel's tables now (the node restores it on this same host); the
-            // descriptor is closed after the handoff, off the critical path.
-            disconnect_dumped(server.as_fd())?;
-            let t_dump = t0.elapsed();
-            let hint = HandoffHint { target: "/bench".into(), request_len: REQUEST.len() as u32 };
-            channel.send(&HandoffMessage::HandOver { id, state, hint })?;
-            match channel.recv()? {
-                HandoffMessage::Ready { id: ready } if ready == id => {}
-                HandoffMessage::Refused { reason, .. } => {
-                    return Err(HandoffError::Protocol(format!("node refused {id}: {reason}")));
-                }
-                other => {
-                    return Err(HandoffError::Protocol(format!("expected Ready, got {}", other.kind_name())));
-                }
-            }
-            total.push(t0.elapsed().as_secs_f64() * 1e6);
-            drop(server);
-            dump_times.push(t_dump.as_secs_f64() * 1e6);
-            starts.push(t0);
+            hand_off_timed(&mut channel, id, server, (&request, service_addr, peer), &mut times)?;
             ids.push(id);
         }
         // Outside the timing: every handed-off connection must work.
-        for (id, client) in ids.iter().zip(clients.iter_mut()) {
-            channel.send(&HandoffMessage::Go { id: *id })?;
-            client
-                .set_read_timeout(Some(Duration::from_secs(5)))
-                .map_err(|e| HandoffError::io("timeout", e))?;
-            let mut seen = [0u8; RESPONSE.len()];
-            client
-                .read_exact(&mut seen)
-                .map_err(|e| HandoffError::io("client read of the node's response", e))?;
-            if seen != RESPONSE {
-                return Err(HandoffError::Protocol(format!("{id}: wrong response bytes")));
-            }
-        }
+        check_batch(&mut channel, &ids, &mut clients)?;
         // Abortive close (RST): no TIME_WAIT, so ports are reused freely.
         for client in &clients {
             set_linger_zero(client);
@@ -401,7 +402,92 @@ fn run_switch(
         drop(clients);
         channel.send(&HandoffMessage::Closed { id: ConnectionId(u64::MAX) })?;
     }
-    Ok((total, dump_times, starts))
+    Ok(times)
+}
+
+/// A connection the switch accepted, with the client's address.
+type Accepted = (TcpStream, SocketAddrV4);
+
+/// `batch` clients connected to the service, each having sent the request, which the switch
+/// read (into `request`) on the accepted side: the clients, and the accepted sockets with
+/// their peers.
+fn open_batch(
+    service: &TcpListener,
+    service_addr: SocketAddrV4,
+    batch: usize,
+    request: &mut [u8],
+) -> Result<(Vec<TcpStream>, Vec<Accepted>), LatencyError> {
+    let mut clients = Vec::with_capacity(batch);
+    let mut accepted = Vec::with_capacity(batch);
+    for _ in 0..batch {
+        let mut client =
+            TcpStream::connect(service_addr).map_err(|e| LatencyError::io("client connect", e))?;
+        let (mut server, peer) = service.accept().map_err(|e| LatencyError::io("accept", e))?;
+        let SocketAddr::V4(peer) = peer else {
+            return Err(LatencyError::Protocol("IPv6 client on an IPv4 listener".into()));
+        };
+        client.write_all(REQUEST).map_err(|e| LatencyError::io("client write", e))?;
+        server.read_exact(request).map_err(|e| LatencyError::io("switch read", e))?;
+        clients.push(client);
+        accepted.push((server, peer));
+    }
+    Ok((clients, accepted))
+}
+
+/// One timed handoff of `server` (with the request it read, the service's and the client's
+/// address): dump and disconnect, HandOver, wait for Ready; then close the descriptor.
+fn hand_off_timed(
+    channel: &mut BlockingControlChannel,
+    id: ConnectionId,
+    server: TcpStream,
+    (request, service_addr, peer): (&[u8], SocketAddrV4, SocketAddrV4),
+    times: &mut SwitchTimes,
+) -> Result<(), LatencyError> {
+    let t0 = Instant::now();
+    // The addresses come from the listener and `accept`, as a switch has them.
+    let state = dump_connection_in_place_at(server.as_fd(), request, service_addr, peer)
+        .map_err(|error| DumpError { error, socket: None })?;
+    // Out of the kernel's tables now (the node restores it on this same host); the
+    // descriptor is closed after the handoff, off the critical path.
+    disconnect_dumped(server.as_fd())?;
+    let t_dump = t0.elapsed();
+    let hint = HandoffHint { target: "/bench".into(), request_len: REQUEST.len() as u32 };
+    channel.send(&HandoffMessage::HandOver { id, state, hint })?;
+    match channel.recv()? {
+        HandoffMessage::Ready { id: ready } if ready == id => {}
+        HandoffMessage::Refused { reason, .. } => {
+            return Err(LatencyError::Protocol(format!("node refused {id}: {reason}")));
+        }
+        other => {
+            return Err(LatencyError::Protocol(format!("expected Ready, got {}", other.kind_name())));
+        }
+    }
+    times.total.push(t0.elapsed().as_secs_f64() * 1e6);
+    drop(server);
+    times.dump.push(t_dump.as_secs_f64() * 1e6);
+    times.starts.push(t0);
+    Ok(())
+}
+
+/// Send `Go` for each handed-off connection and check that its client gets the node's
+/// response byte for byte.
+fn check_batch(
+    channel: &mut BlockingControlChannel,
+    ids: &[ConnectionId],
+    clients: &mut [TcpStream],
+) -> Result<(), LatencyError> {
+    for (id, client) in ids.iter().zip(clients.iter_mut()) {
+        channel.send(&HandoffMessage::Go { id: *id })?;
+        client.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| LatencyError::io("timeout", e))?;
+        let mut seen = [0u8; RESPONSE.len()];
+        client
+            .read_exact(&mut seen)
+            .map_err(|e| LatencyError::io("client read of the node's response", e))?;
+        if seen != RESPONSE {
+            return Err(LatencyError::Protocol(format!("{id}: wrong response bytes")));
+        }
+    }
+    Ok(())
 }
 
 /// SO_LINGER {on, 0}: close with RST.
