@@ -4,7 +4,7 @@
 
 use clap::Parser;
 use locus_bench::cli::BenchCommand;
-use locus_bench::handoff::{HandoffArgs, Placement, output, status_grants_net_admin};
+use locus_bench::handoff::{HandoffArgs, Placement, output};
 
 #[derive(Parser)]
 struct Bench {
@@ -33,9 +33,7 @@ fn defaults_are_ten_thousand_handoffs_on_one_cpu_as_a_table() {
 #[test]
 #[ignore = "needs root: CAP_NET_ADMIN for TCP_REPAIR (./quickstart test runs it as root)"]
 fn json_run_prints_one_line_with_handoffs_median_and_p99() {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let net_admin = status_grants_net_admin(&status);
-    assert!(net_admin, "locus bench handoff needs CAP_NET_ADMIN: run it as root, as ./quickstart test does");
+    locus_test_support::require_root("locus bench handoff needs CAP_NET_ADMIN for TCP_REPAIR");
     let text = output(&handoff_args(&["--count", "300", "--json"])).unwrap();
     assert_eq!(text.lines().count(), 1, "{text}");
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -3,18 +3,12 @@
 //! bench handoff --json` prints.
 
 use locus_bench::handoff_latency::measure_handoff_latency;
-
-/// For the root-only test (`#[ignore]`d; `./quickstart test` runs it as root).
-fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    assert!(root, "TCP_REPAIR needs CAP_NET_ADMIN: run it as root, as ./quickstart test does");
-}
+use locus_test_support::require_root;
 
 #[test]
 #[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn measuring_handoff_latency_times_every_handoff_over_connections_that_work() {
-    require_root();
+    require_root("TCP_REPAIR needs CAP_NET_ADMIN");
     // More than one batch (250), the last one partial.
     let latency = measure_handoff_latency(300).unwrap();
     assert_eq!(latency.handoffs, 300);
