@@ -4,25 +4,13 @@
 //! a connection it directed itself at SYN time (l4 mode, LVS-DR style) straight to the node by
 //! rewriting both MACs and redirecting; the node answers the client directly.
 //!
-//! # Handoff mode: what the switch does per connection
-//! With `key = ConnKey::new(client, vip)` and `node = NodeSlot { mac, ifindex }` (the node's MAC
-//! from [`resolve_neighbour`], the switch's interface from [`interface`]):
-//! 1. `hold(key, node)` **before** the switch dumps the socket: from now on the client's packets
-//!    are dropped (the client retransmits) instead of reaching the switch's stack, which would
-//!    answer RST once the socket is gone.
-//! 2. Dump, send the state to the node, wait for the node's *Ready* (socket restored).
-//! 3. `forward(key)`: the client's packets now go to the node. Only then send *Go*: a node that
-//!    wrote before the flip could miss the client's ACKs and FINs.
-//! 4. Re-handoff (the node hands the connection on): `hold(key, next_node)` before the current
-//!    holder dumps, `forward(key)` after the next node is Ready, then Go. `repoint(key, node)`
-//!    does both in one step when no packet can be in flight (client idle between requests).
-//! 5. After the node reports *Closed*: `remove(key)` a little later (a second or so: the last
-//!    ACK of the close still has to reach the node). A pure SYN on a key still in the map means
-//!    the client reused its port: the program deletes the entry itself and passes the SYN.
-//! 6. Periodically `expire(idle)` for entries whose close was never reported.
-//!
-//! `forward`/`repoint` fail with `ForwarderError::NoEntry` if the entry vanished meanwhile (port
-//! reuse or expiry): abort that handoff.
+//! # Handoff mode
+//! Per handed-off connection (`key = ConnKey::new(client, vip)`, `node = NodeSlot { mac,
+//! ifindex }`): `hold(key, node)` before the dump, `forward(key)` once the node is Ready and
+//! before Go, `repoint` for a re-handoff of an idle connection, `remove(key)` a second or so
+//! after `Closed`, `expire(idle)` for closes never reported; a pure SYN on a held key deletes
+//! the entry (port reuse). `forward`/`repoint` fail with `ForwarderError::NoEntry` when the
+//! entry vanished: abort that handoff. Why each step comes when it does: `docs/modes.md`.
 //!
 //! # l4 mode
 //! `set_nodes`, `set_selection` (a [`NodeTable`]: rr, wrr, lc), `set_selection_mode` and

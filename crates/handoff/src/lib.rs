@@ -16,24 +16,13 @@
 //!   replayed or reordered. [`ControlChannel::into_blocking`] moves one onto a blocking
 //!   socket for a thread of its own, optionally busy-polling ([`BlockingControlChannel`]).
 //!
-//! Measured on the 2-vCPU VM this was written on (kernel 6.18; shared with other builds, so
-//! the quietest of several runs): a syscall costs ~0.2 µs bare, ~0.4 µs for a repair
-//! socket option, a loopback TCP send ~3.8 µs (the receiver's processing runs in it); the
-//! dump ~7 µs (12 calls), the restore onto a socket made and bound ahead ~7.5 µs (10 calls).
-//! The whole handoff (`locus bench handoff`), over 10,000 handoffs with the control channel on
-//! blocking sockets ([`BlockingControlChannel`]): 30.2 µs median, 83 µs p99 with both threads
-//! on one CPU (35.9 µs before, with tokio in the loop); about the same when the scheduler
-//! places them (it keeps them together; 77–90 µs before); 25.1 µs median with a CPU per
-//! thread, both busy-polling (p99 in the ms while other processes compete for the CPUs).
+//! What a handoff costs (dump, restore, the whole exchange) is measured by `locus bench
+//! handoff`; the figures are in `docs/performance.md`.
 //!
 //! # The protocol of one handoff
-//! The switch sets the forwarder entry of the connection to *hold* (the client's packets are
-//! dropped; it retransmits), dumps the connection ([`dump_connection`], with the request it
-//! read put back in front), sends `HandOver`; the node restores it and answers `Ready` (or
-//! `Refused`); the switch flips the entry to *forward* and sends `Go`; only then does the
-//! node write (first the unsent part of the send queue, then its response). The node reports
-//! `Closed` when the client connection ends. Between requests a node may ask `Route` (the
-//! switch answers `RouteTo`) or give the connection back with `Rehandoff`.
+//! `HandOver` → `Ready` | `Refused` → (the switch forwards the client's packets) → `Go`; later
+//! `Route` → `RouteTo`, `Rehandoff`, `Closed`. The whole sequence, message by message, with
+//! who holds the connection at each step, is in `docs/modes.md`.
 //!
 //! # Why raw libc
 //! This is the product's data path, and TCP_REPAIR has no safe wrapper in std, socket2 or

@@ -85,23 +85,10 @@ struct RouteAnswer {
 /// The node's handoff agent. Shared by the agent's thread (control channels) and every worker
 /// (routing, rehandoff, `Closed`).
 ///
-/// How it behaves:
-/// - Channels: any number; each starts with the switch's `Hello` (the latest one sets this
-///   node's id and the peers' HTTP addresses). A handshake runs in a task of its own (5 s
-///   limit); a channel that fails or closes is forgotten.
-/// - `HandOver` → restore (non-blocking, onto a socket made ahead when one is pooled) and
-///   `Ready` on the same channel; `Refused { reason }` instead when shutting down, at
-///   `max_connections` (the restored connection counts from `HandOver` on), for an id already
-///   waiting for `Go`, or when the restore fails.
-/// - `Go` (any channel) → the connection goes to a worker (round-robin), which writes the
-///   unsent part of the send queue, then serves it. No `Go` within `go_timeout_ms` (5 s):
-///   the socket is closed silently (repair mode, no FIN/RST) and `Closed` reported. A `Go`
-///   for an unknown id, undecodable messages and node-only messages are logged and ignored.
-/// - `Route` goes out on the newest channel; the answer is awaited `route_timeout_ms` (1 s),
-///   or until that channel dies; then the request is served locally.
-/// - `Rehandoff` goes on the channel the `RouteTo` came on, or the newest if that one died.
-/// - `Closed` goes on the newest live channel; with none, into a backlog (bounded by
-///   `closed_queue`, oldest dropped) that is sent first on the next channel.
+/// It restores `HandOver`ed connections and answers `Ready` or `Refused`, hands a restored
+/// connection to a worker on `Go` (closing it silently after `go_timeout_ms` without one), asks
+/// `Route` and sends `Rehandoff` for a worker, and reports `Closed` (kept in a bounded backlog
+/// while no switch is connected). The protocol, message by message: `docs/modes.md`.
 pub struct HandoffAgent {
     node: Arc<NodeContext>,
     upstream: Option<SocketAddr>,
