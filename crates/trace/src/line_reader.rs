@@ -26,6 +26,7 @@ impl<R: BufRead> RecordUnits for LineReader<R> {
     type Unit = [u8];
 
     /// Read the next line; `false` at the end of the input. The line is then in `unit()`.
+    #[inline]
     fn advance(&mut self) -> io::Result<bool> {
         self.buf.clear();
         self.overlong = false;

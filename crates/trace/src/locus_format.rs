@@ -37,6 +37,7 @@ pub struct LocusFormat {
 }
 
 impl RecordFormat<[u8]> for LocusFormat {
+    #[inline]
     fn passes_over(&mut self, line: &[u8]) -> Result<bool, String> {
         if !self.header_seen {
             self.header_seen = true;
