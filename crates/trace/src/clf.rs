@@ -9,104 +9,62 @@ use locus_core::Method;
 
 use crate::error::TraceError;
 use crate::line_reader::LineReader;
-use crate::malformed::MalformedBudget;
-use crate::record::{TraceRecord, target_from_bytes, wire_target};
+use crate::record::{TimeOrigin, TraceRecord, target_from_bytes, wire_target};
+use crate::record_reader::{RecordFormat, RecordReader};
 
 /// Streaming reader of Common / Combined Log Format lines:
 /// `host ident authuser [date] "request" status bytes ["referer" "user-agent"]`.
 ///
 /// Sizes come from `%b` (`-` is 0); times are seconds relative to the first record (so a
 /// log out of time order yields negative times); clients are numbered 0, 1, … in the order
-/// their host first appears.
-pub struct ClfReader<R> {
-    lines: LineReader<R>,
-    budget: MalformedBudget,
-    clients: HashMap<Vec<u8>, u32>,
-    first_time: Option<i64>,
-    done: bool,
-}
+/// their host first appears. Blank lines are ignored.
+pub type ClfReader<R> = RecordReader<LineReader<R>, ClfFormat>;
 
 impl<R: BufRead> ClfReader<R> {
     /// A reader of `input`, called `path` in errors, tolerating `max_malformed` bad lines and
     /// lines of at most `max_line_bytes` bytes.
     pub fn new(input: R, path: impl Into<String>, max_malformed: u64, max_line_bytes: usize) -> Self {
-        ClfReader {
-            lines: LineReader::new(input, max_line_bytes),
-            budget: MalformedBudget::new(path, max_malformed),
-            clients: HashMap::new(),
-            first_time: None,
-            done: false,
-        }
-    }
-
-    /// Malformed lines skipped so far.
-    pub fn malformed(&self) -> u64 {
-        self.budget.count()
-    }
-
-    /// The first few malformed-line errors.
-    pub fn malformed_samples(&self) -> &[TraceError] {
-        self.budget.samples()
+        let lines = LineReader::new(input, max_line_bytes);
+        RecordReader::with_format(lines, ClfFormat::default(), path, max_malformed)
     }
 
     /// Distinct hosts seen so far.
     pub fn hosts(&self) -> usize {
-        self.clients.len()
-    }
-
-    fn next_record(&mut self) -> Result<Option<TraceRecord>, TraceError> {
-        loop {
-            if !self.lines.advance().map_err(|e| TraceError::io(self.budget.path(), e))? {
-                return Ok(None);
-            }
-            let line = self.lines.line();
-            if line.iter().all(|b| b.is_ascii_whitespace()) {
-                continue;
-            }
-            let parsed = if self.lines.overlong() {
-                Err(format!("line longer than {} bytes", self.lines.max_len()))
-            } else {
-                parse_clf_line(line)
-            };
-            match parsed {
-                Ok(p) => {
-                    let next_id = self.clients.len() as u32;
-                    let client = match self.clients.get(p.host) {
-                        Some(&id) => id,
-                        None => {
-                            self.clients.insert(p.host.to_vec(), next_id);
-                            next_id
-                        }
-                    };
-                    let first = *self.first_time.get_or_insert(p.unix_time);
-                    return Ok(Some(TraceRecord {
-                        time: Some((p.unix_time - first) as f64),
-                        client,
-                        method: p.method,
-                        target: p.target,
-                        size: p.size,
-                        status: p.status,
-                        class: None,
-                    }));
-                }
-                Err(message) => {
-                    let n = self.lines.line_number();
-                    self.budget.skip(n, message)?
-                }
-            }
-        }
+        self.format().clients.len()
     }
 }
 
-impl<R: BufRead> Iterator for ClfReader<R> {
-    type Item = Result<TraceRecord, TraceError>;
+/// How `ClfReader` reads a line: the client number of each host, the time of the first record.
+#[derive(Debug, Default)]
+pub struct ClfFormat {
+    clients: HashMap<Vec<u8>, u32>,
+    times: TimeOrigin,
+}
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let step = self.next_record();
-        crate::record::fuse_step(&mut self.done, step)
+impl RecordFormat<[u8]> for ClfFormat {
+    fn passes_over(&mut self, line: &[u8]) -> Result<bool, String> {
+        Ok(line.iter().all(u8::is_ascii_whitespace))
+    }
+
+    fn parse(&mut self, line: &[u8]) -> Result<TraceRecord, String> {
+        let p = parse_clf_line(line)?;
+        let next_id = self.clients.len() as u32;
+        let client = match self.clients.get(p.host) {
+            Some(&id) => id,
+            None => {
+                self.clients.insert(p.host.to_vec(), next_id);
+                next_id
+            }
+        };
+        Ok(TraceRecord {
+            time: Some(self.times.seconds_since_first(p.unix_time)),
+            client,
+            method: p.method,
+            target: p.target,
+            size: p.size,
+            status: p.status,
+            class: None,
+        })
     }
 }
 

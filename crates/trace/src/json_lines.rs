@@ -6,77 +6,42 @@ use std::io::{BufRead, Write};
 
 use crate::error::TraceError;
 use crate::line_reader::LineReader;
-use crate::malformed::MalformedBudget;
 use crate::record::TraceRecord;
+use crate::record_reader::{RecordFormat, RecordReader};
 
 /// Streaming reader of JSON-lines traces. Empty lines are ignored.
-pub struct JsonLinesReader<R> {
-    lines: LineReader<R>,
-    budget: MalformedBudget,
-    done: bool,
-}
+pub type JsonLinesReader<R> = RecordReader<LineReader<R>, JsonLinesFormat>;
 
 impl<R: BufRead> JsonLinesReader<R> {
     /// A reader of `input`, called `path` in errors, tolerating `max_malformed` bad lines and
     /// lines of at most `max_line_bytes` bytes.
     pub fn new(input: R, path: impl Into<String>, max_malformed: u64, max_line_bytes: usize) -> Self {
-        JsonLinesReader {
-            lines: LineReader::new(input, max_line_bytes),
-            budget: MalformedBudget::new(path, max_malformed),
-            done: false,
-        }
-    }
-
-    /// Malformed lines skipped so far.
-    pub fn malformed(&self) -> u64 {
-        self.budget.count()
-    }
-
-    /// The first few malformed-line errors.
-    pub fn malformed_samples(&self) -> &[TraceError] {
-        self.budget.samples()
-    }
-
-    fn next_record(&mut self) -> Result<Option<TraceRecord>, TraceError> {
-        loop {
-            if !self.lines.advance().map_err(|e| TraceError::io(self.budget.path(), e))? {
-                return Ok(None);
-            }
-            let line = self.lines.line();
-            if line.iter().all(|b| b.is_ascii_whitespace()) {
-                continue;
-            }
-            let parsed = if self.lines.overlong() {
-                Err(format!("line longer than {} bytes", self.lines.max_len()))
-            } else {
-                serde_json::from_slice::<TraceRecord>(line).map_err(|e| e.to_string()).and_then(|r| {
-                    match r.time {
-                        Some(t) if !t.is_finite() => Err("time is not finite".to_string()),
-                        _ if r.target.is_empty() => Err("empty target".to_string()),
-                        _ => Ok(r),
-                    }
-                })
-            };
-            match parsed {
-                Ok(r) => return Ok(Some(r)),
-                Err(message) => {
-                    let n = self.lines.line_number();
-                    self.budget.skip(n, message)?
-                }
-            }
-        }
+        RecordReader::with_format(
+            LineReader::new(input, max_line_bytes),
+            JsonLinesFormat,
+            path,
+            max_malformed,
+        )
     }
 }
 
-impl<R: BufRead> Iterator for JsonLinesReader<R> {
-    type Item = Result<TraceRecord, TraceError>;
+/// How `JsonLinesReader` reads a line: a `TraceRecord` object with a finite time, if any,
+/// and a target.
+#[derive(Debug)]
+pub struct JsonLinesFormat;
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
+impl RecordFormat<[u8]> for JsonLinesFormat {
+    fn passes_over(&mut self, line: &[u8]) -> Result<bool, String> {
+        Ok(line.iter().all(u8::is_ascii_whitespace))
+    }
+
+    fn parse(&mut self, line: &[u8]) -> Result<TraceRecord, String> {
+        let r = serde_json::from_slice::<TraceRecord>(line).map_err(|e| e.to_string())?;
+        match r.time {
+            Some(t) if !t.is_finite() => Err("time is not finite".to_string()),
+            _ if r.target.is_empty() => Err("empty target".to_string()),
+            _ => Ok(r),
         }
-        let step = self.next_record();
-        crate::record::fuse_step(&mut self.done, step)
     }
 }
 

@@ -1,11 +1,13 @@
-//! `LineReader`: reads a text trace one line at a time into a reused buffer, numbering the
-//! lines, stripping `\n` / `\r\n`, and refusing to grow past a length limit (a binary file or
-//! a line without an end must not eat the memory).
+//! `LineReader`: the units of a text trace. Reads one line at a time into a reused buffer,
+//! numbering the lines, stripping `\n` / `\r\n`, and refusing to grow past a length limit (a
+//! binary file or a line without an end must not eat the memory).
 
 use std::io::{self, BufRead};
 
+use crate::record_reader::RecordUnits;
+
 /// Reads lines of bytes from a `BufRead` into a buffer it owns.
-pub(crate) struct LineReader<R> {
+pub struct LineReader<R> {
     inner: R,
     buf: Vec<u8>,
     line: u64,
@@ -18,9 +20,14 @@ impl<R: BufRead> LineReader<R> {
     pub(crate) fn new(inner: R, max_len: usize) -> LineReader<R> {
         LineReader { inner, buf: Vec::with_capacity(256), line: 0, max_len: max_len.max(1), overlong: false }
     }
+}
 
-    /// Read the next line; `false` at the end of the input. The line is then in `line()`.
-    pub(crate) fn advance(&mut self) -> io::Result<bool> {
+impl<R: BufRead> RecordUnits for LineReader<R> {
+    type Unit = [u8];
+
+    /// Read the next line; `false` at the end of the input. The line is then in `unit()`.
+    #[inline]
+    fn advance(&mut self) -> io::Result<bool> {
         self.buf.clear();
         self.overlong = false;
         let mut any = false;
@@ -61,23 +68,18 @@ impl<R: BufRead> LineReader<R> {
     }
 
     /// The current line, without its line end.
-    pub(crate) fn line(&self) -> &[u8] {
+    fn unit(&self) -> &[u8] {
         &self.buf
     }
 
     /// 1-based number of the current line.
-    pub(crate) fn line_number(&self) -> u64 {
+    fn number(&self) -> u64 {
         self.line
     }
 
-    /// Whether the current line was longer than the limit (and was cut).
-    pub(crate) fn overlong(&self) -> bool {
-        self.overlong
-    }
-
-    /// The length limit.
-    pub(crate) fn max_len(&self) -> usize {
-        self.max_len
+    /// `line longer than N bytes` if the current line was longer than the limit (and was cut).
+    fn framing_error(&self) -> Option<String> {
+        self.overlong.then(|| format!("line longer than {} bytes", self.max_len))
     }
 }
 
@@ -90,7 +92,7 @@ mod tests {
         let mut r = LineReader::new(io::BufReader::with_capacity(3, input), max);
         let mut out = Vec::new();
         while r.advance().unwrap() {
-            out.push((r.line_number(), r.line().to_vec(), r.overlong()));
+            out.push((r.number(), r.unit().to_vec(), r.framing_error().is_some()));
         }
         out
     }
@@ -108,5 +110,8 @@ mod tests {
     fn overlong_lines_are_cut_at_the_limit_and_flagged_and_the_next_line_is_intact() {
         let got = lines(b"0123456789\nok\n", 4);
         assert_eq!(got, vec![(1, b"0123".to_vec(), true), (2, b"ok".to_vec(), false)]);
+        let mut r = LineReader::new(&b"0123456789\n"[..], 4);
+        assert!(r.advance().unwrap());
+        assert_eq!(r.framing_error().as_deref(), Some("line longer than 4 bytes"));
     }
 }

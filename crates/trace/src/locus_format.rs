@@ -11,91 +11,55 @@ use locus_core::Method;
 
 use crate::error::TraceError;
 use crate::line_reader::LineReader;
-use crate::malformed::MalformedBudget;
 use crate::record::{TraceRecord, wire_target};
+use crate::record_reader::{RecordFormat, RecordReader};
 
 /// The first line of every Locus trace.
 pub const LOCUS_HEADER: &str = "#locus-trace v1";
 
-/// Streaming reader of the Locus trace format.
-pub struct LocusReader<R> {
-    lines: LineReader<R>,
-    budget: MalformedBudget,
-    header_seen: bool,
-    done: bool,
-}
+/// Streaming reader of the Locus trace format. A first line other than `LOCUS_HEADER` is a
+/// `TraceError::Format`.
+pub type LocusReader<R> = RecordReader<LineReader<R>, LocusFormat>;
 
 impl<R: BufRead> LocusReader<R> {
     /// A reader of `input`, called `path` in errors, tolerating `max_malformed` bad lines and
     /// lines of at most `max_line_bytes` bytes.
     pub fn new(input: R, path: impl Into<String>, max_malformed: u64, max_line_bytes: usize) -> Self {
-        LocusReader {
-            lines: LineReader::new(input, max_line_bytes),
-            budget: MalformedBudget::new(path, max_malformed),
-            header_seen: false,
-            done: false,
-        }
-    }
-
-    /// Malformed lines skipped so far.
-    pub fn malformed(&self) -> u64 {
-        self.budget.count()
-    }
-
-    /// The first few malformed-line errors.
-    pub fn malformed_samples(&self) -> &[TraceError] {
-        self.budget.samples()
-    }
-
-    fn next_record(&mut self) -> Result<Option<TraceRecord>, TraceError> {
-        loop {
-            if !self.lines.advance().map_err(|e| TraceError::io(self.budget.path(), e))? {
-                return Ok(None);
-            }
-            let n = self.lines.line_number();
-            if !self.header_seen {
-                self.header_seen = true;
-                let first = String::from_utf8_lossy(self.lines.line());
-                let first = first.trim_end();
-                if first == LOCUS_HEADER {
-                    continue;
-                }
-                let message = if first.starts_with("#locus-trace") {
-                    format!("unsupported Locus trace version `{first}` (this reader knows `{LOCUS_HEADER}`)")
-                } else {
-                    format!("line 1 is not the `{LOCUS_HEADER}` header")
-                };
-                return Err(TraceError::Format { path: self.budget.path().to_string(), message });
-            }
-            let line = self.lines.line();
-            if line.is_empty() || line[0] == b'#' {
-                continue;
-            }
-            let parsed = if self.lines.overlong() {
-                Err(format!("line longer than {} bytes", self.lines.max_len()))
-            } else {
-                match std::str::from_utf8(line) {
-                    Ok(text) => parse_locus_line(text),
-                    Err(e) => Err(format!("not UTF-8: {e}")),
-                }
-            };
-            match parsed {
-                Ok(r) => return Ok(Some(r)),
-                Err(message) => self.budget.skip(n, message)?,
-            }
-        }
+        let lines = LineReader::new(input, max_line_bytes);
+        RecordReader::with_format(lines, LocusFormat { header_seen: false }, path, max_malformed)
     }
 }
 
-impl<R: BufRead> Iterator for LocusReader<R> {
-    type Item = Result<TraceRecord, TraceError>;
+/// How `LocusReader` reads a line: the header first, then records, comments and empty lines.
+#[derive(Debug)]
+pub struct LocusFormat {
+    header_seen: bool,
+}
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
+impl RecordFormat<[u8]> for LocusFormat {
+    #[inline]
+    fn passes_over(&mut self, line: &[u8]) -> Result<bool, String> {
+        if !self.header_seen {
+            self.header_seen = true;
+            let first = String::from_utf8_lossy(line);
+            let first = first.trim_end();
+            if first == LOCUS_HEADER {
+                return Ok(true);
+            }
+            return Err(if first.starts_with("#locus-trace") {
+                format!("unsupported Locus trace version `{first}` (this reader knows `{LOCUS_HEADER}`)")
+            } else {
+                format!("line 1 is not the `{LOCUS_HEADER}` header")
+            });
         }
-        let step = self.next_record();
-        crate::record::fuse_step(&mut self.done, step)
+        Ok(line.is_empty() || line[0] == b'#')
+    }
+
+    fn parse(&mut self, line: &[u8]) -> Result<TraceRecord, String> {
+        match std::str::from_utf8(line) {
+            Ok(text) => parse_locus_line(text),
+            Err(e) => Err(format!("not UTF-8: {e}")),
+        }
     }
 }
 

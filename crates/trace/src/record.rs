@@ -1,5 +1,5 @@
 //! `TraceRecord`: one request of a trace, the unit every reader yields and every writer,
-//! generator and statistic consumes.
+//! generator and statistic consumes; and `TimeOrigin`, which makes a log's times relative.
 
 use locus_core::{Method, RequestInfo, target_hash};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -111,22 +111,17 @@ mod method_token {
     }
 }
 
-/// One step of a record reader that stops for good at the end or at its first error: passes
-/// the step through and sets `done` when it was the last.
-pub(crate) fn fuse_step(
-    done: &mut bool,
-    step: Result<Option<TraceRecord>, crate::TraceError>,
-) -> Option<Result<TraceRecord, crate::TraceError>> {
-    match step {
-        Ok(Some(r)) => Some(Ok(r)),
-        Ok(None) => {
-            *done = true;
-            None
-        }
-        Err(e) => {
-            *done = true;
-            Some(Err(e))
-        }
+/// The time of a log's first record, from which its records' times are counted.
+#[derive(Debug, Default)]
+pub(crate) struct TimeOrigin {
+    first: Option<i64>,
+}
+
+impl TimeOrigin {
+    /// Seconds from the first time given (which this call sets, giving 0) to `unix`.
+    pub(crate) fn seconds_since_first(&mut self, unix: i64) -> f64 {
+        let first = *self.first.get_or_insert(unix);
+        (unix - first) as f64
     }
 }
 
@@ -163,5 +158,13 @@ mod tests {
         assert_eq!(back, r);
         let minimal: TraceRecord = serde_json::from_str(r#"{"target":"/y"}"#).unwrap();
         assert_eq!(minimal, TraceRecord::get("/y", 0));
+    }
+
+    #[test]
+    fn times_count_from_the_first_one_given_and_may_be_negative() {
+        let mut origin = TimeOrigin::default();
+        assert_eq!(origin.seconds_since_first(1_000), 0.0);
+        assert_eq!(origin.seconds_since_first(1_024), 24.0);
+        assert_eq!(origin.seconds_since_first(990), -10.0);
     }
 }

@@ -2,13 +2,13 @@
 //! 20-byte big-endian records (timestamp, clientID, objectID, size: u32; method, status,
 //! type, server: u8), decoded with the tables of the WC98 tools' README and definitions.
 
-use std::io::{self, Read};
+use std::io::Read;
 
 use locus_core::Method;
 
-use crate::error::TraceError;
-use crate::malformed::MalformedBudget;
-use crate::record::TraceRecord;
+use crate::fixed_records::FixedRecords;
+use crate::record::{TimeOrigin, TraceRecord};
+use crate::record_reader::{RecordFormat, RecordReader};
 
 /// Size of one WC98 record in bytes.
 pub const WC98_RECORD_BYTES: usize = 20;
@@ -121,108 +121,54 @@ impl Wc98Record {
 /// Times are seconds relative to the first record; `client` is the WC98 client id.
 /// A record whose method, status or type byte is outside the tables, or a truncated last
 /// record, is malformed (its "line" is the 1-based record number).
-pub struct Wc98Reader<R> {
-    input: R,
-    budget: MalformedBudget,
-    record: u64,
-    first_time: Option<u32>,
-    done: bool,
-}
+pub type Wc98Reader<R> = RecordReader<FixedRecords<R, WC98_RECORD_BYTES>, Wc98Format>;
 
 impl<R: Read> Wc98Reader<R> {
     /// A reader of `input`, called `path` in errors, tolerating `max_malformed` bad records.
     pub fn new(input: R, path: impl Into<String>, max_malformed: u64) -> Self {
-        Wc98Reader {
-            input,
-            budget: MalformedBudget::new(path, max_malformed),
-            record: 0,
-            first_time: None,
-            done: false,
-        }
-    }
-
-    /// Malformed records skipped so far.
-    pub fn malformed(&self) -> u64 {
-        self.budget.count()
-    }
-
-    /// The first few malformed-record errors.
-    pub fn malformed_samples(&self) -> &[TraceError] {
-        self.budget.samples()
-    }
-
-    /// Fill `buf`; the number of bytes read (less than 20 only at the end of the input).
-    fn fill(&mut self, buf: &mut [u8; WC98_RECORD_BYTES]) -> io::Result<usize> {
-        let mut filled = 0;
-        while filled < buf.len() {
-            match self.input.read(&mut buf[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(filled)
-    }
-
-    fn next_record(&mut self) -> Result<Option<TraceRecord>, TraceError> {
-        loop {
-            let mut buf = [0u8; WC98_RECORD_BYTES];
-            let n = self.fill(&mut buf).map_err(|e| TraceError::io(self.budget.path(), e))?;
-            if n == 0 {
-                return Ok(None);
-            }
-            self.record += 1;
-            if n < WC98_RECORD_BYTES {
-                let offset = (self.record - 1) * WC98_RECORD_BYTES as u64;
-                self.budget.skip(
-                    self.record,
-                    format!("truncated record: {n} of 20 bytes at byte offset {offset}"),
-                )?;
-                return Ok(None);
-            }
-            let w = Wc98Record::from_bytes(&buf);
-            let (Some(status), Some(target), Some(&method)) =
-                (w.status_code(), w.target(), WC98_METHODS.get(usize::from(w.method)))
-            else {
-                let message = format!(
-                    "record outside the WC98 tables (method {}, status index {}, type {})",
-                    w.method,
-                    w.status & 0x3f,
-                    w.file_type
-                );
-                self.budget.skip(self.record, message)?;
-                continue;
-            };
-            let first = *self.first_time.get_or_insert(w.timestamp);
-            return Ok(Some(TraceRecord {
-                time: Some(f64::from(w.timestamp) - f64::from(first)),
-                client: w.client_id,
-                method,
-                target,
-                size: if w.size == WC98_NO_SIZE { 0 } else { u64::from(w.size) },
-                status,
-                class: None,
-            }));
-        }
+        RecordReader::with_format(FixedRecords::new(input), Wc98Format::default(), path, max_malformed)
     }
 }
 
-impl<R: Read> Iterator for Wc98Reader<R> {
-    type Item = Result<TraceRecord, TraceError>;
+/// How `Wc98Reader` reads a record: decoded with the WC98 tables, timed from the first record.
+#[derive(Debug, Default)]
+pub struct Wc98Format {
+    times: TimeOrigin,
+}
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let step = self.next_record();
-        crate::record::fuse_step(&mut self.done, step)
+impl RecordFormat<[u8; WC98_RECORD_BYTES]> for Wc98Format {
+    fn passes_over(&mut self, _: &[u8; WC98_RECORD_BYTES]) -> Result<bool, String> {
+        Ok(false)
+    }
+
+    fn parse(&mut self, bytes: &[u8; WC98_RECORD_BYTES]) -> Result<TraceRecord, String> {
+        let w = Wc98Record::from_bytes(bytes);
+        let (Some(status), Some(target), Some(&method)) =
+            (w.status_code(), w.target(), WC98_METHODS.get(usize::from(w.method)))
+        else {
+            return Err(format!(
+                "record outside the WC98 tables (method {}, status index {}, type {})",
+                w.method,
+                w.status & 0x3f,
+                w.file_type
+            ));
+        };
+        Ok(TraceRecord {
+            time: Some(self.times.seconds_since_first(i64::from(w.timestamp))),
+            client: w.client_id,
+            method,
+            target,
+            size: if w.size == WC98_NO_SIZE { 0 } else { u64::from(w.size) },
+            status,
+            class: None,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::TraceError;
 
     /// A hand-written fixture: three good records (one with no size), one with a method byte
     /// out of the table, and a truncated tail.
