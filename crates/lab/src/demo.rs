@@ -149,7 +149,7 @@ mod tests {
     use crate::report::tests::sample_report;
 
     #[test]
-    fn the_built_in_demo_parses_and_covers_the_issue_matrix() {
+    fn the_built_in_demo_parses_and_covers_the_switch_policy_matrix() {
         let e = demo_experiment().unwrap();
         assert_eq!(e.nodes, [1, 2, 3, 4]);
         let locus = &e.switches.iter().find(|s| s.kind == SwitchKind::Locus).unwrap().policies;

@@ -1,7 +1,7 @@
 //! The Markdown report of `locus bench proxy`: one line per file size and keep-alive setting,
 //! a column per path with its requests/s and efficiency (÷ one node directly), a legend, the
-//! ratios the issues set targets for (median of per-round ratios, with their range), the
-//! errors if there were any, and the idle-connection memory.
+//! ratios Locus is judged by (Locus ÷ HAProxy, handoff ÷ HAProxy, node ÷ NGINX: medians of
+//! per-round ratios, with their range), the errors if any, and the idle-connection memory.
 
 use super::paths::PATHS;
 use super::{ProxyRow, median};
