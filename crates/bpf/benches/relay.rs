@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use locus_bpf::SockmapRelay;
 
-/// Pipe and copy buffer size: what the switch's splice relay asks for (crates/switch/src/splice.rs).
+/// Pipe and copy buffer size: what the switch's splice relay asks for (crates/io/src/splice_pipe.rs).
 const BUFFER_BYTES: usize = 256 * 1024;
 /// Bytes each run moves downstream (requests = this / size, at least `MIN_REQUESTS`): about
 /// half a second per run on the 2-core machine at the slowest relay.

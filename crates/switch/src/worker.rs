@@ -5,8 +5,8 @@
 use crate::access_log::AccessLog;
 use crate::handoff::WorkerLinks;
 use crate::pool::{BufferPool, NodePool};
-use crate::splice::PipePool;
 use crate::state::Shared;
+use locus_io::PipePool;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
