@@ -24,15 +24,13 @@ pub async fn serve(shared: Arc<Shared>, listener: std::net::TcpListener) {
             return;
         }
     };
+    let mut backoff = locus_io::AcceptBackoff::new();
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
                 tokio::spawn(answer(shared.clone(), stream));
             }
-            Err(e) => {
-                tracing::warn!("admin accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            Err(e) => backoff.after("admin listener", &e).await,
         }
     }
 }
@@ -122,7 +120,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         "in_flight": snap.in_flight,
         "queued": snap.queued,
         "admission_limit": snap.admission_limit,
-        "connections": shared.connections.load(Relaxed),
+        "connections": shared.connections.open(),
         "max_connections": shared.config.limits.max_connections,
         "accepted": c.accepted.load(Relaxed),
         "rejected_over_limit": c.rejected_over_limit.load(Relaxed),
@@ -161,7 +159,7 @@ pub fn metrics_text(shared: &Shared) -> String {
         "Client connections refused over the connection limit",
         counter(c.rejected_over_limit.load(Relaxed)),
     );
-    reg.register("connections", "Client connections open", gauge(shared.connections.load(Relaxed) as i64));
+    reg.register("connections", "Client connections open", gauge(shared.connections.open() as i64));
     reg.register("requests", "Requests parsed", counter(c.requests.load(Relaxed)));
     let responses = Family::<Labels, Counter<u64, AtomicU64>>::default();
     for (i, class) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {

@@ -19,7 +19,6 @@ mod pool;
 mod proxy;
 mod server;
 mod session;
-mod splice;
 mod splice_mode;
 mod state;
 mod target_check;

@@ -7,11 +7,10 @@
 use crate::client::{Client, Next};
 use crate::dispatch::Candidates;
 use crate::forward::{BodyRelay, write_request_head, write_response_head};
-use crate::splice::{Pipe, splice_exact};
 use crate::state::Shared;
 use locus_core::{Method, NodeId};
 use locus_http::{BodyError, BodyKind, BodyTracker, RequestHead, Version, parse_response};
-use locus_io::mark_read_drained;
+use locus_io::{Pipe, mark_read_drained, splice_exact};
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -550,7 +549,15 @@ fn probe_alive(stream: &TcpStream) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::splice::tests::pair;
+    use tokio::net::TcpListener;
+
+    /// A connected pair of loopback sockets.
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (b, _) = l.accept().await.unwrap();
+        (a, b)
+    }
 
     #[tokio::test(flavor = "current_thread")]
     async fn probe_sees_stray_bytes_and_end_of_stream_even_on_a_socket_marked_drained() {

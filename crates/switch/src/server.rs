@@ -13,7 +13,7 @@ use crate::session::serve;
 use crate::state::Shared;
 use crate::worker::Worker;
 use crate::{admin, health};
-use locus_io::{AcceptBackoff, AcceptRecovery, BindRetry, ConnectionLimit, Drained, Shedding, TaskTracker};
+use locus_io::{AcceptBackoff, AcceptRecovery, BindRetry, ConnectionLimit, Shedding};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -128,7 +128,7 @@ impl SwitchServer {
 
     /// Client connections open now.
     pub fn connections(&self) -> usize {
-        self.shared.connections.load(Relaxed)
+        self.shared.connections.open()
     }
 
     /// Stop accepting, let in-flight requests finish (up to the drain timeout), close idle
@@ -182,10 +182,11 @@ fn worker_thread(
                 }
             })
         };
-        let connections = TaskTracker::new();
-        let acceptor = Acceptor { worker: worker.clone(), rejecting, connections: connections.clone() };
+        let acceptor = Acceptor { worker: worker.clone(), rejecting };
         acceptor.run(&listener, shutdown).await;
-        drain(listener, &worker, &connections).await;
+        // Stop accepting and let the sessions finish, up to the drain timeout; the ones still
+        // open then are closed with the worker's event loop.
+        locus_io::drain(listener, &worker.sessions, shared.config.limits.drain_timeout()).await;
         sweeper.abort();
         if let Some(log) = &worker.log {
             log.borrow_mut().flush();
@@ -198,8 +199,6 @@ struct Acceptor {
     worker: Rc<Worker>,
     /// Over-limit connections being answered 503, across workers (at most `MAX_REJECTING`).
     rejecting: Arc<ConnectionLimit>,
-    /// The client sessions this loop started, waited for at shutdown.
-    connections: TaskTracker,
 }
 
 impl Acceptor {
@@ -240,38 +239,19 @@ impl Acceptor {
     /// `MAX_REJECTING` at once across workers, past which it is just closed).
     fn admit(&self, stream: TcpStream, peer: SocketAddr, shutdown: &tokio::sync::watch::Receiver<bool>) {
         let shared = &self.worker.shared;
-        // Given back by the session when it ends (see `session::serve`).
-        let open = shared.connections.fetch_add(1, Relaxed) + 1;
-        if open > shared.config.limits.max_connections {
-            shared.connections.fetch_sub(1, Relaxed);
+        // Held by the session until it ends, however it ends.
+        let Some(slot) = shared.connections.claim() else {
             shared.counters.rejected_over_limit.fetch_add(1, Relaxed);
-            if let Some(slot) = self.rejecting.claim() {
+            if let Some(refusing) = self.rejecting.claim() {
                 tokio::task::spawn_local(async move {
                     refuse_over_limit(stream).await;
-                    drop(slot);
+                    drop(refusing);
                 });
             }
             return;
-        }
-        self.connections.spawn_local(serve(self.worker.clone(), stream, peer, shutdown.clone()));
-    }
-}
-
-/// Stop accepting and let the worker's sessions finish, up to the drain timeout; the ones
-/// still open then are closed with the worker's event loop.
-async fn drain(listener: TcpListener, worker: &Worker, connections: &TaskTracker) {
-    let timeout = worker.shared.config.limits.drain_timeout();
-    let deadline = Instant::now() + timeout;
-    if locus_io::drain(listener, connections, timeout).await != Drained::Finished {
-        return;
-    }
-    // Sessions restored after a refused handoff run in the handoff tasks, not in
-    // `connections`; `worker.active` counts them with the rest.
-    while worker.active.get() > 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    if worker.active.get() > 0 {
-        tracing::warn!(open = worker.active.get(), "drain timeout: closing connections still open");
+        };
+        let session = serve(self.worker.clone(), stream, peer, shutdown.clone(), slot);
+        self.worker.sessions.spawn_local(session);
     }
 }
 

@@ -10,10 +10,9 @@ use crate::mode::Mode;
 use crate::state::Shared;
 use crate::worker::Worker;
 use locus_http::{RequestHead, parse_request};
-use std::future::Future;
+use locus_io::ConnectionSlot;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
@@ -21,54 +20,47 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{timeout, timeout_at};
 
-/// Serve one accepted client connection until it closes.
-pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, shutdown: watch::Receiver<bool>) {
-    serve_with(worker, stream, peer, shutdown, true).await
-}
-
-/// Serve a connection the switch restored after a node refused it (or a re-handoff failed):
-/// by the proxy path, never handed off again. The caller counted it in `connections`.
-pub async fn serve_restored(
+/// Serve one accepted client connection, holding its place in `connections`, until it closes.
+pub async fn serve(
     worker: Rc<Worker>,
     stream: TcpStream,
     peer: SocketAddr,
     shutdown: watch::Receiver<bool>,
+    slot: ConnectionSlot,
 ) {
-    serve_with(worker, stream, peer, shutdown, false).await
+    serve_with(worker, stream, peer, shutdown, true, slot).await
 }
 
 /// Handoff's control tasks reach the worker's sessions through this: a connection restored
-/// after a failed re-handoff is served here like any other.
+/// after a failed re-handoff is served like any other, by the proxy path (never handed off
+/// again), in a session the worker's `sessions` tracker waits for at shutdown.
 impl HandoffWorker for Worker {
     fn links(&self) -> Option<&Rc<WorkerLinks>> {
         self.links.as_ref()
     }
 
-    fn serve_restored(
-        self: Rc<Self>,
-        stream: TcpStream,
-        peer: SocketAddr,
-    ) -> Pin<Box<dyn Future<Output = ()>>> {
+    fn spawn_restored(self: Rc<Self>, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot) {
         let shutdown = self.shared.shutdown_tx.subscribe();
-        Box::pin(serve_restored(self, stream, peer, shutdown))
+        let sessions = self.sessions.clone();
+        sessions.spawn_local(serve_with(self, stream, peer, shutdown, false, slot));
     }
 }
 
+/// Serve a connection until it closes; `slot`, its place in `connections`, is given back
+/// when the session ends (or its task is dropped at the end of a drain).
 async fn serve_with(
     worker: Rc<Worker>,
     stream: TcpStream,
     peer: SocketAddr,
     shutdown: watch::Receiver<bool>,
     handoff_allowed: bool,
+    slot: ConnectionSlot,
 ) {
     let _ = stream.set_nodelay(true);
-    worker.active.set(worker.active.get() + 1);
-    let mut session =
-        Session { client: Client::new(worker.clone(), stream, peer), shutdown, handoff_allowed };
+    let mut session = Session { client: Client::new(worker, stream, peer), shutdown, handoff_allowed };
     session.run().await;
     session.client.release_buffers();
-    worker.active.set(worker.active.get() - 1);
-    worker.shared.connections.fetch_sub(1, Relaxed);
+    drop(slot);
 }
 
 struct Session {

@@ -1,13 +1,12 @@
 //! Splice mode's tunnel: route a connection's first request, send it to the node as received,
-//! then join the client and node sockets in the kernel (`splice::tunnel`) until the
-//! connection ends. Its own file, not `splice.rs`: it reaches nodes through the proxy
-//! exchange's connection code, which itself uses the splice primitives.
+//! then join the client and node sockets in the kernel (`locus_io::tunnel`) until the
+//! connection ends. It reaches nodes through the proxy exchange's connection code.
 
 use crate::client::{Client, Next};
 use crate::dispatch::Candidates;
 use crate::proxy::write_node;
-use crate::splice::tunnel;
 use locus_http::{BodyKind, RequestHead};
+use locus_io::tunnel;
 use std::sync::atomic::Ordering::Relaxed;
 use tokio::net::TcpStream;
 

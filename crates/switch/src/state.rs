@@ -4,9 +4,11 @@
 use crate::config::SwitchConfig;
 use crate::dispatch::Dispatcher;
 use locus_core::NodeId;
+use locus_io::ConnectionLimit;
 use locus_policy::Cluster;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -92,8 +94,8 @@ pub struct Shared {
     pub dispatcher: Dispatcher,
     pub nodes: Vec<NodeInfo>,
     pub counters: SwitchCounters,
-    /// Client connections currently open.
-    pub connections: AtomicUsize,
+    /// Client connections open, against `limits.max_connections`: each session holds a slot.
+    pub connections: Arc<ConnectionLimit>,
     pub shutting_down: AtomicBool,
     pub shutdown_tx: watch::Sender<bool>,
     /// Handoff mode's plane (None in the other modes).
@@ -129,13 +131,14 @@ impl Shared {
             max_headers: config.limits.max_headers,
         };
         let (shutdown_tx, _) = watch::channel(false);
+        let connections = ConnectionLimit::new(config.limits.max_connections);
         Ok(Shared {
             config,
             limits,
             dispatcher: Dispatcher::new(cluster),
             nodes,
             counters: SwitchCounters::default(),
-            connections: AtomicUsize::new(0),
+            connections,
             shutting_down: AtomicBool::new(false),
             shutdown_tx,
             handoff: None,

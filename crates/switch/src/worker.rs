@@ -1,13 +1,13 @@
 //! `Worker`: the state one worker thread's client sessions share (the node connection pool,
-//! relay and read buffers, splice pipes, the access log, the count of open sessions, and in
+//! relay and read buffers, splice pipes, the access log, the tracker of its sessions, and in
 //! handoff mode the worker's control channels to the node agents).
 
 use crate::access_log::AccessLog;
 use crate::handoff::WorkerLinks;
 use crate::pool::{BufferPool, NodePool};
-use crate::splice::PipePool;
 use crate::state::Shared;
-use std::cell::{Cell, RefCell};
+use locus_io::{PipePool, TaskTracker};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -19,8 +19,9 @@ pub struct Worker {
     pub read_buffers: RefCell<BufferPool>,
     pub pipes: RefCell<PipePool>,
     pub log: Option<RefCell<AccessLog>>,
-    /// Client sessions open on this worker.
-    pub active: Cell<usize>,
+    /// The client sessions of this worker, accepted or restored after a failed re-handoff:
+    /// waited for at shutdown (`locus_io::drain`).
+    pub sessions: TaskTracker,
     /// Handoff mode: this worker's control channels to the node agents.
     pub links: Option<Rc<WorkerLinks>>,
 }
@@ -39,7 +40,7 @@ impl Worker {
             read_buffers: RefCell::new(BufferPool::new(READ_BUFFER, 1024)),
             pipes: RefCell::new(PipePool::new(crate::open_files::PIPES_KEPT)),
             log: log.map(RefCell::new),
-            active: Cell::new(0),
+            sessions: TaskTracker::new(),
             links: WorkerLinks::new(&shared).map(Rc::new),
             shared,
         }

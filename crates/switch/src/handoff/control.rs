@@ -12,9 +12,8 @@ use crate::state::Shared;
 use locus_bpf::ConnKey;
 use locus_core::{NodeId, RequestInfo};
 use locus_handoff::{ConnectionId, ControlConfig, HandoffHint, HandoffMessage, TcpRepairState};
-use std::future::Future;
+use locus_io::ConnectionSlot;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -28,22 +27,21 @@ use tokio::sync::watch;
 pub trait HandoffWorker {
     /// The worker's links (none outside handoff mode).
     fn links(&self) -> Option<&Rc<WorkerLinks>>;
-    /// Serve a restored connection (already counted in `connections`) until it closes.
-    fn serve_restored(
-        self: Rc<Self>,
-        stream: TcpStream,
-        peer: SocketAddr,
-    ) -> Pin<Box<dyn Future<Output = ()>>>;
+    /// Start a session for a restored connection, holding `slot` (its place in
+    /// `connections`) until it closes.
+    fn spawn_restored(self: Rc<Self>, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot);
 }
 
-/// Serves a connection restored on the switch (see [`HandoffWorker::serve_restored`]).
-type ServeRestored = Rc<dyn Fn(TcpStream, SocketAddr) -> Pin<Box<dyn Future<Output = ()>>>>;
+/// Starts a session for a connection restored on the switch (see
+/// [`HandoffWorker::spawn_restored`]).
+type ServeRestored = Rc<dyn Fn(TcpStream, SocketAddr, ConnectionSlot)>;
 
 /// Start the tasks of a worker's links (on the worker's `LocalSet`).
 pub fn start_links<W: HandoffWorker + 'static>(worker: &Rc<W>, shutdown: watch::Receiver<bool>) {
     let Some(links) = worker.links() else { return };
     let owner = worker.clone();
-    let serve: ServeRestored = Rc::new(move |stream, peer| owner.clone().serve_restored(stream, peer));
+    let serve: ServeRestored =
+        Rc::new(move |stream, peer, slot| owner.clone().spawn_restored(stream, peer, slot));
     for link in &links.links {
         tokio::task::spawn_local(run_link(links.clone(), link.clone(), serve.clone(), shutdown.clone()));
     }
@@ -239,7 +237,8 @@ async fn answer_route(
 }
 
 /// A node gave a connection back to move it on: hand it to the node its Route was answered
-/// with; if that fails, restore it here and have the worker's `serve` serve it.
+/// with; if that fails, restore it here and have the worker serve it (`serve`), counted in
+/// `connections` whatever their number: it cannot be turned away.
 async fn rehandoff(
     links: Rc<WorkerLinks>,
     serve: ServeRestored,
@@ -273,11 +272,7 @@ async fn rehandoff(
         tracing::warn!(%id, "handoff: re-handoff failed, the switch serves the connection: {why}");
         plane.forget(&shared.dispatcher, id);
         match restore_here(plane, &state, key).await {
-            Ok(stream) => {
-                let peer = SocketAddr::V4(state.peer);
-                shared.connections.fetch_add(1, Relaxed);
-                serve(stream, peer).await;
-            }
+            Ok(stream) => serve(stream, SocketAddr::V4(state.peer), shared.connections.claim_always()),
             Err(e) => tracing::warn!(%id, "handoff: cannot restore the connection here: {e}"),
         }
     }
