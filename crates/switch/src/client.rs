@@ -3,7 +3,7 @@
 //! gives it itself: error responses, refusals, shedding, access-log lines.
 
 use crate::access_log::LogRecord;
-use crate::dispatch::{Assignment, DispatchError};
+use crate::dispatch::{Assignment, Candidates, DispatchError};
 use crate::forward::write_error_response;
 use crate::state::Shared;
 use crate::worker::Worker;
@@ -89,6 +89,23 @@ impl Client {
         head: &RequestHead,
     ) -> Result<Assignment<'d>, DispatchError> {
         shared.dispatcher.acquire(&self.request_info(head), shared.config.limits.queue_timeout()).await
+    }
+
+    /// The walk over the nodes this request may go to, its first candidate dispatched (proxy
+    /// and splice modes); `Err` is what the session does next when none could be, the 503
+    /// already answered.
+    pub async fn candidates<'d>(
+        &mut self,
+        shared: &'d Shared,
+        head: &RequestHead,
+    ) -> Result<Candidates<'d>, Next> {
+        let retryable = Candidates::may_retry(head.method, head.body != BodyKind::Empty);
+        let queue_timeout = shared.config.limits.queue_timeout();
+        match Candidates::first(&shared.dispatcher, &self.request_info(head), queue_timeout, retryable).await
+        {
+            Ok(c) => Ok(c),
+            Err(e) => Err(self.dispatch_failed(head, e).await),
+        }
     }
 
     pub async fn send_error(&mut self, status: u16, close: bool) {

@@ -101,13 +101,9 @@ pub async fn serve_request(client: &mut Client, head: &RequestHead) -> Next {
             return Next::Close;
         }
     }
-    let retryable = Candidates::may_retry(head.method, head.body != BodyKind::Empty);
-    let queue_timeout = shared.config.limits.queue_timeout();
-    let first =
-        Candidates::first(&shared.dispatcher, &client.request_info(head), queue_timeout, retryable).await;
-    let mut candidates = match first {
+    let mut candidates = match client.candidates(&shared, head).await {
         Ok(c) => c,
-        Err(e) => return client.dispatch_failed(head, e).await,
+        Err(next) => return next,
     };
     let mut relay = client.worker.relay_buffers.borrow_mut().take();
     let next = client.walk(&shared, head, &mut candidates, &mut relay).await;

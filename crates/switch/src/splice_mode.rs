@@ -5,7 +5,7 @@
 use crate::client::{Client, Next};
 use crate::dispatch::Candidates;
 use crate::proxy::write_node;
-use locus_http::{BodyKind, RequestHead};
+use locus_http::RequestHead;
 use locus_io::tunnel;
 use std::sync::atomic::Ordering::Relaxed;
 use tokio::net::TcpStream;
@@ -16,13 +16,9 @@ use tokio::net::TcpStream;
 /// tunnel. The connection always closes after.
 pub async fn serve_tunnel(client: &mut Client, head: &RequestHead) -> Next {
     let shared = client.worker.shared.clone();
-    let retryable = Candidates::may_retry(head.method, head.body != BodyKind::Empty);
-    let queue_timeout = shared.config.limits.queue_timeout();
-    let first =
-        Candidates::first(&shared.dispatcher, &client.request_info(head), queue_timeout, retryable).await;
-    let mut candidates = match first {
+    let mut candidates = match client.candidates(&shared, head).await {
         Ok(c) => c,
-        Err(e) => return client.dispatch_failed(head, e).await,
+        Err(next) => return next,
     };
     if !has_tunnel_pipes(client) {
         return client.shed(head, "no pipes for the tunnel").await;
