@@ -1,11 +1,16 @@
 //! Shared vocabulary of Locus: node ids, a caller-supplied clock value, the description of a
-//! request that a policy sees, and the status of a back-end node. This crate does no I/O and
+//! request that a policy sees, request-class costs, the status of a back-end node and what a
+//! node reports of its own load. This crate does no I/O and
 //! reads no clock: every `Time` is passed in, so the simulator and the live switch agree.
 
+mod class;
 mod node;
+mod report;
 mod request;
 mod time;
 
+pub use class::{ClassCost, ResourceKind};
 pub use node::{NodeId, NodeStatus};
+pub use report::NodeReport;
 pub use request::{Method, RequestInfo, target_hash};
 pub use time::Time;

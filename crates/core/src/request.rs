@@ -1,5 +1,5 @@
 //! `RequestInfo`: what a policy sees of a request — method, request target, a stable hash of
-//! the target, an optional size hint and an optional cost class.
+//! the target, an optional size hint, an optional cost class and the conditional date.
 
 use std::fmt;
 
@@ -82,12 +82,22 @@ pub struct RequestInfo<'a> {
     pub size_hint: Option<u64>,
     /// Cost class (e.g. a dynamic-content class from a class table), if known.
     pub class: Option<u16>,
+    /// The `If-Modified-Since` date, seconds since the Unix epoch, if the request is
+    /// conditional (a content sniffer tells an IMS request from a full one by it).
+    pub if_modified_since: Option<u64>,
 }
 
 impl<'a> RequestInfo<'a> {
     /// A request for `target` with its hash computed; no size hint or class.
     pub fn new(method: Method, target: &'a str) -> RequestInfo<'a> {
-        RequestInfo { method, target, target_hash: target_hash(target), size_hint: None, class: None }
+        RequestInfo {
+            method,
+            target,
+            target_hash: target_hash(target),
+            size_hint: None,
+            class: None,
+            if_modified_since: None,
+        }
     }
 
     /// A GET for `target`.

@@ -3,7 +3,7 @@
 //! weight over the slow-start period. Pure: the caller passes `now` into every call.
 
 use crate::Policy;
-use locus_core::{NodeId, NodeStatus, RequestInfo, Time};
+use locus_core::{NodeId, NodeReport, NodeStatus, RequestInfo, Time};
 use std::time::Duration;
 
 /// Node status, load counts and a policy; the one place the switch and simulator ask "where
@@ -112,6 +112,27 @@ impl Cluster {
             self.nodes[i].ramp = 1.0;
             self.policy.on_node_down(node, &self.nodes, now);
         }
+    }
+
+    /// A request was forwarded to `node` (the sniffer's view; see `Policy::on_request`).
+    pub fn observe(&mut self, node: NodeId, req: &RequestInfo<'_>, rtt: Duration, now: Time) {
+        self.policy.on_request(node, req, rtt, now);
+    }
+
+    /// `node` reported its own load.
+    pub fn report(&mut self, node: NodeId, report: &NodeReport, now: Time) {
+        self.policy.on_report(node, report, now);
+    }
+
+    /// How often the policy wants node reports, if it reads them.
+    pub fn report_period(&self) -> Option<Duration> {
+        self.policy.report_period()
+    }
+
+    /// The policy's per-node weights for an L4 forwarder, if it computes them.
+    pub fn l4_weights(&mut self, now: Time) -> Option<Vec<f64>> {
+        self.refresh_ramps(now);
+        self.policy.l4_weights(&self.nodes, now)
     }
 
     /// Record a load figure reported by the node itself.

@@ -2,8 +2,10 @@
 //! `[policy]` table and on the command line), its strict deserialization (unknown or
 //! inapplicable keys are errors), and `build`, which validates and makes the policy.
 
+use crate::csld::CsldParams;
+use crate::wrr_variant::WrrVariant;
 use crate::{
-    BoundedLoadPolicy, LardPolicy, LardRPolicy, LeastConnectionsPolicy, MaglevPolicy, Policy,
+    BoundedLoadPolicy, LardPolicy, LardRPolicy, LeastConnectionsPolicy, MaglevPolicy, Policy, PolicyInputs,
     PowerOfTwoPolicy, RingPolicy, RoundRobinPolicy, StaticHashPolicy, WeightedRoundRobinPolicy,
 };
 use serde::{Deserialize, Serialize};
@@ -85,6 +87,15 @@ pub enum PolicyConfig {
         #[serde(default = "default_max_targets")]
         max_targets: usize,
     },
+    /// CSLD: content-sniffer load estimation with smooth WRR over its weights.
+    Csld(CsldParams),
+    /// WRR over weights from node-reported metrics (one of the CSLD paper's baselines).
+    WrrMetrics {
+        #[serde(default)]
+        variant: WrrVariant,
+    },
+    /// The client-aware policy: one round-robin pointer per resource class.
+    Cap,
 }
 
 fn default_vnodes() -> u32 {
@@ -166,6 +177,16 @@ fn default_lard_r() -> PolicyConfig {
 }
 
 impl PolicyConfig {
+    /// CSLD with these parameters.
+    pub fn csld(params: CsldParams) -> PolicyConfig {
+        PolicyConfig::Csld(params)
+    }
+
+    /// The metric-fed WRR baseline `variant`.
+    pub fn wrr_metrics(variant: WrrVariant) -> PolicyConfig {
+        PolicyConfig::WrrMetrics { variant }
+    }
+
     /// Every policy name accepted in configuration, aliases included.
     pub fn accepted_names() -> impl Iterator<Item = &'static str> + Clone {
         NAMED_POLICIES.iter().map(|(name, _)| *name)
@@ -199,6 +220,9 @@ impl PolicyConfig {
             PolicyConfig::ChashBounded { .. } => "chash-bounded",
             PolicyConfig::Lard { .. } => "lard",
             PolicyConfig::LardR { .. } => "lard-r",
+            PolicyConfig::Csld(_) => "csld",
+            PolicyConfig::WrrMetrics { .. } => "wrr-metrics",
+            PolicyConfig::Cap => "cap",
         }
     }
 }
@@ -271,7 +295,10 @@ impl TryFrom<RawPolicyConfig> for PolicyConfig {
             | PolicyConfig::Wrr
             | PolicyConfig::Lc
             | PolicyConfig::Wlc
-            | PolicyConfig::Hash => {}
+            | PolicyConfig::Hash
+            | PolicyConfig::Csld(_)
+            | PolicyConfig::WrrMetrics { .. }
+            | PolicyConfig::Cap => {}
             PolicyConfig::P2c { seed: s } => take(s, &mut seed),
             PolicyConfig::Chash { kind: k, vnodes: v, table_size: t } => {
                 // `name = "maglev"` fixes the kind; only `name = "chash"` may choose it.
@@ -343,8 +370,18 @@ fn is_prime(n: u32) -> bool {
 }
 
 /// Build the policy for a cluster of `weights.len()` nodes with these weights, after
-/// checking the parameters.
+/// checking the parameters, knowing nothing of the site (see `build_with`).
 pub fn build(config: &PolicyConfig, weights: &[u32]) -> Result<Box<dyn Policy>, PolicyConfigError> {
+    build_with(config, weights, &PolicyInputs::default())
+}
+
+/// `build`, for a site whose class costs and documents are known (content-aware policies
+/// estimate with them; the others ignore them).
+pub fn build_with(
+    config: &PolicyConfig,
+    weights: &[u32],
+    _inputs: &PolicyInputs,
+) -> Result<Box<dyn Policy>, PolicyConfigError> {
     check(config, weights)
         .map_err(|message| PolicyConfigError::Invalid { policy: config.name(), message })?;
     Ok(match *config {
@@ -376,6 +413,12 @@ pub fn build(config: &PolicyConfig, weights: &[u32]) -> Result<Box<dyn Policy>, 
                 max_targets,
             ))
         }
+        PolicyConfig::Csld(_) | PolicyConfig::WrrMetrics { .. } | PolicyConfig::Cap => {
+            return Err(PolicyConfigError::Invalid {
+                policy: config.name(),
+                message: "not available yet".into(),
+            });
+        }
     })
 }
 
@@ -397,7 +440,10 @@ fn check(config: &PolicyConfig, weights: &[u32]) -> Result<(), String> {
         | PolicyConfig::Lc
         | PolicyConfig::Wlc
         | PolicyConfig::P2c { .. }
-        | PolicyConfig::Hash => Ok(()),
+        | PolicyConfig::Hash
+        | PolicyConfig::Csld(_)
+        | PolicyConfig::WrrMetrics { .. }
+        | PolicyConfig::Cap => Ok(()),
         PolicyConfig::Chash { kind: ChashKind::Ring, vnodes, .. } => check_vnodes(vnodes, total_weight),
         PolicyConfig::Chash { kind: ChashKind::Maglev, table_size, .. } => {
             check_maglev_table(table_size, weights.len())

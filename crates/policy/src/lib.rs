@@ -2,11 +2,15 @@
 //! simulator. A `Policy` sees the request and the nodes' status, is told when a request is
 //! assigned and completed, and never reads a clock, a global RNG or does I/O: time comes in
 //! as `Time`, randomness from a seed given at construction. `Cluster` keeps the load counts.
+//! Content sniffers and metric-fed policies also hear of every forwarded request and every
+//! node report.
 
 mod bounded;
 mod cluster;
 mod config;
+mod csld;
 mod hash;
+mod inputs;
 mod lard;
 mod lard_r;
 mod lc;
@@ -15,20 +19,26 @@ mod p2c;
 mod ring;
 mod rr;
 mod wrr;
+mod wrr_variant;
 
 pub use bounded::BoundedLoadPolicy;
 pub use cluster::Cluster;
-pub use config::{ChashKind, PolicyConfig, PolicyConfigError, build};
+pub use config::{ChashKind, PolicyConfig, PolicyConfigError, build, build_with};
+pub use csld::CsldParams;
 pub use hash::StaticHashPolicy;
+pub use inputs::{FileInfo, FileTable, PolicyInputs};
 pub use lard::LardPolicy;
 pub use lard_r::{LardRPolicy, MAX_REPLICAS};
 pub use lc::LeastConnectionsPolicy;
-pub use locus_core::{Method, NodeId, NodeStatus, RequestInfo, Time};
+pub use locus_core::{ClassCost, Method, NodeId, NodeReport, NodeStatus, RequestInfo, ResourceKind, Time};
 pub use maglev::{MaglevPolicy, MaglevTable};
 pub use p2c::PowerOfTwoPolicy;
 pub use ring::{HashRing, RingPolicy};
 pub use rr::RoundRobinPolicy;
 pub use wrr::WeightedRoundRobinPolicy;
+pub use wrr_variant::WrrVariant;
+
+use std::time::Duration;
 
 /// A request-distribution policy.
 ///
@@ -65,13 +75,31 @@ pub trait Policy: Send {
     fn mapping_len(&self) -> usize {
         0
     }
+
+    /// A request `req` was forwarded to `node` over a connection whose client round-trip
+    /// time is `rtt` (a content sniffer's view: called for every request the switch sees,
+    /// including later requests on a connection `pick` placed once).
+    fn on_request(&mut self, _node: NodeId, _req: &RequestInfo<'_>, _rtt: Duration, _now: Time) {}
+
+    /// `node` reported its own load (a metrics poll completed).
+    fn on_report(&mut self, _node: NodeId, _report: &NodeReport, _now: Time) {}
+
+    /// How often the policy wants every node's report (`on_report`), if it reads reports.
+    fn report_period(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Per-node weights an L4 forwarder should split new connections by, if the policy
+    /// computes them (CSLD); indexed like `nodes`, recomputed as `now` passes its periods.
+    fn l4_weights(&mut self, _nodes: &[NodeStatus], _now: Time) -> Option<Vec<f64>> {
+        None
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::time::Duration;
 
     /// Every policy, with parameters small enough that thresholds, replication, eviction
     /// and replica expiry all happen within a short random run.

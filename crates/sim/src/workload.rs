@@ -207,6 +207,7 @@ impl Workload {
             target_hash: t.hash,
             size_hint: (t.size > 0).then_some(t.size),
             class: t.class,
+            if_modified_since: None,
         }
     }
 

@@ -57,6 +57,7 @@ impl TraceRecord {
             target_hash: target_hash(&self.target),
             size_hint: (self.size > 0).then_some(self.size),
             class: self.class,
+            if_modified_since: None,
         }
     }
 }
