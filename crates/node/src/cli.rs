@@ -9,11 +9,11 @@ use anyhow::Context;
 use locus_cache::Replacement;
 use locus_io::{ConfigFileArgs, TerminationSignals};
 
-use crate::byte_size::ByteSize;
 use crate::config::{NodeConfig, RehandoffPolicy, StorageConfig};
 use crate::document_root::DocumentRoot;
 use crate::error::NodeError;
 use crate::server::NodeServer;
+use locus_classify::ByteSize;
 
 /// Arguments of `locus node`.
 #[derive(clap::Args, Clone, Debug, Default)]

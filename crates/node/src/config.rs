@@ -9,9 +9,10 @@ use std::str::FromStr;
 use locus_cache::Replacement;
 use serde::{Deserialize, Serialize};
 
-use crate::byte_size::ByteSize;
-use crate::class_table::{ClassConfig, ClassTable};
+use crate::class_table::ClassTable;
 use crate::origin::OriginAddr;
+use locus_classify::ByteSize;
+use locus_classify::ClassConfig;
 
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -490,7 +491,7 @@ impl NodeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::class_table::CostDistribution;
+    use locus_classify::CostDistribution;
 
     fn parse_err(s: &str) -> String {
         NodeConfig::from_toml_str(s).unwrap_err().to_string()

@@ -7,7 +7,6 @@
 mod admin;
 mod backend_forward;
 mod byte_range;
-mod byte_size;
 mod class_table;
 pub mod cli;
 mod conditional;
@@ -33,8 +32,7 @@ mod static_files;
 mod storage_model;
 
 pub use byte_range::{RangeOutcome, evaluate_range};
-pub use byte_size::{ByteSize, InvalidByteSize};
-pub use class_table::{ClassConfig, ClassTable, CostDistribution, DynamicClass, dynamic_body};
+pub use class_table::{ClassTable, DynamicClass, dynamic_body};
 pub use config::{
     CacheConfig, ConfigError, HandoffConfig, NodeConfig, NodeLimits, RehandoffPolicy, StorageConfig,
     available_cpus,
@@ -43,6 +41,7 @@ pub use cpu_pool::{burn_cpu, thread_cpu_time};
 pub use document_root::{DocumentRoot, PathError, Resolved, decode_request_path};
 pub use error::NodeError;
 pub use locus_cache::Replacement;
+pub use locus_classify::{ByteSize, ClassConfig, CostDistribution, InvalidByteSize};
 pub use node_metrics::NodeStats;
 pub use origin::OriginAddr;
 pub use server::NodeServer;

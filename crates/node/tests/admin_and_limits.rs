@@ -121,7 +121,9 @@ fn graceful_shutdown_finishes_an_in_flight_response_and_closes_idle_connections(
             prefix: "/slow".into(),
             query: Default::default(),
             cost: CostDistribution::Const { ms: 300.0 },
+            disk_ms: 0.0,
             size: ByteSize(2000),
+            resource: None,
         }];
     });
     node.write("a.txt", b"a");

@@ -16,7 +16,9 @@ fn class(name: &str, prefix: &str, query: &[(&str, &str)], ms: f64, size: u64) -
         prefix: prefix.into(),
         query: query.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
         cost: CostDistribution::Const { ms },
+        disk_ms: 0.0,
         size: ByteSize(size),
+        resource: None,
     }
 }
 

@@ -1,0 +1,15 @@
+//! The request classifier shared by the node (which charges a class's cost), the switch and
+//! the simulator (whose policies estimate with it): URI patterns — a path prefix plus required
+//! query parameters — mapped to a class with a CPU-cost distribution, a disk cost, a response
+//! size and a resource kind. Pure: no I/O, no clock; cost draws take the caller's generator.
+
+mod byte_size;
+mod class_config;
+mod classifier;
+mod cost;
+
+pub use byte_size::{ByteSize, InvalidByteSize};
+pub use class_config::ClassConfig;
+pub use classifier::{ClassError, ClassSpec, RequestClassifier};
+pub use cost::CostDistribution;
+pub use locus_core::{ClassCost, ResourceKind};
