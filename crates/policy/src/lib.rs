@@ -9,6 +9,7 @@ mod bounded;
 mod cluster;
 mod config;
 mod csld;
+mod estimates;
 mod hash;
 mod inputs;
 mod lard;
@@ -24,7 +25,8 @@ mod wrr_variant;
 pub use bounded::BoundedLoadPolicy;
 pub use cluster::Cluster;
 pub use config::{ChashKind, PolicyConfig, PolicyConfigError, build, build_with};
-pub use csld::CsldParams;
+pub use csld::{CsldParams, CsldPolicy};
+pub use estimates::LoadEstimates;
 pub use hash::StaticHashPolicy;
 pub use inputs::{FileInfo, FileTable, PolicyInputs};
 pub use lard::LardPolicy;
@@ -92,6 +94,12 @@ pub trait Policy: Send {
     /// Per-node weights an L4 forwarder should split new connections by, if the policy
     /// computes them (CSLD); indexed like `nodes`, recomputed as `now` passes its periods.
     fn l4_weights(&mut self, _nodes: &[NodeStatus], _now: Time) -> Option<Vec<f64>> {
+        None
+    }
+
+    /// The policy's current load indices and weights, if it estimates load (CSLD and the
+    /// metric-fed WRR).
+    fn load_estimates(&self) -> Option<LoadEstimates> {
         None
     }
 }
