@@ -212,8 +212,15 @@ impl Estimator {
 
     /// Run LE for every period boundary up to `now`; whether any ran.
     pub(crate) fn advance(&mut self, now: u64) -> bool {
-        let next = *self.next_boundary.get_or_insert_with(|| (now / self.period_ns + 1) * self.period_ns);
-        let mut boundary = next;
+        let period = self.period_ns;
+        let mut boundary = match self.next_boundary {
+            Some(b) => b,
+            // The first boundary after the first time seen (or none, at the end of time).
+            None => (now / period + 1).checked_mul(period).unwrap_or_else(|| {
+                self.exhausted = true;
+                u64::MAX
+            }),
+        };
         let mut steps = 0;
         let mut ran = false;
         while !self.exhausted && boundary <= now {
@@ -371,8 +378,152 @@ impl Estimator {
 
     /// Work on node `k`'s CPU and disk boards in slots `[from, to)`.
     #[cfg(test)]
-    #[allow(dead_code)]
     fn board_sums(&self, k: usize, from: u64, to: u64) -> (u64, u64) {
         (self.nodes[k].ccb.sum(from, to), self.nodes[k].dcb.sum(from, to))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> CsldParams {
+        CsldParams { history_secs: 10, ..CsldParams::default() }
+    }
+
+    fn task(ts_ms: u64, kind: TaskKind, file: u64, size: u64) -> Task {
+        Task { ts: ts_ms * MS, rtt: 150 * MS, kind, ccost: 213_000, dcost: 0, size, file }
+    }
+
+    /// Slots of 50 ms: slot s starts at s·50 ms.
+    fn slot(ms: u64) -> u64 {
+        ms / 50
+    }
+
+    #[test]
+    fn a_predicted_miss_charges_the_disk_board_and_a_hit_does_not() {
+        let mut e = Estimator::new(2, &params());
+        e.advance(0);
+        e.push(0, task(10, TaskKind::Static, 1, 4096));
+        assert!(e.advance(200 * MS));
+        let read = 15_600_000 + 300_000;
+        assert_eq!(e.board_sums(0, slot(0), slot(200)).1, read, "a cold reference misses");
+        assert_eq!((e.static_requests(), e.predicted_misses()), (1, 1));
+        // The same document again on the same node: a hit, no disk work.
+        e.push(0, task(250, TaskKind::Static, 1, 4096));
+        e.advance(400 * MS);
+        assert_eq!(e.board_sums(0, slot(200), slot(10_000)).1, 0);
+        assert_eq!((e.static_requests(), e.predicted_misses()), (2, 1));
+        // On the other node it is a cold miss again.
+        e.push(1, task(450, TaskKind::Static, 1, 4096));
+        e.advance(600 * MS);
+        assert_eq!(e.board_sums(1, slot(400), slot(10_000)).1, read);
+        assert_eq!(e.board_sums(0, slot(400), slot(10_000)).1, 0);
+    }
+
+    #[test]
+    fn a_second_reference_within_cache_size_predicts_a_hit_and_beyond_it_a_miss() {
+        let mut e = Estimator::new(1, &CsldParams { cache_bytes: 30_000, ..params() });
+        e.advance(0);
+        // A, then B (20 000 bytes read since A: within the cache), then A: a hit.
+        e.push(0, task(10, TaskKind::Static, 1, 5_000));
+        e.push(0, task(20, TaskKind::Static, 2, 20_000));
+        e.push(0, task(30, TaskKind::Static, 1, 5_000));
+        e.advance(200 * MS);
+        assert_eq!((e.static_requests(), e.predicted_misses()), (3, 2));
+        // C (40 000 bytes) pushes everything read since A past the cache: A misses.
+        e.push(0, task(210, TaskKind::Static, 3, 40_000));
+        e.push(0, task(220, TaskKind::Static, 1, 5_000));
+        e.advance(400 * MS);
+        assert_eq!((e.static_requests(), e.predicted_misses()), (5, 4));
+    }
+
+    #[test]
+    fn an_old_reference_predicts_a_miss() {
+        let mut e = Estimator::new(1, &params());
+        e.advance(0);
+        e.push(0, task(10, TaskKind::Static, 1, 100));
+        e.advance(200 * MS);
+        e.push(0, task(5_000, TaskKind::Static, 1, 100));
+        e.advance(5_200 * MS);
+        assert_eq!(e.predicted_misses(), 1, "5 s later, within the 10 s history: a hit");
+        e.push(0, task(16_000, TaskKind::Static, 1, 100));
+        e.advance(16_200 * MS);
+        assert_eq!(e.predicted_misses(), 2, "11 s after the last reference: beyond the history");
+    }
+
+    #[test]
+    fn large_responses_split_by_slow_start_land_one_rtt_apart() {
+        let mut e = Estimator::new(1, &params());
+        e.advance(0);
+        let size = 100_000;
+        e.push(0, Task { ts: 0, rtt: 150 * MS, kind: TaskKind::Dyn, ccost: 0, dcost: 0, size, file: 0 });
+        e.advance(200 * MS);
+        // Parts of 2, 4, 8, 16, 32 segments of 1460 bytes and the 9 480-byte rest.
+        let parts = [2_920u64, 5_840, 11_680, 23_360, 46_720, 9_480];
+        assert_eq!(parts.iter().sum::<u64>(), size);
+        let cost = size.div_ceil(512) * 37_000;
+        let upto = |b: u64| (cost as u128 * b as u128 / size as u128) as u64;
+        let mut sent = 0;
+        for (j, part) in parts.iter().enumerate() {
+            // Part j lands at j·150 ms, i.e. slot 3j; the slots between stay empty.
+            let s = 3 * j as u64;
+            assert_eq!(e.board_sums(0, s, s + 1).0, upto(sent + part) - upto(sent), "part {j}");
+            assert_eq!(e.board_sums(0, s + 1, s + 3).0, 0, "after part {j}");
+            sent += part;
+        }
+        assert_eq!(e.board_sums(0, 0, 200).0, cost);
+        assert_eq!(e.nodes[0].tc, upto(parts[0]), "only part 0 moves the CPU frontier");
+    }
+
+    #[test]
+    fn small_responses_go_out_at_once() {
+        let mut e = Estimator::new(1, &params());
+        e.advance(0);
+        e.push(
+            0,
+            Task { ts: 0, rtt: 150 * MS, kind: TaskKind::Dyn, ccost: 5, dcost: 7, size: 16 << 10, file: 0 },
+        );
+        e.advance(200 * MS);
+        let cost = 32 * 37_000;
+        assert_eq!(e.board_sums(0, 0, 1), (5 + cost, 7));
+        assert_eq!(e.nodes[0].tc, 5 + cost);
+        assert_eq!(e.nodes[0].td, 5 + 7);
+    }
+
+    #[test]
+    fn a_long_idle_gap_is_jumped_not_replayed() {
+        let mut e = Estimator::new(3, &params());
+        e.advance(0);
+        e.conn_opened(0, 0);
+        e.push(0, Task { ccost: 300 * MS, ..task(10, TaskKind::Dyn, 0, 100) });
+        e.advance(200 * MS);
+        assert!(e.loads()[0] > 0.0, "work left over into the next period");
+        // A century later: far more periods than the boards and statistics span.
+        let later = 100 * 365 * 24 * 3600 * 1_000 * MS;
+        assert!(e.advance(later));
+        assert_eq!(e.loads(), &[0.0; 3]);
+        assert_eq!(e.conns_per_period(), 0.0);
+        assert_eq!(e.next_boundary, Some((later / (200 * MS) + 1) * 200 * MS));
+        // At the end of time estimation stops instead of looping.
+        assert!(e.advance(u64::MAX));
+        assert!(!e.advance(u64::MAX));
+    }
+
+    #[test]
+    fn cpu_heavy_node_gets_the_larger_load_index() {
+        let mut e = Estimator::new(2, &params());
+        e.advance(0);
+        for node in 0..2 {
+            e.conn_opened(node, MS);
+        }
+        e.push(0, Task { ccost: 300 * MS, ..task(1, TaskKind::Dyn, 0, 100) });
+        e.push(1, Task { ccost: MS, ..task(1, TaskKind::Dyn, 0, 100) });
+        e.advance(200 * MS);
+        let l = e.loads();
+        assert!(l[0] > 10.0 * l[1], "{l:?}");
+        e.set_up(0, false);
+        assert_eq!(e.loads()[0], 0.0);
+        assert!(!e.is_up(0) && e.is_up(1));
     }
 }

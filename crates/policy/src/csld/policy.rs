@@ -138,3 +138,149 @@ pub(crate) fn effective_weights(weights: &[f64], nodes: &[NodeStatus]) -> Vec<f6
         nodes.iter().enumerate().map(|(i, n)| weights.get(i).copied().unwrap_or(0.0) * ramp(n)).collect();
     if w.iter().any(|&x| x > 0.0) { w } else { nodes.iter().map(ramp).collect() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Cluster;
+    use locus_core::{ClassCost, ResourceKind};
+    use proptest::prelude::*;
+    use std::sync::Arc;
+
+    const MS: u64 = 1_000_000;
+
+    fn inputs() -> PolicyInputs {
+        let class =
+            |ms: u64| ClassCost { cpu_ns: ms * MS, disk_ns: 0, size: 2_000, resource: ResourceKind::Cpu };
+        PolicyInputs { classes: vec![class(1), class(40)].into(), files: None }
+    }
+
+    fn cluster(nodes: usize) -> Cluster {
+        let weights = vec![1; nodes];
+        let policy = CsldPolicy::new(nodes, &CsldParams::default(), &inputs());
+        Cluster::new(Box::new(policy), &weights, Duration::ZERO)
+    }
+
+    #[test]
+    fn csld_sends_fewer_new_connections_to_a_node_it_was_told_got_heavy_dynamic_work() {
+        let mut c = cluster(4);
+        let rtt = Duration::from_millis(100);
+        // Period 0: 40 connections, each with a light dynamic request; node 0 also gets
+        // heavy ones (400 ms of CPU in all).
+        for i in 0..40u64 {
+            let now = Time(i * 4 * MS);
+            let mut req = RequestInfo::get("/light");
+            req.class = Some(0);
+            let node = c.assign(&req, now).unwrap();
+            c.observe(node, &req, rtt, now);
+        }
+        let mut heavy = RequestInfo::get("/heavy");
+        heavy.class = Some(1);
+        for i in 0..10 {
+            c.observe(NodeId(0), &heavy, rtt, Time(i * MS));
+        }
+        // Period 1: the weights now steer new connections away from node 0.
+        let mut counts = [0u32; 4];
+        for i in 0..40u64 {
+            let node = c.assign(&RequestInfo::get("/x"), Time(200 * MS + i * MS)).unwrap();
+            counts[node.index()] += 1;
+        }
+        assert!(counts[0] * 2 < counts[1].min(counts[2]).min(counts[3]), "{counts:?}");
+        let est = c.policy().load_estimates().unwrap();
+        assert!(est.loads[0] > est.loads[1], "{est:?}");
+        assert!((est.weights.iter().sum::<f64>() - 40.0).abs() < 1e-9, "weights sum to N_r: {est:?}");
+    }
+
+    #[test]
+    fn l4_weights_split_evenly_before_any_estimate_and_follow_w_after() {
+        let mut c = cluster(2);
+        assert_eq!(c.l4_weights(Time::ZERO), Some(vec![1.0, 1.0]));
+        let mut heavy = RequestInfo::get("/heavy");
+        heavy.class = Some(1);
+        for i in 0..10 {
+            let node = c.assign(&RequestInfo::get("/x"), Time(i * MS)).unwrap();
+            c.observe(NodeId(0), &heavy, Duration::ZERO, Time(i * MS));
+            c.complete(node, 0, Time(i * MS + 1));
+        }
+        let w = c.l4_weights(Time(250 * MS)).unwrap();
+        assert!(w[0] < w[1], "{w:?}");
+        c.set_up(NodeId(1), false, Time(250 * MS));
+        assert_eq!(c.l4_weights(Time(250 * MS)).unwrap()[1], 0.0);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Assign { class: Option<u16>, hint: Option<u64>, ims: Option<u64> },
+        Observe { node: u8, class: Option<u16>, hint: Option<u64>, ims: Option<u64>, rtt_ms: u64 },
+        Complete,
+        SetUp(u8, bool),
+        Advance(u64),
+        Weights,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let class = prop::option::of(0u16..4);
+        let hint = prop::option::of(prop_oneof![0u64..100_000, Just(u64::MAX)]);
+        let ims = prop::option::of(any::<u64>());
+        prop_oneof![
+            3 => (class.clone(), hint.clone(), ims.clone()).prop_map(|(class, hint, ims)| Op::Assign { class, hint, ims }),
+            3 => (any::<u8>(), class, hint, ims, prop_oneof![0u64..500, Just(u64::MAX / MS)])
+                .prop_map(|(node, class, hint, ims, rtt_ms)| Op::Observe { node, class, hint, ims, rtt_ms }),
+            2 => Just(Op::Complete),
+            1 => (any::<u8>(), any::<bool>()).prop_map(|(n, up)| Op::SetUp(n, up)),
+            2 => prop_oneof![0u64..400 * MS, Just(u64::MAX / 4), Just(u64::MAX)].prop_map(Op::Advance),
+            1 => Just(Op::Weights),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 64,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0xC51D),
+            ..ProptestConfig::default()
+        })]
+        #[test]
+        fn csld_never_panics_on_arbitrary_request_and_time_sequences(
+            nodes in 1usize..5,
+            ops in prop::collection::vec(op(), 1..200),
+        ) {
+            let files: crate::FileTable =
+                (0..4).map(|i| (locus_core::target_hash(&format!("/f{i}")), crate::FileInfo { size: i * 50_000, mtime: 10 })).collect();
+            let inputs = PolicyInputs { files: Some(Arc::new(files)), ..inputs() };
+            let params = CsldParams { slots: 8, stats_periods: 3, history_secs: 2, max_files: 3, ..CsldParams::default() };
+            let mut c = Cluster::new(Box::new(CsldPolicy::new(nodes, &params, &inputs)), &vec![1; nodes], Duration::from_secs(1));
+            let targets = ["/f0", "/f1", "/f2", "/f3", "/nope"];
+            let mut now = Time::ZERO;
+            let mut outstanding = Vec::new();
+            for (i, op) in ops.iter().enumerate() {
+                let mut req = RequestInfo::get(targets[i % targets.len()]);
+                match *op {
+                    Op::Assign { class, hint, ims } => {
+                        (req.class, req.size_hint, req.if_modified_since) = (class, hint, ims);
+                        if let Some(node) = c.assign(&req, now) {
+                            prop_assert!(c.nodes()[node.index()].up);
+                            outstanding.push(node);
+                        }
+                    }
+                    Op::Observe { node, class, hint, ims, rtt_ms } => {
+                        (req.class, req.size_hint, req.if_modified_since) = (class, hint, ims);
+                        let rtt = Duration::from_millis(rtt_ms);
+                        c.observe(NodeId(node as u32 % nodes as u32), &req, rtt, now);
+                    }
+                    Op::Complete => {
+                        if let Some(node) = outstanding.pop() {
+                            c.complete(node, 0, now);
+                        }
+                    }
+                    Op::SetUp(n, up) => c.set_up(NodeId(n as u32 % nodes as u32), up, now),
+                    Op::Advance(ns) => now = Time(now.0.saturating_add(ns)),
+                    Op::Weights => {
+                        let w = c.l4_weights(now).unwrap();
+                        prop_assert!(w.iter().all(|x| x.is_finite() && *x >= 0.0), "{w:?}");
+                    }
+                }
+            }
+            prop_assert!(c.policy().mapping_len() <= 3);
+        }
+    }
+}

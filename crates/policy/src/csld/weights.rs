@@ -30,11 +30,11 @@ pub(crate) fn weights_from_loads(loads: &[f64], active: impl Fn(usize) -> bool, 
 }
 
 /// Smooth weighted round robin (nginx's) over per-node f64 weights scaled by each node's
-/// slow-start ramp; plain round robin over the up nodes when every such weight is zero.
+/// slow-start ramp; when no up node has a positive weight, over the ramps alone (round
+/// robin while every node is fully ramped).
 #[derive(Debug, Default)]
 pub(crate) struct SmoothWrr {
     current: Vec<f64>,
-    next_rr: usize,
 }
 
 impl SmoothWrr {
@@ -43,10 +43,21 @@ impl SmoothWrr {
         if self.current.len() < nodes.len() {
             self.current.resize(nodes.len(), 0.0);
         }
+        let ramp = |n: &NodeStatus| n.ramp.clamp(0.0, 1.0);
+        self.pick_by(nodes, |i, n| weights.get(i).copied().unwrap_or(0.0) * ramp(n))
+            // A zero ramp would starve a node for ever; the smallest weight still counts.
+            .or_else(|| self.pick_by(nodes, |_, n| ramp(n).max(1e-3)))
+    }
+
+    fn pick_by(
+        &mut self,
+        nodes: &[NodeStatus],
+        weight: impl Fn(usize, &NodeStatus) -> f64,
+    ) -> Option<NodeId> {
         let mut total = 0.0;
         let mut best: Option<usize> = None;
         for (i, node) in nodes.iter().enumerate() {
-            let w = weights.get(i).copied().unwrap_or(0.0) * node.ramp.clamp(0.0, 1.0);
+            let w = weight(i, node);
             if !(node.up && w > 0.0 && w.is_finite()) {
                 continue;
             }
@@ -56,25 +67,9 @@ impl SmoothWrr {
                 best = Some(i);
             }
         }
-        match best {
-            Some(b) => {
-                self.current[b] -= total;
-                Some(NodeId(b as u32))
-            }
-            None => self.round_robin(nodes),
-        }
-    }
-
-    fn round_robin(&mut self, nodes: &[NodeStatus]) -> Option<NodeId> {
-        let n = nodes.len();
-        for step in 0..n {
-            let i = (self.next_rr + step) % n;
-            if nodes[i].up {
-                self.next_rr = (i + 1) % n;
-                return Some(NodeId(i as u32));
-            }
-        }
-        None
+        let b = best?;
+        self.current[b] -= total;
+        Some(NodeId(b as u32))
     }
 
     /// Forget `node`'s accumulated credit (it left or rejoined the view).
@@ -128,7 +123,7 @@ mod tests {
     }
 
     #[test]
-    fn smooth_wrr_follows_weights_and_ramp_and_falls_back_to_round_robin() {
+    fn smooth_wrr_follows_weights_and_ramp_and_falls_back_to_the_ramps() {
         let mut nodes: Vec<NodeStatus> = (0..3).map(|i| NodeStatus::new(NodeId(i))).collect();
         let mut wrr = SmoothWrr::default();
         let mut counts = [0; 3];
@@ -142,7 +137,18 @@ mod tests {
             counts[wrr.pick(&[2.0, 1.0, 0.0], &nodes).unwrap().index()] += 1;
         }
         assert_eq!(counts, [150, 150, 0]);
-        let picks: Vec<u32> = (0..4).map(|_| wrr.pick(&[0.0; 3], &nodes).unwrap().0).collect();
+        // No positive weight: the ramps decide (round robin at full ramp).
+        let mut fresh = SmoothWrr::default();
+        let mut counts = [0; 3];
+        for _ in 0..400 {
+            counts[fresh.pick(&[0.0; 3], &nodes).unwrap().index()] += 1;
+        }
+        assert_eq!(counts, [80, 160, 160]);
+        nodes[0].ramp = 1.0;
+        let picks: Vec<u32> = (0..4).map(|_| SmoothWrr::default().pick(&[], &nodes).unwrap().0).collect();
+        assert_eq!(picks, [0, 0, 0, 0]);
+        let mut fresh = SmoothWrr::default();
+        let picks: Vec<u32> = (0..4).map(|_| fresh.pick(&[], &nodes).unwrap().0).collect();
         assert_eq!(picks, [0, 1, 2, 0]);
         nodes[1].up = false;
         assert!((0..10).all(|_| wrr.pick(&[0.0, 5.0, 1.0], &nodes) == Some(NodeId(2))));
