@@ -8,8 +8,9 @@ mod raw;
 use crate::csld::CsldParams;
 use crate::wrr_variant::WrrVariant;
 use crate::{
-    BoundedLoadPolicy, CsldPolicy, LardPolicy, LardRPolicy, LeastConnectionsPolicy, MaglevPolicy, Policy,
-    PolicyInputs, PowerOfTwoPolicy, RingPolicy, RoundRobinPolicy, StaticHashPolicy, WeightedRoundRobinPolicy,
+    BoundedLoadPolicy, CapPolicy, CsldPolicy, LardPolicy, LardRPolicy, LeastConnectionsPolicy, MaglevPolicy,
+    Policy, PolicyInputs, PowerOfTwoPolicy, RingPolicy, RoundRobinPolicy, StaticHashPolicy,
+    WeightedRoundRobinPolicy, WrrMetricsPolicy,
 };
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -166,6 +167,8 @@ const NAMED_POLICIES: &[(&str, DefaultPolicy)] = &[
     }),
     ("lard-r", default_lard_r),
     ("csld", || PolicyConfig::Csld(CsldParams::default())),
+    ("wrr-metrics", || PolicyConfig::WrrMetrics { variant: WrrVariant::A }),
+    ("cap", || PolicyConfig::Cap),
     ("lb", || PolicyConfig::Hash),
     ("lardr", default_lard_r),
 ];
@@ -276,12 +279,10 @@ pub fn build_with(
             ))
         }
         PolicyConfig::Csld(params) => Box::new(CsldPolicy::new(weights.len(), &params, inputs)),
-        PolicyConfig::WrrMetrics { .. } | PolicyConfig::Cap => {
-            return Err(PolicyConfigError::Invalid {
-                policy: config.name(),
-                message: "not available yet".into(),
-            });
+        PolicyConfig::WrrMetrics { variant } => {
+            Box::new(WrrMetricsPolicy::new(weights.len(), variant, inputs))
         }
+        PolicyConfig::Cap => Box::new(CapPolicy::new(inputs)),
     })
 }
 

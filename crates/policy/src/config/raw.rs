@@ -317,6 +317,12 @@ mod tests {
         let partial = parse("name = \"csld\"\nmiss_h = 0.5\nslots = 10").unwrap();
         let expected = CsldParams { miss_h: 0.5, slots: 10, ..CsldParams::default() };
         assert_eq!(partial, PolicyConfig::Csld(expected));
+        assert_eq!(
+            parse("name = \"wrr-metrics\"\nvariant = \"a-prime\"").unwrap(),
+            PolicyConfig::wrr_metrics(WrrVariant::APrime)
+        );
+        assert_eq!(parse("name = \"wrr-metrics\"").unwrap(), PolicyConfig::wrr_metrics(WrrVariant::A));
+        assert_eq!(parse("name = \"cap\"").unwrap(), PolicyConfig::Cap);
     }
 
     #[test]

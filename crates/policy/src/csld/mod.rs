@@ -14,3 +14,4 @@ pub(crate) mod weights;
 
 pub use params::CsldParams;
 pub use policy::CsldPolicy;
+pub(crate) use policy::effective_weights;
