@@ -158,6 +158,15 @@ mod tests {
         invalid(chash(ChashKind::Maglev, 160, 251), &[1, 1, 1], "too small");
         invalid(PolicyConfig::ChashBounded { vnodes: 10, balance_factor: 99 }, &[1], "at least 100");
         invalid(PolicyConfig::ChashBounded { vnodes: 0, balance_factor: 150 }, &[1], "vnodes");
+        let csld = |f: fn(&mut crate::CsldParams)| {
+            let mut p = crate::CsldParams::default();
+            f(&mut p);
+            PolicyConfig::csld(p)
+        };
+        invalid(csld(|p| p.period_ms = 0), &[1], "period_ms");
+        invalid(csld(|p| p.load_l = 0.7), &[1], "load_l < load_m");
+        invalid(csld(|p| p.max_files = 0), &[1, 1], "max_files");
+        invalid(csld(|_| {}), &[], "no nodes");
         assert!(build(&chash(ChashKind::Maglev, 160, 251), &[1, 1]).is_ok());
         assert!(build(&lard(0, 1, 1), &[1]).is_ok());
         assert!(is_prime(65537) && is_prime(2) && !is_prime(1) && !is_prime(65535));

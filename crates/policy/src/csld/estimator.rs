@@ -243,7 +243,9 @@ impl Estimator {
 
 impl Estimator {
     /// LE at boundary `t` = T_{i+1}: recycle the slots of P_i and older, play the queues
-    /// (step 1), close the period's statistics, aggregate (step 2).
+    /// (step 1), close the period's statistics, aggregate (step 2). The tasks of P_i start
+    /// at their own times, so work that fits in P_i's emptied slots counts as done during
+    /// P_i and only what spills past T_{i+1} reaches the load index.
     fn run_period(&mut self, t: u64) {
         let period_start = self.slot_of(t.saturating_sub(self.period_ns));
         let next = self.slot_of(t);
