@@ -72,11 +72,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig {
-            cases: 64,
-            rng_seed: proptest::test_runner::RngSeed::Fixed(0xCA9),
-            ..ProptestConfig::default()
-        })]
+        #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
         fn cap_spreads_each_class_evenly(
             n in 1u32..9,

@@ -234,11 +234,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig {
-            cases: 64,
-            rng_seed: proptest::test_runner::RngSeed::Fixed(0xC51D),
-            ..ProptestConfig::default()
-        })]
+        #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
         fn csld_never_panics_on_arbitrary_request_and_time_sequences(
             nodes in 1usize..5,

@@ -86,7 +86,7 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 256, rng_seed: proptest::test_runner::RngSeed::Fixed(7), ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig::with_cases(256))]
         #[test]
         fn weights_differ_by_at_most_t_diff_and_sum_to_n_r(
             loads in prop::collection::vec(0.0f64..1e4, 1..40),
