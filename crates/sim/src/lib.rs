@@ -15,6 +15,7 @@
 //! # Ok::<(), locus_sim::SimError>(())
 //! ```
 
+pub mod apache;
 pub mod cli;
 mod config;
 mod cost_model;
@@ -31,20 +32,22 @@ mod report;
 pub mod reproduce;
 mod sim_policy;
 mod sweep;
+mod wc98_like;
 mod workload;
 
-pub use config::{Arrivals, CacheModel, NodeEvent, Preset, SimConfig};
+pub use config::{ApacheModel, Arrivals, Backend, CacheModel, NodeEvent, Preset, SimConfig};
 pub use cost_model::{ClassCost, CostModel, GmsCost, RttModel};
 pub use directory::{BuildIdHasher, CacheDirectory, IdHasher, MAX_DIRECTORY_NODES};
 pub use engine::{SimRun, Simulation, simulate};
 pub use error::SimError;
 pub use event_queue::EventQueue;
-pub use frontend::{FrontEnd, FrontEndEvent, FrontEndLimit, build_policy};
+pub use frontend::{FrontEnd, FrontEndEvent, FrontEndLimit, build_policy, build_policy_with};
 pub use lb_gc::GlobalCachePolicy;
 pub use node_model::{LoadMeter, NodeCounters, NodeModel};
 pub use plot::{PlotMetric, write_plots};
 pub use queues::{CpuQueue, DiskQueue};
-pub use report::{NodeReport, SimReport, to_csv};
+pub use report::{NodeReport, ServerMetrics, SimReport, to_csv};
 pub use sim_policy::SimPolicy;
 pub use sweep::{SweepSpec, run_sweep, write_results};
-pub use workload::{TargetMeta, Workload, WorkloadBuilder};
+pub use wc98_like::{WC98_IMS_SHARE, WC98_INV_SHARE, Wc98LikeSpec, wc98_like_sizes};
+pub use workload::{RequestKind, TargetMeta, Workload, WorkloadBuilder};
