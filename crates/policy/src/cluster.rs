@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn cluster_slow_start_gives_a_recovered_node_a_smaller_share_at_first() {
         let ten = Duration::from_secs(10);
-        for name in ["lc", "wlc", "wrr", "p2c", "lard", "lard-r"] {
+        for name in ["lc", "wlc", "wrr", "p2c", "lard", "lard-r", "csld", "wrr-metrics"] {
             // 2 s into a 10 s slow start the ramp is 0.2: about 1/6 of the requests.
             let early = recovered_share(name, ten, Time::from_secs(3), 600);
             assert!((0.10..0.25).contains(&early), "{name}: early share {early}");

@@ -37,6 +37,11 @@ impl FileTable {
         self.files.get(&target_hash)
     }
 
+    /// Every document, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &FileInfo)> {
+        self.files.iter().map(|(&h, info)| (h, info))
+    }
+
     /// Documents in the table.
     pub fn len(&self) -> usize {
         self.files.len()

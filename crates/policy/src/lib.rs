@@ -6,9 +6,11 @@
 //! node report.
 
 mod bounded;
+mod cap;
 mod cluster;
 mod config;
 mod csld;
+mod estimates;
 mod hash;
 mod inputs;
 mod lard;
@@ -19,12 +21,15 @@ mod p2c;
 mod ring;
 mod rr;
 mod wrr;
+mod wrr_metrics;
 mod wrr_variant;
 
 pub use bounded::BoundedLoadPolicy;
+pub use cap::CapPolicy;
 pub use cluster::Cluster;
 pub use config::{ChashKind, PolicyConfig, PolicyConfigError, build, build_with};
-pub use csld::CsldParams;
+pub use csld::{CsldParams, CsldPolicy};
+pub use estimates::LoadEstimates;
 pub use hash::StaticHashPolicy;
 pub use inputs::{FileInfo, FileTable, PolicyInputs};
 pub use lard::LardPolicy;
@@ -36,6 +41,7 @@ pub use p2c::PowerOfTwoPolicy;
 pub use ring::{HashRing, RingPolicy};
 pub use rr::RoundRobinPolicy;
 pub use wrr::WeightedRoundRobinPolicy;
+pub use wrr_metrics::WrrMetricsPolicy;
 pub use wrr_variant::WrrVariant;
 
 use std::time::Duration;
@@ -94,6 +100,12 @@ pub trait Policy: Send {
     fn l4_weights(&mut self, _nodes: &[NodeStatus], _now: Time) -> Option<Vec<f64>> {
         None
     }
+
+    /// The policy's current load indices and weights, if it estimates load (CSLD and the
+    /// metric-fed WRR).
+    fn load_estimates(&self) -> Option<LoadEstimates> {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -110,6 +122,16 @@ mod tests {
         configs.push(PolicyConfig::Chash { kind: ChashKind::Ring, vnodes: 3, table_size: 1009 });
         configs.push(PolicyConfig::ChashBounded { vnodes: 4, balance_factor: 100 });
         configs.push(PolicyConfig::Lard { t_low: 1, t_high: 3, max_targets: 5 });
+        configs.push(PolicyConfig::csld(CsldParams {
+            slots: 8,
+            stats_periods: 2,
+            history_secs: 1,
+            max_files: 3,
+            ..CsldParams::default()
+        }));
+        for variant in [WrrVariant::I, WrrVariant::P] {
+            configs.push(PolicyConfig::wrr_metrics(variant));
+        }
         configs.push(PolicyConfig::LardR {
             t_low: 1,
             t_high: 3,

@@ -81,3 +81,97 @@ impl Default for CsldParams {
         }
     }
 }
+
+/// Longest period, slot or history accepted (a day), so time arithmetic cannot overflow.
+const MAX_SPAN_MS: u64 = 24 * 3600 * 1000;
+/// Most slots per board accepted.
+const MAX_SLOTS: u32 = 1 << 20;
+
+impl CsldParams {
+    /// Why these parameters cannot run, naming the offending key, if they cannot.
+    pub fn check(&self) -> Result<(), String> {
+        let positive = [
+            ("period_ms", self.period_ms),
+            ("slot_ms", self.slot_ms),
+            ("slots", self.slots as u64),
+            ("history_secs", self.history_secs),
+            ("stats_periods", self.stats_periods as u64),
+            ("mss", self.mss),
+            ("initial_cwnd", self.initial_cwnd),
+            ("max_files", self.max_files as u64),
+        ];
+        if let Some((key, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{key} must be at least 1"));
+        }
+        for (key, ms) in
+            [("period_ms", self.period_ms), ("history_secs", self.history_secs.saturating_mul(1000))]
+        {
+            if ms > MAX_SPAN_MS {
+                return Err(format!("{key} must be at most a day"));
+            }
+        }
+        if self.slots > MAX_SLOTS {
+            return Err(format!("slots ({}) must be at most {MAX_SLOTS}", self.slots));
+        }
+        if self.slot_ms > self.period_ms || !self.period_ms.is_multiple_of(self.slot_ms) {
+            return Err(format!(
+                "slot_ms ({}) must divide period_ms ({}): a period is a whole number of slots",
+                self.slot_ms, self.period_ms
+            ));
+        }
+        if (self.slots as u64) * self.slot_ms < 2 * self.period_ms {
+            return Err(format!(
+                "slots × slot_ms ({} × {} ms) is a horizon shorter than two periods of {} ms",
+                self.slots, self.slot_ms, self.period_ms
+            ));
+        }
+        check_ordered("miss", [self.miss_l, self.miss_m, self.miss_h])?;
+        check_ordered("load", [self.load_l, self.load_m, self.load_h])
+    }
+}
+
+/// `{prefix}_l < {prefix}_m < {prefix}_h`, each a fraction in [0, 1].
+fn check_ordered(prefix: &str, [l, m, h]: [f64; 3]) -> Result<(), String> {
+    for (suffix, v) in [("l", l), ("m", m), ("h", h)] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(format!("{prefix}_{suffix} ({v}) must be a fraction from 0 to 1"));
+        }
+    }
+    if !(l < m && m < h) {
+        return Err(format!("{prefix}_l < {prefix}_m < {prefix}_h must hold (got {l}, {m}, {h})"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_refuses_nonsense_naming_the_key() {
+        assert_eq!(CsldParams::default().check(), Ok(()));
+        let bad = |f: fn(&mut CsldParams), key: &str| {
+            let mut p = CsldParams::default();
+            f(&mut p);
+            let e = p.check().unwrap_err();
+            assert!(e.contains(key), "{e:?} does not name {key}");
+        };
+        bad(|p| p.period_ms = 0, "period_ms");
+        bad(|p| p.slot_ms = 0, "slot_ms");
+        bad(|p| p.slots = 0, "slots");
+        bad(|p| p.slot_ms = 300, "slot_ms");
+        bad(|p| p.slot_ms = 30, "slot_ms");
+        bad(|p| p.slots = 7, "horizon");
+        bad(|p| p.miss_m = 0.01, "miss_l < miss_m");
+        bad(|p| p.load_h = 1.5, "load_h");
+        bad(|p| p.miss_l = f64::NAN, "miss_l");
+        bad(|p| p.mss = 0, "mss");
+        bad(|p| p.max_files = 0, "max_files");
+        bad(|p| p.initial_cwnd = 0, "initial_cwnd");
+        bad(|p| p.stats_periods = 0, "stats_periods");
+        bad(|p| p.history_secs = 0, "history_secs");
+        bad(|p| p.period_ms = MAX_SPAN_MS + 50, "period_ms");
+        bad(|p| p.slots = MAX_SLOTS + 1, "slots");
+        bad(|p| p.history_secs = u64::MAX, "history_secs");
+    }
+}
