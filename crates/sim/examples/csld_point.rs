@@ -14,7 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let p_dreq: f64 = arg(2, "0.05").parse()?;
     let class: u16 = arg(3, "3").parse()?;
     let secs: f64 = arg(4, "60").parse()?;
-    let warm = secs / 4.0;
+    let warm: f64 = arg(5, "15").parse()?;
     let requests = (rate * (warm + secs)) as u64;
     let t = Instant::now();
     let w = Wc98LikeSpec::new(requests, p_dreq, vec![class], 1).build()?;
@@ -31,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let s = r.server.as_ref().expect("server metrics");
     println!(
         "{} rate {rate} p {p_dreq} class {class}: latency {:.4} s (p90 {:.4}), rejection {:.4}, cpu {:.3} \
-         ({:.3}–{:.3}), miss {:.4}, procs {}, failed {} | workload {:.1?}, sim {:.1?}",
+         ({:.3}–{:.3}), miss {:.4} (predicted {:?}), procs {}, failed {} | workload {:.1?}, sim {:.1?}",
         r.label,
         s.latency_mean_s,
         s.latency_p90_s,
@@ -40,6 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         s.cpu_utilization_min,
         s.cpu_utilization_max,
         r.miss_ratio,
+        s.predicted_miss_ratio,
         s.max_processes,
         s.failed_requests,
         built,

@@ -76,7 +76,8 @@ pub struct ApacheModel {
     pub probe_size: u64,
     /// Start every node's cache warm: holding the most requested static documents that fit
     /// (the most requested most recently used) — the state a long warm-up reaches when the
-    /// working set fits, without spending the simulated time.
+    /// working set fits, without spending the simulated time. The policy hears of these
+    /// documents at time 0 as requests its sniffer saw on that node (`Cluster::observe`).
     pub warm_caches: bool,
 }
 

@@ -194,6 +194,11 @@ impl FrontEnd {
         self.cluster.report(node, report, Time(now));
     }
 
+    /// The policy's load estimates and miss-prediction counts, if it keeps them.
+    pub fn load_estimates(&self) -> Option<locus_policy::LoadEstimates> {
+        self.cluster.policy().load_estimates()
+    }
+
     /// How often the policy wants node reports, if it reads them.
     pub fn report_period(&self) -> Option<Duration> {
         self.cluster.report_period()

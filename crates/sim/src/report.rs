@@ -105,9 +105,10 @@ pub struct ServerMetrics {
     pub max_processes: u32,
     /// Processes forked over the run, all nodes.
     pub forks: u64,
-    /// Share of static requests whose hit or miss the policy predicted right, if it says.
+    /// Share of the static requests of the measured period the policy predicted to miss
+    /// (CSLD), beside the measured `SimReport::miss_ratio`; absent for other policies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub miss_prediction_accuracy: Option<f64>,
+    pub predicted_miss_ratio: Option<f64>,
 }
 
 impl SimReport {

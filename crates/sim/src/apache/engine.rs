@@ -187,20 +187,22 @@ impl<'w> Engine<'w> {
                 return Err(SimError::Config("the apache back end needs open-loop arrivals".into()));
             }
         };
+        let mut fe = fe;
+        let mut nodes: Vec<ApacheNode> = (0..n).map(|_| ApacheNode::new(cfg)).collect();
+        if cfg.apache.warm_caches {
+            for (k, node) in nodes.iter_mut().enumerate() {
+                // A content sniffer learns the warm start as if it had seen these requests.
+                for id in node.warm(w, cfg.cache_capacity()) {
+                    fe.observe(NodeId(k as u32), &w.request_info(id), Duration::ZERO, 0);
+                }
+            }
+        }
         Ok(Engine {
             w,
             cfg,
             costs,
             fe,
-            nodes: (0..n)
-                .map(|_| {
-                    let mut node = ApacheNode::new(cfg);
-                    if cfg.apache.warm_caches {
-                        node.warm(w, cfg.cache_capacity());
-                    }
-                    node
-                })
-                .collect(),
+            nodes,
             events: EventQueue::with_capacity(4096),
             conns: Vec::with_capacity(4096),
             free: Vec::new(),
@@ -246,11 +248,16 @@ impl<'w> Engine<'w> {
         let index = self.next_request;
         let Some(&target) = self.w.requests().get(index) else { return };
         self.next_request += 1;
+        let predictions = || {
+            self.fe.load_estimates().filter(|e| e.static_requests > 0 || self.fe.policy().name() == "csld")
+        };
         if index as u64 == self.m.warmup {
-            self.m.start(now, &mut self.nodes);
+            let p = predictions().map(|e| (e.static_requests, e.predicted_misses));
+            self.m.start(now, &mut self.nodes, p);
         }
         if self.next_request == self.w.len() {
-            self.m.stop(now, &mut self.nodes);
+            let p = predictions().map(|e| (e.static_requests, e.predicted_misses));
+            self.m.stop(now, &mut self.nodes, p);
         }
         let kind = self.w.kinds()[index];
         let conn = Conn { request: index as u32, target, kind, issued: now, ..Conn::default() };

@@ -43,6 +43,8 @@ pub(super) struct ApacheNode {
     pub dynamic_active: u32,
     /// A probe sent and not yet answered.
     pub probe_out: bool,
+    /// Response time of the latest answered probe (every report carries it).
+    pub last_probe: Option<std::time::Duration>,
     pub meter: LoadMeter,
     pub counts: NodeCounts,
     /// CPU and disk busy time at the start and end of measurement.
@@ -69,6 +71,7 @@ impl ApacheNode {
             static_active: 0,
             dynamic_active: 0,
             probe_out: false,
+            last_probe: None,
             meter: LoadMeter::new(cfg.idle_threshold()),
             counts: NodeCounts::default(),
             busy_from: (0, 0),
@@ -77,8 +80,9 @@ impl ApacheNode {
     }
 
     /// Fill the cache with the most requested static documents of `w` that fit, inserting
-    /// the least requested of them first (so the most requested are most recently used).
-    pub fn warm(&mut self, w: &Workload, capacity: u64) {
+    /// the least requested of them first (so the most requested are most recently used);
+    /// returns them in that order.
+    pub fn warm(&mut self, w: &Workload, capacity: u64) -> Vec<u32> {
         let mut order: Vec<u32> = (0..w.targets().len() as u32)
             .filter(|&id| {
                 let t = &w.targets()[id as usize];
@@ -94,19 +98,22 @@ impl ApacheNode {
                 used <= capacity
             })
             .count();
-        for &id in order[..fits].iter().rev() {
+        order.truncate(fits);
+        order.reverse();
+        for &id in &order {
             self.cache.insert(id, (), w.targets()[id as usize].size, 1.0);
         }
+        order
     }
 
-    /// The host metrics a poll reads now (the probe's time is added by the caller).
+    /// What a poll reads now: the host metrics and the latest probe's response time.
     pub fn snapshot(&self) -> NodeReport {
         NodeReport {
             listen_queue: self.backlog.len() as u32,
             disk_wait: self.disk_wait,
             static_active: self.static_active,
             dynamic_active: self.dynamic_active,
-            probe: None,
+            probe: self.last_probe,
         }
     }
 

@@ -203,8 +203,8 @@ impl Engine<'_> {
         let conn = self.conns[c as usize];
         let n = conn.node as usize;
         if conn.is_probe() {
-            let mut report = self.nodes[n].snapshot();
-            report.probe = Some(Duration::from_nanos(now - conn.issued));
+            self.nodes[n].last_probe = Some(Duration::from_nanos(now - conn.issued));
+            let report = self.nodes[n].snapshot();
             self.fe.report(NodeId(conn.node), &report, now);
         } else if self.m.counts(conn.request) {
             self.m.latencies.push(now - conn.arrive_at);

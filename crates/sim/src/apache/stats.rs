@@ -24,6 +24,8 @@ pub(super) struct Measure {
     /// First and last measured arrival.
     pub start: Option<u64>,
     pub stop: Option<u64>,
+    /// The policy's (static requests, predicted misses) counts at the start and the end.
+    pub predictions: [Option<(u64, u64)>; 2],
 }
 
 impl Measure {
@@ -38,9 +40,10 @@ impl Measure {
         request != PROBE && request as u64 >= self.warmup
     }
 
-    /// The first measured request arrives.
-    pub fn start(&mut self, now: u64, nodes: &mut [ApacheNode]) {
+    /// The first measured request arrives (`predictions`: the policy's counts now).
+    pub fn start(&mut self, now: u64, nodes: &mut [ApacheNode], predictions: Option<(u64, u64)>) {
         self.start = Some(now);
+        self.predictions[0] = predictions;
         for node in nodes {
             node.busy_from = node.busy(now);
             node.meter.restart(now);
@@ -49,8 +52,9 @@ impl Measure {
     }
 
     /// The last request arrives: utilisation is measured up to here.
-    pub fn stop(&mut self, now: u64, nodes: &mut [ApacheNode]) {
+    pub fn stop(&mut self, now: u64, nodes: &mut [ApacheNode], predictions: Option<(u64, u64)>) {
         self.stop = Some(now);
+        self.predictions[1] = predictions;
         for node in nodes {
             node.busy_to = Some(node.busy(now));
         }
@@ -113,7 +117,12 @@ impl Engine<'_> {
             cpu_utilization_min: cpu.iter().copied().fold(f64::INFINITY, f64::min).min(1e9),
             max_processes: self.nodes.iter().map(|n| n.pool.max_seen).max().unwrap_or(0),
             forks: self.nodes.iter().map(|n| n.pool.forks).sum(),
-            miss_prediction_accuracy: None,
+            predicted_miss_ratio: match self.m.predictions {
+                [Some((s0, m0)), Some((s1, m1))] if s1 > s0 => {
+                    Some(m1.saturating_sub(m0) as f64 / (s1 - s0) as f64)
+                }
+                _ => None,
+            },
         };
         let cfg = self.cfg;
         let statics = (hits + misses) as f64;
