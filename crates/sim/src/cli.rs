@@ -14,6 +14,7 @@ use crate::engine::simulate;
 use crate::frontend::FrontEndLimit;
 use crate::plot::write_plots;
 use crate::reproduce::{ReproduceOptions, describe_outputs, reproduce_lard};
+use crate::reproduce_cap::reproduce_cap;
 use crate::reproduce_csld::{CsldOptions, StudyOutput, TABLE4, reproduce_csld};
 use crate::sim_policy::SimPolicy;
 use crate::study::find_point;
@@ -216,6 +217,8 @@ pub enum Study {
     Lard,
     /// The CSLD paper: Table 4, Table 5 and Fig. 6 on the process-driven back end.
     Csld,
+    /// CAP beside LARD, LARD/R, LC and WRR on static and CPU/disk-bound dynamic mixes.
+    Cap,
 }
 
 /// Flags of `locus sim reproduce`.
@@ -239,10 +242,10 @@ pub struct ReproduceArgs {
     /// Threads running points in parallel.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
-    /// csld: a tiny version of every point (seconds of simulated time; for tests).
+    /// csld, cap: a tiny version of every point (seconds of simulated time; for tests).
     #[arg(long)]
     pub quick: bool,
-    /// csld: simulated warm-up and measured seconds per point (default 60 and 180).
+    /// csld, cap: simulated warm-up and measured seconds per point (default 60 and 180).
     #[arg(long)]
     pub warmup_s: Option<f64>,
     #[arg(long)]
@@ -327,14 +330,26 @@ fn print_study(out: &StudyOutput, dir: &std::path::Path, wall: std::time::Durati
     );
 }
 
+fn study_options(a: &ReproduceArgs) -> CsldOptions {
+    let mut opts = if a.quick { CsldOptions::quick(&a.out) } else { CsldOptions::full(&a.out) };
+    opts.seed = a.seed;
+    opts.threads = a.threads;
+    opts.durations.warmup_s = a.warmup_s.unwrap_or(opts.durations.warmup_s);
+    opts.durations.measure_s = a.measure_s.unwrap_or(opts.durations.measure_s);
+    opts
+}
+
 fn run_reproduce(a: ReproduceArgs) -> anyhow::Result<()> {
     match a.study {
+        Study::Cap => {
+            let opts = study_options(&a);
+            let started = Instant::now();
+            let out = reproduce_cap(&opts)?;
+            print_study(&out, &a.out, started.elapsed(), a.threads);
+            Ok(())
+        }
         Study::Csld => {
-            let mut opts = if a.quick { CsldOptions::quick(&a.out) } else { CsldOptions::full(&a.out) };
-            opts.seed = a.seed;
-            opts.threads = a.threads;
-            opts.durations.warmup_s = a.warmup_s.unwrap_or(opts.durations.warmup_s);
-            opts.durations.measure_s = a.measure_s.unwrap_or(opts.durations.measure_s);
+            let opts = study_options(&a);
             let started = Instant::now();
             let out = reproduce_csld(&opts)?;
             for c in &TABLE4 {

@@ -31,6 +31,8 @@ mod plot_lines;
 mod queues;
 mod report;
 pub mod reproduce;
+pub mod reproduce_cap;
+mod reproduce_cap_report;
 pub mod reproduce_csld;
 mod reproduce_csld_claims;
 mod reproduce_csld_report;
