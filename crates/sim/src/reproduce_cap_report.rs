@@ -177,7 +177,7 @@ pub fn cap_markdown(opts: &CsldOptions, points: &[StudyPoint], claims: &[Claim])
          cold caches (LARD's partition has to form during the warm-up).\n\
          - (b) mixes: the WC98-like static traffic of `reproduce csld` (warm caches) with dynamic requests \
          ({}); CB = classes 1–4, DB = class 5, DCB = class 6, drawn with the CB:DB:DCB weights given; each \
-         mix's rate puts RR's CPU near {:.0}% (computed from the mean costs).\n\
+         mix's rate puts RR's busier resource (CPU or disk) near {:.0}% (computed from the mean costs).\n\
          - (c) the 20% 1:1:1 mix with LARD and LARD/R at T_low/T_high = {}.\n",
         CAP_POLICIES.join(", "),
         classes.join("; "),

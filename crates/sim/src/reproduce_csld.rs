@@ -128,9 +128,9 @@ impl CsldOptions {
         }
     }
 
-    /// Every point, 1 s warm-up + 3 s measured (seconds of wall time; for tests).
+    /// Every point, 1 s warm-up + 2 s measured (seconds of wall time; for tests).
     pub fn quick(out: impl Into<PathBuf>) -> CsldOptions {
-        CsldOptions { durations: Durations { warmup_s: 1.0, measure_s: 3.0 }, ..CsldOptions::full(out) }
+        CsldOptions { durations: Durations { warmup_s: 1.0, measure_s: 2.0 }, ..CsldOptions::full(out) }
     }
 }
 
