@@ -130,6 +130,12 @@ pub fn cap_markdown(opts: &CsldOptions, points: &[StudyPoint], claims: &[Claim])
         let mark = if c.met { "**met**" } else { "**not met**" };
         let _ = writeln!(o, "| {mark} | {} | {} | {} |", c.statement, c.criterion, c.evidence);
     }
+    results_table(&mut o, points);
+    setup(&mut o);
+    o
+}
+
+fn results_table(o: &mut String, points: &[StudyPoint]) {
     let _ = writeln!(
         o,
         "\n## Results — mean / p90 server latency (s), rejection ratio, miss ratio\n\n![mix](mix_latency.svg)\n"
@@ -161,6 +167,9 @@ pub fn cap_markdown(opts: &CsldOptions, points: &[StudyPoint], claims: &[Claim])
             .collect();
         let _ = writeln!(o, "| {case} | {rate:.0} | {} |", cells.join(" | "));
     }
+}
+
+fn setup(o: &mut String) {
     let classes: Vec<String> = cap_classes()
         .iter()
         .map(|c| {
@@ -189,5 +198,4 @@ pub fn cap_markdown(opts: &CsldOptions, points: &[StudyPoint], claims: &[Claim])
         "## Known gaps\n\n- Orderings only (CAP's paper is not available); synthetic workloads.\n\
          - LARD's load is connection count at an L4-like front-end; the CAP paper's LARD ran on an L7 switch.\n"
     );
-    o
 }

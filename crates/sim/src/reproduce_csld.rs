@@ -163,18 +163,32 @@ fn point_config(opts: &CsldOptions, policy: &str, rate: f64) -> Result<SimConfig
     })
 }
 
-/// Run the study and write its outputs into `opts.out`.
-pub fn reproduce_csld(opts: &CsldOptions) -> Result<StudyOutput, SimError> {
+/// What a job's point is: case, policy label, rate, and the paper's (latency, rejections).
+struct PointMeta {
+    case: String,
+    label: String,
+    rate: f64,
+    paper: Option<(f64, bool)>,
+}
+
+/// Every workload and (workload, configuration) job of the study, with what each job is.
+struct Plan {
+    workloads: Vec<Workload>,
+    jobs: Vec<(usize, SimConfig)>,
+    meta: Vec<PointMeta>,
+}
+
+fn plan(opts: &CsldOptions) -> Result<Plan, SimError> {
     let mut workloads: Vec<Workload> = Vec::new();
     let mut jobs: Vec<(usize, SimConfig)> = Vec::new();
-    let mut meta: Vec<(String, String, f64, Option<(f64, bool)>)> = Vec::new();
+    let mut meta: Vec<PointMeta> = Vec::new();
     for case in &TABLE4 {
         let (requests, _) = opts.durations.requests(case.rate);
         workloads.push(Wc98LikeSpec::new(requests, case.p_dreq, vec![case.class], opts.seed).build()?);
         for (i, p) in TABLE4_POLICIES.iter().enumerate() {
             jobs.push((workloads.len() - 1, point_config(opts, p, case.rate)?));
             let paper = Some((case.paper[i], case.paper_rejects[i]));
-            meta.push((case.id.to_string(), csld_label(p)?, case.rate, paper));
+            meta.push(PointMeta { case: case.id.to_string(), label: csld_label(p)?, rate: case.rate, paper });
         }
     }
     for &(rate, rr_paper) in &TABLE5 {
@@ -183,18 +197,23 @@ pub fn reproduce_csld(opts: &CsldOptions) -> Result<StudyOutput, SimError> {
         for p in FIG6_POLICIES {
             jobs.push((workloads.len() - 1, point_config(opts, p, rate)?));
             let paper = (p == "wrr").then_some((rr_paper, false));
-            meta.push((TABLE5_CASE.to_string(), csld_label(p)?, rate, paper));
+            meta.push(PointMeta { case: TABLE5_CASE.to_string(), label: csld_label(p)?, rate, paper });
         }
     }
+    Ok(Plan { workloads, jobs, meta })
+}
+
+/// Run the study and write its outputs into `opts.out`.
+pub fn reproduce_csld(opts: &CsldOptions) -> Result<StudyOutput, SimError> {
+    let Plan { workloads, jobs, meta } = plan(opts)?;
     let reports = run_jobs(&workloads, &jobs, opts.threads, opts.progress)?;
     let points: Vec<StudyPoint> = reports
         .iter()
-        .zip(&meta)
-        .map(|(r, (case, label, rate, paper))| {
-            let mut p = StudyPoint::new(case.clone(), label.clone(), *rate, r);
-            p.paper_latency_s = paper.map(|x| x.0);
-            p.paper_rejections = paper.map(|x| x.1);
-            p
+        .zip(meta)
+        .map(|(r, m)| StudyPoint {
+            paper_latency_s: m.paper.map(|x| x.0),
+            paper_rejections: m.paper.map(|x| x.1),
+            ..StudyPoint::new(m.case, m.label, m.rate, r)
         })
         .collect();
     let claims = check_csld_claims(&points);

@@ -113,6 +113,17 @@ pub fn check_csld_claims(p: &[StudyPoint]) -> Vec<Claim> {
             vs("CSLD", "WRR_a"),
         ),
     ));
+    claims.extend(baseline_claims(p));
+    claims.extend(table5_claims(p));
+    claims
+}
+
+/// Table 4's claims about the baselines (the WRR variants, LC, RR).
+fn baseline_claims(p: &[StudyPoint]) -> Vec<Claim> {
+    let l = |c: &str, x: &str| lat(p, c, x);
+    let f = |c: &str, x: &str| l(c, x).map_or("–".to_string(), |v| format!("{v:.4}"));
+    let vs = |a: &'static str, b: &'static str| move |c: &str| format!("{a} {} vs {b} {}", f(c, a), f(c, b));
+    let mut claims = Vec::new();
     claims.push(claim(
         "Polling less often costs: WRR_a beats WRR_b in every case",
         "WRR_a latency < WRR_b latency in all six cases",
@@ -165,7 +176,6 @@ pub fn check_csld_claims(p: &[StudyPoint]) -> Vec<Claim> {
             |c| format!("RR rejections {:.4}", rej(p, c, "RR").unwrap_or(f64::NAN)),
         ),
     ));
-    claims.extend(table5_claims(p));
     claims
 }
 

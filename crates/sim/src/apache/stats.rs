@@ -73,20 +73,14 @@ pub(super) fn mean_and_quantile(v: &mut [u64], q: f64) -> (f64, f64) {
 }
 
 impl Engine<'_> {
-    /// The report of the run.
-    pub(super) fn finish(mut self) -> SimRun {
-        let (start, stop) = (self.m.start.unwrap_or(0), self.m.stop.unwrap_or(0));
-        let span = stop.saturating_sub(start) as f64;
+    /// Each node's report over the measured period `span` (ns) ending at `stop`.
+    fn node_reports(&mut self, stop: u64, span: f64) -> Vec<NodeReport> {
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
         let mut per_node = Vec::with_capacity(self.nodes.len());
-        let (mut hits, mut misses, mut reads) = (0u64, 0u64, 0u64);
         for (i, node) in self.nodes.iter_mut().enumerate() {
             let (idle, mean_load, max_load) = node.meter.finish(stop);
             let to = node.busy_to.unwrap_or(node.busy_from);
             let c = node.counts;
-            hits += c.hits;
-            misses += c.misses;
-            reads += c.disk_reads;
             per_node.push(NodeReport {
                 node: i as u32,
                 requests: c.requests,
@@ -100,6 +94,18 @@ impl Engine<'_> {
                 remote_sends: 0,
             });
         }
+        per_node
+    }
+
+    /// The report of the run.
+    pub(super) fn finish(mut self) -> SimRun {
+        let (start, stop) = (self.m.start.unwrap_or(0), self.m.stop.unwrap_or(0));
+        let span = stop.saturating_sub(start) as f64;
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        let per_node = self.node_reports(stop, span);
+        let sum =
+            |f: fn(&super::node::NodeCounts) -> u64| self.nodes.iter().map(|n| f(&n.counts)).sum::<u64>();
+        let (hits, misses, reads) = (sum(|c| c.hits), sum(|c| c.misses), sum(|c| c.disk_reads));
         let cpu: Vec<f64> = per_node.iter().map(|n| n.cpu_utilization).collect();
         let (lat_mean, lat_p90) = mean_and_quantile(&mut self.m.latencies, 0.9);
         let (delay_mean, delay_p99) = mean_and_quantile(&mut self.m.delays, 0.99);
