@@ -1,5 +1,5 @@
 //! `locus sim`: the `SimCommand` subcommands — `run` one point, `sweep` policies × node
-//! counts, `reproduce lard` — their flags (a trace file or a synthetic spec; a TOML config
+//! counts, `reproduce lard | csld | cap` — their flags (a trace file or a synthetic spec; a TOML config
 //! and/or flags on top of a preset), and `run`, which prints summaries and writes results.
 
 use std::path::PathBuf;

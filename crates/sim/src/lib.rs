@@ -1,7 +1,8 @@
-//! `locus-sim`: the trace-driven discrete-event simulator behind `locus sim` (the LARD
-//! paper's cluster model). It runs the switch's own policies (`locus_policy`) and the node's
-//! own cache (`locus_cache`), adds the paper's idealised baselines LB/GC and WRR/GMS, and
-//! sweeps policies × node counts into JSON, CSV, SVG plots and a Markdown report.
+//! `locus-sim`: the trace-driven discrete-event simulator behind `locus sim`. It runs the
+//! switch's own policies (`locus_policy`) and the node's own cache (`locus_cache`) over the
+//! LARD paper's FIFO back end (with its idealised baselines LB/GC and WRR/GMS) or a
+//! process-driven Apache back end (`apache`, the CSLD paper's model), and reproduces the
+//! LARD, CSLD and CAP studies into JSON, CSV, SVG plots and Markdown reports.
 //!
 //! ```
 //! use locus_sim::{SimConfig, SimPolicy, Workload, simulate};

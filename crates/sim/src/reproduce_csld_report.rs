@@ -11,7 +11,7 @@ use crate::study::{StudyPoint, find_point};
 fn cell(p: Option<&StudyPoint>) -> String {
     match p {
         Some(p) if p.rejection_ratio > 0.0 => {
-            format!("{:.4}* ({:.2}%)", p.latency_s, p.rejection_ratio * 100.0)
+            format!("{:.4}* ({:.3}%)", p.latency_s, p.rejection_ratio * 100.0)
         }
         Some(p) => format!("{:.4}", p.latency_s),
         None => "–".into(),
