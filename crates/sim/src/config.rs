@@ -42,6 +42,8 @@ pub enum Backend {
     Fifo,
     /// A process-driven server (Apache 1.3 on Linux): a process per connection from a pool
     /// with a listen backlog, processor sharing among runnable processes (see `ApacheModel`).
+    /// Open-loop arrivals only; the front-end admits every connection (no admission limit)
+    /// and node events are not supported.
     Apache,
 }
 

@@ -169,6 +169,9 @@ pub(crate) fn run(w: &Workload, cfg: &SimConfig, record: bool) -> Result<SimRun,
 
 impl<'w> Engine<'w> {
     fn new(w: &'w Workload, cfg: &'w SimConfig, record: bool) -> Result<Engine<'w>, SimError> {
+        if !cfg.node_events.is_empty() {
+            return Err(SimError::Config("the apache back end does not take node events".into()));
+        }
         let n = cfg.nodes as usize;
         let costs = cfg.effective_costs();
         let inputs = w.policy_inputs(&costs);
