@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use locus_cache::Replacement;
 use locus_trace::{DocumentSizes, ReadOptions, SizeModel, TraceFormat, ZipfTraceSpec};
 
-use crate::config::{Arrivals, Preset, SimConfig};
+use crate::config::{Arrivals, CpuModel, Preset, SimConfig};
 use crate::engine::simulate;
 use crate::frontend::FrontEndLimit;
 use crate::plot::write_plots;
@@ -250,6 +250,9 @@ pub struct ReproduceArgs {
     pub warmup_s: Option<f64>,
     #[arg(long)]
     pub measure_s: Option<f64>,
+    /// csld, cap: the nodes' CPU scheduling (`ps`: processor sharing; `credit`: Linux 2.4).
+    #[arg(long, value_enum, default_value = "ps")]
+    pub cpu: CpuModel,
 }
 
 /// Run a `locus sim` subcommand.
@@ -333,6 +336,7 @@ fn print_study(out: &StudyOutput, dir: &std::path::Path, wall: std::time::Durati
 fn study_options(a: &ReproduceArgs) -> CsldOptions {
     let mut opts = if a.quick { CsldOptions::quick(&a.out) } else { CsldOptions::full(&a.out) };
     opts.seed = a.seed;
+    opts.cpu = a.cpu;
     opts.threads = a.threads;
     opts.durations.warmup_s = a.warmup_s.unwrap_or(opts.durations.warmup_s);
     opts.durations.measure_s = a.measure_s.unwrap_or(opts.durations.measure_s);

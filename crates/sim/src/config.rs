@@ -47,11 +47,26 @@ pub enum Backend {
     Apache,
 }
 
+/// How the process-driven back end's CPU shares itself among runnable jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuModel {
+    /// Processor sharing: every runnable job gets 1/n of the CPU.
+    #[default]
+    Ps,
+    /// Linux 2.4's credit scheduler, simplified (see `apache::CreditCpu`).
+    Credit,
+}
+
 /// Parameters of the process-driven back end (Apache 1.3.16 on Linux 2.4, as in the CSLD
 /// paper).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ApacheModel {
+    /// CPU scheduling.
+    pub cpu: CpuModel,
+    /// Fresh time slice of the credit scheduler, ns.
+    pub slice_ns: u64,
     /// Most server processes (MaxClients).
     pub max_clients: u32,
     /// Processes at start (StartServers).
@@ -86,6 +101,8 @@ pub struct ApacheModel {
 impl Default for ApacheModel {
     fn default() -> ApacheModel {
         ApacheModel {
+            cpu: CpuModel::Ps,
+            slice_ns: 100_000_000,
             max_clients: 150,
             start_servers: 5,
             min_spare: 5,

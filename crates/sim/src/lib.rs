@@ -43,7 +43,7 @@ mod sweep;
 mod wc98_like;
 mod workload;
 
-pub use config::{ApacheModel, Arrivals, Backend, CacheModel, NodeEvent, Preset, SimConfig};
+pub use config::{ApacheModel, Arrivals, Backend, CacheModel, CpuModel, NodeEvent, Preset, SimConfig};
 pub use cost_model::{ClassCost, CostModel, GmsCost, RttModel};
 pub use directory::{BuildIdHasher, CacheDirectory, IdHasher, MAX_DIRECTORY_NODES};
 pub use engine::{SimRun, Simulation, simulate};

@@ -110,6 +110,7 @@ fn config(
     };
     c.costs.classes = cap_classes();
     c.apache.warm_caches = warm;
+    c.apache.cpu = opts.cpu;
     Ok(c)
 }
 

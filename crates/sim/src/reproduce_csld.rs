@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use crate::config::{Arrivals, Backend, SimConfig};
+use crate::config::{Arrivals, Backend, CpuModel, SimConfig};
 use crate::error::SimError;
 use crate::plot_lines::{Axes, Series, plot_lines};
 use crate::reproduce::Claim;
@@ -111,6 +111,8 @@ pub struct CsldOptions {
     pub seed: u64,
     pub durations: Durations,
     pub nodes: u32,
+    /// The nodes' CPU scheduling (processor sharing by default).
+    pub cpu: CpuModel,
     pub threads: usize,
     pub progress: bool,
 }
@@ -123,6 +125,7 @@ impl CsldOptions {
             seed: 1,
             durations: Durations { warmup_s: 60.0, measure_s: 180.0 },
             nodes: 16,
+            cpu: CpuModel::Ps,
             threads: 2,
             progress: true,
         }
@@ -152,7 +155,7 @@ pub fn csld_label(name: &str) -> Result<String, SimError> {
 
 fn point_config(opts: &CsldOptions, policy: &str, rate: f64) -> Result<SimConfig, SimError> {
     let (_, warmup) = opts.durations.requests(rate);
-    Ok(SimConfig {
+    let mut c = SimConfig {
         policy: SimPolicy::from_name(policy)?,
         nodes: opts.nodes,
         seed: opts.seed,
@@ -160,7 +163,9 @@ fn point_config(opts: &CsldOptions, policy: &str, rate: f64) -> Result<SimConfig
         arrivals: Arrivals::Poisson { rate },
         warmup_requests: warmup,
         ..SimConfig::csld03()
-    })
+    };
+    c.apache.cpu = opts.cpu;
+    Ok(c)
 }
 
 /// What a job's point is: case, policy label, rate, and the paper's (latency, rejections).

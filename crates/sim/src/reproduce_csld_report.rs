@@ -96,11 +96,15 @@ pub fn csld_markdown(
     let _ = writeln!(o, "# CSLD (Hyun et al. 2003) — simulation study reproduced with `locus sim`\n");
     let _ = writeln!(
         o,
-        "{met} of {} claims met. Command: `locus sim reproduce csld --out {}` ({} nodes, seed {}, {} s warm-up + \
-         {} s measured per point — the paper ran 15 min + 30 min; shortened to finish on two cores). Every \
-         number below comes from `results.json` in this directory.\n",
+        "{met} of {} claims met. Command: `locus sim reproduce csld --out {} --cpu {}` ({} nodes, seed {}, {} s \
+         warm-up + {} s measured per point — the paper ran 15 min + 30 min; shortened to finish on two cores). \
+         Every number below comes from `results.json` in this directory.\n",
         claims.len(),
         opts.out.display(),
+        match opts.cpu {
+            crate::config::CpuModel::Ps => "ps",
+            crate::config::CpuModel::Credit => "credit",
+        },
         opts.nodes,
         opts.seed,
         d.warmup_s,
@@ -134,8 +138,9 @@ fn model(o: &mut String, stats: &(f64, f64, usize, u64)) {
     let _ = writeln!(
         o,
         "\n## Model\n\n\
-         Back end `backend = \"apache\"` (crates/sim/src/apache): per node a processor-sharing CPU (every \
-         runnable job gets 1/n; no context-switch cost, no Linux credit scheduler), an Apache 1.3 pool \
+         Back end `backend = \"apache\"` (crates/sim/src/apache): per node a CPU shared by processor sharing \
+         (every runnable job gets 1/n; `--cpu ps`, the default) or by a simplified Linux 2.4 credit scheduler \
+         (100 ms slices, `--cpu credit`), no context-switch cost, an Apache 1.3 pool \
          (MaxClients 150, StartServers 5, spare 5–10, spawn 1, 2, 4 … 32 per second, 1.4 ms CPU per fork), a \
          listen backlog of 128 (a SYN that finds it full is dropped; the client retries after 3 s and 6 s, each \
          retry a new connection through the dispatcher, then gives up), a FIFO disk (15.6 ms + 300 µs per \
@@ -172,7 +177,8 @@ fn model(o: &mut String, stats: &(f64, f64, usize, u64)) {
         "## Known gaps\n\n\
          - Synthetic WC98-like workload; absolute latencies are not comparable with the paper's, only \
          orderings and ratios. The working set fits every node's cache, so misses are rare.\n\
-         - Processor sharing instead of Linux 2.4's credit scheduler and its 35 µs context switches.\n\
+         - No 35 µs context-switch cost; the credit scheduler (`--cpu credit`) is simplified: counters per \
+         connection rather than per process.\n\
          - Warm-up and measurement are 60 s + 180 s of simulated time, not 15 + 30 min; caches start warm.\n\
          - The miss-prediction accuracy per request is not exposed by the policy; the report gives CSLD's \
          predicted miss ratio beside the measured one in `results.json`.\n\

@@ -5,6 +5,7 @@
 
 mod backlog;
 mod cpu;
+mod credit;
 mod engine;
 mod node;
 mod pool;
@@ -13,6 +14,7 @@ mod stats;
 
 pub use backlog::Backlog;
 pub use cpu::PsCpu;
+pub use credit::CreditCpu;
 pub(crate) use engine::run;
 pub use pool::Pool;
 pub use serve::drain_rounds;

@@ -9,8 +9,9 @@ use locus_core::NodeReport;
 
 use super::backlog::Backlog;
 use super::cpu::PsCpu;
+use super::credit::CreditCpu;
 use super::pool::Pool;
-use crate::config::SimConfig;
+use crate::config::{CpuModel, SimConfig};
 use crate::directory::BuildIdHasher;
 use crate::node_model::LoadMeter;
 use crate::queues::DiskQueue;
@@ -25,9 +26,45 @@ pub(super) struct NodeCounts {
     pub disk_reads: u64,
 }
 
+/// A node's CPU under the configured scheduler.
+pub(super) enum NodeCpu {
+    Ps(PsCpu),
+    Credit(CreditCpu),
+}
+
+impl NodeCpu {
+    pub fn add(&mut self, now: u64, work: u64, id: u32) {
+        match self {
+            NodeCpu::Ps(c) => c.add(now, work, id),
+            NodeCpu::Credit(c) => c.add(now, work, id),
+        }
+    }
+
+    pub fn next_completion(&self) -> Option<u64> {
+        match self {
+            NodeCpu::Ps(c) => c.next_completion(),
+            NodeCpu::Credit(c) => c.next_completion(),
+        }
+    }
+
+    pub fn complete_due(&mut self, now: u64, done: &mut Vec<u32>) {
+        match self {
+            NodeCpu::Ps(c) => c.complete_due(now, done),
+            NodeCpu::Credit(c) => c.complete_due(now, done),
+        }
+    }
+
+    pub fn busy_until(&self, now: u64) -> u64 {
+        match self {
+            NodeCpu::Ps(c) => c.busy_until(now),
+            NodeCpu::Credit(c) => c.busy_until(now),
+        }
+    }
+}
+
 /// One simulated Apache node.
 pub(super) struct ApacheNode {
-    pub cpu: PsCpu,
+    pub cpu: NodeCpu,
     /// Time of the CPU-completion event now scheduled (`u64::MAX`: none).
     pub cpu_event: u64,
     pub pool: Pool,
@@ -55,7 +92,10 @@ pub(super) struct ApacheNode {
 impl ApacheNode {
     pub fn new(cfg: &SimConfig) -> ApacheNode {
         ApacheNode {
-            cpu: PsCpu::default(),
+            cpu: match cfg.apache.cpu {
+                CpuModel::Ps => NodeCpu::Ps(PsCpu::default()),
+                CpuModel::Credit => NodeCpu::Credit(CreditCpu::new(cfg.apache.slice_ns)),
+            },
             cpu_event: u64::MAX,
             pool: Pool::new(&cfg.apache),
             backlog: Backlog::new(cfg.apache.backlog),
