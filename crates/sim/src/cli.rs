@@ -1,5 +1,5 @@
 //! `locus sim`: the `SimCommand` subcommands — `run` one point, `sweep` policies × node
-//! counts, `reproduce lard` — their flags (a trace file or a synthetic spec; a TOML config
+//! counts, `reproduce lard | csld | cap` — their flags (a trace file or a synthetic spec; a TOML config
 //! and/or flags on top of a preset), and `run`, which prints summaries and writes results.
 
 use std::path::PathBuf;
@@ -9,12 +9,15 @@ use anyhow::{Context, bail};
 use locus_cache::Replacement;
 use locus_trace::{DocumentSizes, ReadOptions, SizeModel, TraceFormat, ZipfTraceSpec};
 
-use crate::config::{Arrivals, Preset, SimConfig};
+use crate::config::{Arrivals, CpuModel, Preset, SimConfig};
 use crate::engine::simulate;
 use crate::frontend::FrontEndLimit;
 use crate::plot::write_plots;
 use crate::reproduce::{ReproduceOptions, describe_outputs, reproduce_lard};
+use crate::reproduce_cap::reproduce_cap;
+use crate::reproduce_csld::{CsldOptions, StudyOutput, TABLE4, reproduce_csld};
 use crate::sim_policy::SimPolicy;
+use crate::study::find_point;
 use crate::sweep::{SweepSpec, run_sweep, write_results};
 use crate::workload::Workload;
 
@@ -212,6 +215,10 @@ pub struct SweepArgs {
 pub enum Study {
     /// The LARD paper: WRR, LB, LB/GC, LARD, LARD/R, WRR/GMS on a Rice-like trace, 1–16 nodes.
     Lard,
+    /// The CSLD paper: Table 4, Table 5 and Fig. 6 on the process-driven back end.
+    Csld,
+    /// CAP beside LARD, LARD/R, LC and WRR on static and CPU/disk-bound dynamic mixes.
+    Cap,
 }
 
 /// Flags of `locus sim reproduce`.
@@ -235,6 +242,17 @@ pub struct ReproduceArgs {
     /// Threads running points in parallel.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
+    /// csld, cap: a tiny version of every point (seconds of simulated time; for tests).
+    #[arg(long)]
+    pub quick: bool,
+    /// csld, cap: simulated warm-up and measured seconds per point (default 60 and 180).
+    #[arg(long)]
+    pub warmup_s: Option<f64>,
+    #[arg(long)]
+    pub measure_s: Option<f64>,
+    /// csld, cap: the nodes' CPU scheduling (`ps`: processor sharing; `credit`: Linux 2.4).
+    #[arg(long, value_enum, default_value = "ps")]
+    pub cpu: CpuModel,
 }
 
 /// Run a `locus sim` subcommand.
@@ -302,8 +320,55 @@ fn run_sweep_command(a: SweepArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn print_study(out: &StudyOutput, dir: &std::path::Path, wall: std::time::Duration, threads: usize) {
+    for c in &out.claims {
+        println!("[{}] {} — {}", if c.met { "met" } else { "NOT MET" }, c.statement, c.evidence);
+    }
+    eprintln!(
+        "{} points in {:.2?} on {} threads; wrote {}",
+        out.points.len(),
+        wall,
+        threads,
+        describe_outputs(&out.files, dir)
+    );
+}
+
+fn study_options(a: &ReproduceArgs) -> CsldOptions {
+    let mut opts = if a.quick { CsldOptions::quick(&a.out) } else { CsldOptions::full(&a.out) };
+    opts.seed = a.seed;
+    opts.cpu = a.cpu;
+    opts.threads = a.threads;
+    opts.durations.warmup_s = a.warmup_s.unwrap_or(opts.durations.warmup_s);
+    opts.durations.measure_s = a.measure_s.unwrap_or(opts.durations.measure_s);
+    opts
+}
+
 fn run_reproduce(a: ReproduceArgs) -> anyhow::Result<()> {
     match a.study {
+        Study::Cap => {
+            let opts = study_options(&a);
+            let started = Instant::now();
+            let out = reproduce_cap(&opts)?;
+            print_study(&out, &a.out, started.elapsed(), a.threads);
+            Ok(())
+        }
+        Study::Csld => {
+            let opts = study_options(&a);
+            let started = Instant::now();
+            let out = reproduce_csld(&opts)?;
+            for c in &TABLE4 {
+                if let Some(p) = find_point(&out.points, &c.id.to_string(), "RR") {
+                    println!(
+                        "case {}: RR CPU utilisation {:.1}% (busiest node {:.1}%)",
+                        c.id,
+                        p.cpu_utilization * 100.0,
+                        p.cpu_utilization_max * 100.0
+                    );
+                }
+            }
+            print_study(&out, &a.out, started.elapsed(), a.threads);
+            Ok(())
+        }
         Study::Lard => {
             let opts = ReproduceOptions {
                 out: a.out.clone(),

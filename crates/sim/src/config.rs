@@ -33,6 +33,93 @@ impl Preset {
     }
 }
 
+/// How a node serves requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// The LARD model: one non-preemptive FIFO CPU and FIFO disks per node.
+    #[default]
+    Fifo,
+    /// A process-driven server (Apache 1.3 on Linux): a process per connection from a pool
+    /// with a listen backlog, processor sharing among runnable processes (see `ApacheModel`).
+    /// Open-loop arrivals only; the front-end admits every connection (no admission limit)
+    /// and node events are not supported.
+    Apache,
+}
+
+/// How the process-driven back end's CPU shares itself among runnable jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuModel {
+    /// Processor sharing: every runnable job gets 1/n of the CPU.
+    #[default]
+    Ps,
+    /// Linux 2.4's credit scheduler, simplified (see `apache::CreditCpu`).
+    Credit,
+}
+
+/// Parameters of the process-driven back end (Apache 1.3.16 on Linux 2.4, as in the CSLD
+/// paper).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApacheModel {
+    /// CPU scheduling.
+    pub cpu: CpuModel,
+    /// Fresh time slice of the credit scheduler, ns.
+    pub slice_ns: u64,
+    /// Most server processes (MaxClients).
+    pub max_clients: u32,
+    /// Processes at start (StartServers).
+    pub start_servers: u32,
+    /// Spawn when fewer idle processes than this (MinSpareServers).
+    pub min_spare: u32,
+    /// Kill one idle process per second while more are idle than this (MaxSpareServers).
+    pub max_spare: u32,
+    /// Most processes spawned in one maintenance second (the rate doubles 1, 2, 4, ... to it).
+    pub max_spawn_rate: u32,
+    /// CPU of one fork, ns.
+    pub fork_ns: u64,
+    /// Connections the kernel holds for the server (listen backlog); a SYN beyond is dropped.
+    pub backlog: u32,
+    /// Client retry delays after a dropped SYN, seconds (one retry per entry).
+    pub retry_delays_s: Vec<f64>,
+    /// Socket send buffer, bytes: a process stays busy until the rest of a response fits.
+    pub send_buffer: u64,
+    /// Segment size, bytes.
+    pub mss: u64,
+    /// Initial congestion window, segments (doubling every RTT).
+    pub initial_cwnd: u64,
+    /// Size of the document `GET /` probes fetch, bytes.
+    pub probe_size: u64,
+    /// Start every node's cache warm: holding the most requested static documents that fit
+    /// (the most requested most recently used) — the state a long warm-up reaches when the
+    /// working set fits, without spending the simulated time. The policy hears of these
+    /// documents at time 0 as requests its sniffer saw on that node (`Cluster::observe`).
+    pub warm_caches: bool,
+}
+
+impl Default for ApacheModel {
+    fn default() -> ApacheModel {
+        ApacheModel {
+            cpu: CpuModel::Ps,
+            slice_ns: 100_000_000,
+            max_clients: 150,
+            start_servers: 5,
+            min_spare: 5,
+            max_spare: 10,
+            max_spawn_rate: 32,
+            fork_ns: 1_400_000,
+            backlog: 128,
+            retry_delays_s: vec![3.0, 6.0],
+            send_buffer: 16 << 10,
+            mss: 1460,
+            initial_cwnd: 2,
+            probe_size: 1024,
+            warm_caches: true,
+        }
+    }
+}
+
 /// A node's document cache.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -111,6 +198,12 @@ pub struct SimConfig {
     pub warmup_requests: u64,
     #[serde(default)]
     pub node_events: Vec<NodeEvent>,
+    /// The back-end model (default: the LARD model's FIFO servers).
+    #[serde(default)]
+    pub backend: Backend,
+    /// The process-driven back end's parameters (used with `backend = "apache"`).
+    #[serde(default)]
+    pub apache: ApacheModel,
 }
 
 const KB: u64 = 1024;
@@ -143,6 +236,8 @@ impl SimConfig {
                 slow_start_ms: 5000,
                 warmup_requests: 0,
                 node_events: Vec::new(),
+                backend: Backend::Fifo,
+                apache: ApacheModel::default(),
             },
             Preset::Csld03 => SimConfig {
                 preset,
@@ -231,6 +326,13 @@ impl SimConfig {
         }
         if self.t_low >= self.t_high {
             return bad(format!("t_low ({}) must be below t_high ({})", self.t_low, self.t_high));
+        }
+        let a = &self.apache;
+        if a.max_clients == 0 || a.start_servers > a.max_clients || a.min_spare > a.max_spare || a.mss == 0 {
+            return bad(format!("apache model is inconsistent: {a:?}"));
+        }
+        if a.retry_delays_s.iter().any(|d| !(d.is_finite() && *d >= 0.0)) {
+            return bad(format!("apache retry delays must be >= 0, not {:?}", a.retry_delays_s));
         }
         if !(self.cache.gds_cost.is_finite() && self.cache.gds_cost >= 0.0) {
             return bad(format!("cache.gds_cost must be >= 0, not {}", self.cache.gds_cost));

@@ -12,8 +12,9 @@ pub const TRANSMIT_UNIT: u64 = 512;
 /// Bytes in the unit of disk transfer cost.
 pub const DISK_BLOCK: u64 = 4096;
 
-/// CPU cost of one dynamic cost class: normal with `mean_ns` and a standard deviation of
-/// `stddev_ratio × mean`, clamped at 0.
+/// Cost of one dynamic cost class: CPU normal with `mean_ns` and a standard deviation of
+/// `stddev_ratio × mean`, clamped at 0; and, if `disk_ns > 0`, one uncached FIFO disk read
+/// of `disk_ns` (a disk-bound class; only the process-driven back end charges it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClassCost {
@@ -21,6 +22,8 @@ pub struct ClassCost {
     pub mean_ns: u64,
     #[serde(default = "default_stddev_ratio")]
     pub stddev_ratio: f64,
+    #[serde(default)]
+    pub disk_ns: u64,
 }
 
 fn default_stddev_ratio() -> f64 {
@@ -105,6 +108,10 @@ pub struct CostModel {
     pub disk_extra_seek_ns: u64,
     /// Fixed CPU of a dynamic request besides its class cost (CSLD: a process fork).
     pub dynamic_fixed_ns: u64,
+    /// CPU of the short reply to an If-Modified-Since (304) or invalid (404) request, on top
+    /// of the basic processing (CSLD: 30 µs; only the process-driven back end uses it).
+    #[serde(default = "default_reply_ns")]
+    pub reply_ns: u64,
     /// CPU cost of listed dynamic classes.
     #[serde(default)]
     pub classes: Vec<ClassCost>,
@@ -121,6 +128,10 @@ pub struct CostModel {
     /// WRR/GMS remote-memory cost.
     #[serde(default)]
     pub gms: GmsCost,
+}
+
+fn default_reply_ns() -> u64 {
+    30_000
 }
 
 fn units(size: u64, unit: u64) -> u64 {
@@ -142,6 +153,7 @@ impl CostModel {
             disk_seek_block_bytes: 44 * 1024,
             disk_extra_seek_ns: 14_000_000,
             dynamic_fixed_ns: 0,
+            reply_ns: default_reply_ns(),
             classes: Vec::new(),
             class_unit_ns: 10_000_000,
             class_stddev_ratio: 0.2,
@@ -166,6 +178,7 @@ impl CostModel {
             disk_seek_block_bytes: 0,
             disk_extra_seek_ns: 0,
             dynamic_fixed_ns: 1_400_000,
+            reply_ns: default_reply_ns(),
             classes: Vec::new(),
             class_unit_ns: 10_000_000,
             class_stddev_ratio: 0.2,
@@ -185,6 +198,7 @@ impl CostModel {
         c.request_cpu_ns = s(c.request_cpu_ns);
         c.transmit_per_512_ns = s(c.transmit_per_512_ns);
         c.dynamic_fixed_ns = s(c.dynamic_fixed_ns);
+        c.reply_ns = s(c.reply_ns);
         c.class_unit_ns = s(c.class_unit_ns);
         for k in &mut c.classes {
             k.mean_ns = s(k.mean_ns);
@@ -233,6 +247,19 @@ impl CostModel {
     /// CPU the holder spends sending `size` bytes from its memory to another node (GMS).
     pub fn gms_sender_ns(&self, size: u64) -> u64 {
         (self.transmit_ns(size) as f64 * self.gms.sender_cpu_share).round() as u64
+    }
+
+    /// Mean CPU of `class` (without the fixed part).
+    pub fn class_mean_ns(&self, class: u16) -> u64 {
+        match self.classes.iter().find(|k| k.class == class) {
+            Some(k) => k.mean_ns,
+            None => class as u64 * self.class_unit_ns,
+        }
+    }
+
+    /// Disk time of one request of `class` (0 unless the class is listed with disk time).
+    pub fn class_disk_ns(&self, class: u16) -> u64 {
+        self.classes.iter().find(|k| k.class == class).map_or(0, |k| k.disk_ns)
     }
 
     /// A draw of the class cost of a dynamic request of `class` (without the fixed part).

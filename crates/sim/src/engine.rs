@@ -15,7 +15,7 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Exp};
 
-use crate::config::{Arrivals, SimConfig};
+use crate::config::{Arrivals, Backend, SimConfig};
 use crate::cost_model::CostModel;
 use crate::directory::CacheDirectory;
 use crate::error::SimError;
@@ -136,9 +136,12 @@ impl<'w> Simulation<'w> {
         &self.config
     }
 
-    /// Run to the end of the trace.
+    /// Run to the end of the trace (on the configured back end).
     pub fn run(&self) -> Result<SimRun, SimError> {
-        Engine::new(self.workload, &self.config, self.record)?.run()
+        match self.config.backend {
+            Backend::Fifo => Engine::new(self.workload, &self.config, self.record)?.run(),
+            Backend::Apache => crate::apache::run(self.workload, &self.config, self.record),
+        }
     }
 }
 
@@ -688,6 +691,7 @@ impl<'w> Engine<'w> {
             disks: cfg.disks,
             seed: cfg.seed,
             per_node,
+            server: None,
         };
         SimRun { report, front_end_log: self.log.unwrap_or_default() }
     }

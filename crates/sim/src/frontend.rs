@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use locus_core::{NodeId, NodeStatus, RequestInfo, Time};
-use locus_policy::{Cluster, Policy, build};
+use locus_core::{NodeId, NodeReport, NodeStatus, RequestInfo, Time};
+use locus_policy::{Cluster, Policy, PolicyInputs, build_with};
 use serde::{Deserialize, Serialize};
 
 use crate::directory::CacheDirectory;
@@ -89,9 +89,21 @@ pub fn build_policy(
     t_high: u32,
     directory: Option<Arc<CacheDirectory>>,
 ) -> Result<Box<dyn Policy>, SimError> {
+    build_policy_with(policy, nodes, t_low, t_high, directory, &PolicyInputs::default())
+}
+
+/// `build_policy` for a site whose class costs and files are known (`Workload::policy_inputs`).
+pub fn build_policy_with(
+    policy: &SimPolicy,
+    nodes: usize,
+    t_low: u32,
+    t_high: u32,
+    directory: Option<Arc<CacheDirectory>>,
+    inputs: &PolicyInputs,
+) -> Result<Box<dyn Policy>, SimError> {
     let weights = vec![1u32; nodes];
     match policy.front_end_config(t_low, t_high) {
-        Some(config) => Ok(build(&config, &weights)?),
+        Some(config) => Ok(build_with(&config, &weights, inputs)?),
         None => {
             let dir = directory
                 .ok_or_else(|| SimError::Config(format!("{} needs the cache directory", policy.name())))?;
@@ -112,15 +124,27 @@ impl FrontEnd {
         slow_start: Duration,
         directory: Option<Arc<CacheDirectory>>,
     ) -> Result<FrontEnd, SimError> {
-        let weights = vec![1u32; nodes];
         let boxed = build_policy(policy, nodes, t_low, t_high, directory)?;
-        Ok(FrontEnd {
+        Ok(FrontEnd::around(boxed, nodes, t_low, t_high, limit, slow_start))
+    }
+
+    /// A front-end around a policy already built (e.g. with `build_policy_with`).
+    pub fn around(
+        boxed: Box<dyn Policy>,
+        nodes: usize,
+        t_low: u32,
+        t_high: u32,
+        limit: FrontEndLimit,
+        slow_start: Duration,
+    ) -> FrontEnd {
+        let weights = vec![1u32; nodes];
+        FrontEnd {
             cluster: Cluster::new(boxed, &weights, slow_start),
             limit,
             t_low,
             t_high,
             max_in_flight: 0,
-        })
+        }
     }
 
     /// The admission limit now: see `FrontEndLimit`.
@@ -156,6 +180,28 @@ impl FrontEnd {
     #[inline]
     pub fn complete(&mut self, node: NodeId, target_hash: u64, now: u64) {
         self.cluster.complete(node, target_hash, Time(now));
+    }
+
+    /// The request `req` reached `node` over a connection with round-trip time `rtt` (the
+    /// sniffer's view, `Cluster::observe`).
+    #[inline]
+    pub fn observe(&mut self, node: NodeId, req: &RequestInfo<'_>, rtt: Duration, now: u64) {
+        self.cluster.observe(node, req, rtt, Time(now));
+    }
+
+    /// `node` reported its load (`Cluster::report`).
+    pub fn report(&mut self, node: NodeId, report: &NodeReport, now: u64) {
+        self.cluster.report(node, report, Time(now));
+    }
+
+    /// The policy's load estimates and miss-prediction counts, if it keeps them.
+    pub fn load_estimates(&self) -> Option<locus_policy::LoadEstimates> {
+        self.cluster.policy().load_estimates()
+    }
+
+    /// How often the policy wants node reports, if it reads them.
+    pub fn report_period(&self) -> Option<Duration> {
+        self.cluster.report_period()
     }
 
     /// Put `node` in or out of the view.

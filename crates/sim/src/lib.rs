@@ -1,7 +1,8 @@
-//! `locus-sim`: the trace-driven discrete-event simulator behind `locus sim` (the LARD
-//! paper's cluster model). It runs the switch's own policies (`locus_policy`) and the node's
-//! own cache (`locus_cache`), adds the paper's idealised baselines LB/GC and WRR/GMS, and
-//! sweeps policies × node counts into JSON, CSV, SVG plots and a Markdown report.
+//! `locus-sim`: the trace-driven discrete-event simulator behind `locus sim`. It runs the
+//! switch's own policies (`locus_policy`) and the node's own cache (`locus_cache`) over the
+//! LARD paper's FIFO back end (with its idealised baselines LB/GC and WRR/GMS) or a
+//! process-driven Apache back end (`apache`, the CSLD paper's model), and reproduces the
+//! LARD, CSLD and CAP studies into JSON, CSV, SVG plots and Markdown reports.
 //!
 //! ```
 //! use locus_sim::{SimConfig, SimPolicy, Workload, simulate};
@@ -15,6 +16,7 @@
 //! # Ok::<(), locus_sim::SimError>(())
 //! ```
 
+pub mod apache;
 pub mod cli;
 mod config;
 mod cost_model;
@@ -26,25 +28,36 @@ mod frontend;
 mod lb_gc;
 mod node_model;
 mod plot;
+mod plot_lines;
 mod queues;
 mod report;
 pub mod reproduce;
+pub mod reproduce_cap;
+mod reproduce_cap_report;
+pub mod reproduce_csld;
+mod reproduce_csld_claims;
+mod reproduce_csld_report;
 mod sim_policy;
+mod study;
 mod sweep;
+mod wc98_like;
 mod workload;
 
-pub use config::{Arrivals, CacheModel, NodeEvent, Preset, SimConfig};
+pub use config::{ApacheModel, Arrivals, Backend, CacheModel, CpuModel, NodeEvent, Preset, SimConfig};
 pub use cost_model::{ClassCost, CostModel, GmsCost, RttModel};
 pub use directory::{BuildIdHasher, CacheDirectory, IdHasher, MAX_DIRECTORY_NODES};
 pub use engine::{SimRun, Simulation, simulate};
 pub use error::SimError;
 pub use event_queue::EventQueue;
-pub use frontend::{FrontEnd, FrontEndEvent, FrontEndLimit, build_policy};
+pub use frontend::{FrontEnd, FrontEndEvent, FrontEndLimit, build_policy, build_policy_with};
 pub use lb_gc::GlobalCachePolicy;
 pub use node_model::{LoadMeter, NodeCounters, NodeModel};
 pub use plot::{PlotMetric, write_plots};
+pub use plot_lines::{Axes, Series, plot_lines};
 pub use queues::{CpuQueue, DiskQueue};
-pub use report::{NodeReport, SimReport, to_csv};
+pub use report::{NodeReport, ServerMetrics, SimReport, to_csv};
 pub use sim_policy::SimPolicy;
-pub use sweep::{SweepSpec, run_sweep, write_results};
-pub use workload::{TargetMeta, Workload, WorkloadBuilder};
+pub use study::{Durations, StudyPoint, find_point, run_jobs, write_study};
+pub use sweep::{SweepSpec, run_each, run_points, run_sweep, write_results};
+pub use wc98_like::{WC98_IMS_SHARE, WC98_INV_SHARE, Wc98LikeSpec, wc98_like_sizes};
+pub use workload::{RequestKind, TargetMeta, Workload, WorkloadBuilder};

@@ -67,6 +67,13 @@ impl DiskQueue {
         self.server.submit(now, costs.disk_read_ns(size))
     }
 
+    /// Queue a job of `service` ns (a read whose time is known, e.g. a disk-bound dynamic
+    /// request's) at `now`; returns when it is done.
+    #[inline]
+    pub fn submit(&mut self, now: u64, service: u64) -> u64 {
+        self.server.submit(now, service)
+    }
+
     /// When the disk next falls idle.
     pub fn free_at(&self) -> u64 {
         self.server.free_at

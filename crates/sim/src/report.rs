@@ -72,6 +72,43 @@ pub struct SimReport {
     pub disks: u32,
     pub seed: u64,
     pub per_node: Vec<NodeReport>,
+    /// What the process-driven back end measured (absent with the FIFO back end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerMetrics>,
+}
+
+/// Outputs of the process-driven back end over the measured requests.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerMetrics {
+    /// Server latency (request arrival at the node → first response byte), mean, seconds.
+    pub latency_mean_s: f64,
+    /// 90th percentile of the server latency (nearest rank), seconds.
+    pub latency_p90_s: f64,
+    /// Requests whose server latency was measured.
+    pub served: u64,
+    /// SYNs sent to nodes (first attempts and retries).
+    pub syns: u64,
+    /// SYNs dropped because the node's backlog was full.
+    pub rejected_syns: u64,
+    /// `rejected_syns / syns`.
+    pub rejection_ratio: f64,
+    /// Retries sent after a dropped SYN.
+    pub retries: u64,
+    /// Requests given up after their last retry was dropped.
+    pub failed_requests: u64,
+    /// CPU utilisation averaged over nodes (measured period).
+    pub cpu_utilization: f64,
+    /// Highest and lowest per-node CPU utilisation.
+    pub cpu_utilization_max: f64,
+    pub cpu_utilization_min: f64,
+    /// Most server processes any node had.
+    pub max_processes: u32,
+    /// Processes forked over the run, all nodes.
+    pub forks: u64,
+    /// Share of the static requests of the measured period the policy predicted to miss
+    /// (CSLD), beside the measured `SimReport::miss_ratio`; absent for other policies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_miss_ratio: Option<f64>,
 }
 
 impl SimReport {

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use locus_policy::PolicyConfig;
+use locus_policy::{PolicyConfig, WrrVariant};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::SimError;
@@ -25,10 +25,17 @@ impl SimPolicy {
     /// Names accepted besides the switch's.
     pub const BASELINES: [&'static str; 2] = ["lb-gc", "wrr-gms"];
 
-    /// Parse a name: `lb-gc` (`lbgc`), `wrr-gms` (`wrrgms`), or any switch policy name
-    /// (with its default parameters).
+    /// Parse a name: `lb-gc` (`lbgc`), `wrr-gms` (`wrrgms`), `wrr-<variant>` for a
+    /// metric-fed WRR of the CSLD paper (`wrr-i`, `wrr-a`, `wrr-a-prime`, ...), or any switch
+    /// policy name (with its default parameters).
     pub fn from_name(name: &str) -> Result<SimPolicy, SimError> {
-        match name.to_ascii_lowercase().replace('/', "-").as_str() {
+        let name = name.to_ascii_lowercase().replace(['/', '_'], "-");
+        if let Some(v) = name.strip_prefix("wrr-").map(|v| v.replace('\'', "-prime"))
+            && let Some(variant) = WrrVariant::ALL.into_iter().find(|x| x.name() == v)
+        {
+            return Ok(SimPolicy::Switch(PolicyConfig::wrr_metrics(variant)));
+        }
+        match name.as_str() {
             "lb-gc" | "lbgc" => Ok(SimPolicy::LbGc),
             "wrr-gms" | "wrrgms" => Ok(SimPolicy::WrrGms),
             other => PolicyConfig::from_name(other).map(SimPolicy::Switch).map_err(SimError::from),
@@ -46,6 +53,9 @@ impl SimPolicy {
 
     /// The label in reports and plots: the paper's names where it has one.
     pub fn label(&self) -> String {
+        if let SimPolicy::Switch(PolicyConfig::WrrMetrics { variant }) = self {
+            return variant.label().to_string();
+        }
         match self.name() {
             "wrr" => "WRR".into(),
             "hash" => "LB".into(),
@@ -53,6 +63,9 @@ impl SimPolicy {
             "lard" => "LARD".into(),
             "lard-r" => "LARD/R".into(),
             "wrr-gms" => "WRR/GMS".into(),
+            "lc" => "LC".into(),
+            "csld" => "CSLD".into(),
+            "cap" => "CAP".into(),
             other => other.to_string(),
         }
     }
@@ -136,6 +149,9 @@ mod tests {
         assert_eq!(SimPolicy::from_name("lb").unwrap().label(), "LB");
         assert_eq!(SimPolicy::from_name("lard-r").unwrap().label(), "LARD/R");
         assert!(SimPolicy::from_name("nope").is_err());
+        assert_eq!(SimPolicy::from_name("WRR_a'").unwrap().label(), "WRR_a'");
+        assert_eq!(SimPolicy::from_name("wrr-p").unwrap().label(), "WRR_p");
+        assert_eq!(SimPolicy::from_name("csld").unwrap().label(), "CSLD");
         let c = SimPolicy::from_name("lard").unwrap().front_end_config(10, 30).unwrap();
         assert_eq!(c, PolicyConfig::Lard { t_low: 10, t_high: 30, max_targets: 1_000_000 });
     }

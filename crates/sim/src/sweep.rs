@@ -56,7 +56,17 @@ pub fn run_points(
     threads: usize,
     progress: bool,
 ) -> Result<Vec<SimReport>, SimError> {
-    for p in points {
+    let pairs: Vec<(&Workload, SimConfig)> = points.iter().map(|p| (workload, p.clone())).collect();
+    run_each(&pairs, threads, progress)
+}
+
+/// Run each (workload, configuration) point on `threads` threads; reports in input order.
+pub fn run_each(
+    points: &[(&Workload, SimConfig)],
+    threads: usize,
+    progress: bool,
+) -> Result<Vec<SimReport>, SimError> {
+    for (_, p) in points {
         p.validate()?;
     }
     let bar = if progress && std::io::stderr().is_terminal() {
@@ -78,7 +88,7 @@ pub fn run_points(
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(config) = points.get(i) else { break };
+                    let Some((workload, config)) = points.get(i) else { break };
                     let result = simulate(workload, config);
                     if let Ok(r) = &result {
                         bar.set_message(format!("{} n={}", r.label, r.nodes));

@@ -1,16 +1,54 @@
 //! `Workload`: a trace interned for simulation. Every distinct target gets a dense `u32` id
 //! with its size, class, `target_hash` and disk (striped by request frequency) computed once;
-//! the request stream is a `Vec<u32>` of ids, so the event loop touches no strings.
+//! the request stream is a `Vec<u32>` of ids, so the event loop touches no strings; each
+//! request also keeps its kind (full, If-Modified-Since, invalid, dynamic) from its status.
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
-use locus_core::{Method, RequestInfo, target_hash};
+use locus_core::{Method, RequestInfo, ResourceKind, target_hash};
+use locus_policy::{FileInfo, FileTable, PolicyInputs};
 use locus_trace::{
     ReadOptions, StatsAccumulator, TraceReader, TraceRecord, TraceStats, ZipfTraceGenerator, ZipfTraceSpec,
 };
 
+use crate::cost_model::CostModel;
 use crate::error::SimError;
+
+/// Modification time every document is given (seconds since the epoch) plus its id; an
+/// If-Modified-Since request carries its document's time + 1.
+pub const MTIME_BASE: u64 = 1_000_000_000;
+
+/// Response size of a dynamic class when the trace logs none, bytes.
+pub const DEFAULT_DYNAMIC_SIZE: u64 = 4096;
+
+/// What a request asks of a node, from its trace status and class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RequestKind {
+    /// A full response from a file (status 200 and anything else not below).
+    #[default]
+    Static,
+    /// A conditional request answered 304 Not Modified.
+    Ims,
+    /// A request for a file the site lacks (404).
+    Inv,
+    /// A dynamic request (it has a cost class).
+    Dynamic,
+}
+
+impl RequestKind {
+    /// The kind of `r`: a class makes it dynamic, else status 304 ⇒ IMS, 404 ⇒ INV.
+    pub fn of(r: &TraceRecord) -> RequestKind {
+        match (r.class, r.status) {
+            (Some(_), _) => RequestKind::Dynamic,
+            (None, 304) => RequestKind::Ims,
+            (None, 404) => RequestKind::Inv,
+            _ => RequestKind::Static,
+        }
+    }
+}
 
 /// What the simulator knows about one distinct target.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -26,6 +64,8 @@ pub struct TargetMeta {
     /// Rank by request count (0 = most requested; ties by first appearance): files are
     /// striped over a node's disks round-robin in this order, as in the LARD paper.
     pub popularity_rank: u32,
+    /// The trace answered a request for it 404 (the site lacks it).
+    pub missing: bool,
 }
 
 /// A trace ready for the simulator.
@@ -36,6 +76,8 @@ pub struct Workload {
     name_ends: Vec<u32>,
     targets: Vec<TargetMeta>,
     requests: Vec<u32>,
+    /// Kind of each request.
+    kinds: Vec<RequestKind>,
     /// Arrival time of each request in ns from the first, when the trace has times.
     times: Option<Vec<u64>>,
 }
@@ -70,6 +112,7 @@ impl WorkloadBuilder {
                     class: r.class,
                     method: r.method,
                     popularity_rank: 0,
+                    missing: false,
                 });
                 self.counts.push(0);
                 self.ids.insert(r.target.clone(), id);
@@ -81,8 +124,11 @@ impl WorkloadBuilder {
         if t.class.is_none() {
             t.class = r.class;
         }
+        let kind = RequestKind::of(r);
+        t.missing |= kind == RequestKind::Inv;
         self.counts[id as usize] += 1;
         w.requests.push(id);
+        w.kinds.push(kind);
         match r.time {
             Some(time) if self.all_timed => self.raw_times.push(time),
             _ => self.all_timed = false,
@@ -182,6 +228,66 @@ impl Workload {
     /// The request stream as target ids.
     pub fn requests(&self) -> &[u32] {
         &self.requests
+    }
+
+    /// The kind of each request, in stream order.
+    pub fn kinds(&self) -> &[RequestKind] {
+        &self.kinds
+    }
+
+    /// Modification time of target `id` (seconds since the epoch).
+    pub fn mtime(&self, id: u32) -> u64 {
+        MTIME_BASE + id as u64
+    }
+
+    /// Request number `index` of the stream as a policy sees it: `request_info` of its
+    /// target, with `if_modified_since` set (mtime + 1) if it is an IMS request.
+    #[inline]
+    pub fn request_info_at(&self, index: usize) -> RequestInfo<'_> {
+        let id = self.requests[index];
+        let mut info = self.request_info(id);
+        if self.kinds[index] == RequestKind::Ims {
+            info.if_modified_since = Some(self.mtime(id) + 1);
+        }
+        info
+    }
+
+    /// What a content-aware policy knows a priori of this site: the class table (class k's
+    /// mean CPU and disk time from `costs`, size as logged or 4 KiB, resource by which of
+    /// them it uses) for every class up to the largest in the trace, and the file table
+    /// (every static target the site has: not dynamic, not answered 404).
+    pub fn policy_inputs(&self, costs: &CostModel) -> PolicyInputs {
+        let max_class = self.targets.iter().filter_map(|t| t.class).max().unwrap_or(0);
+        let classes: Vec<locus_core::ClassCost> = (0..=max_class)
+            .map(|k| {
+                let size = self
+                    .targets
+                    .iter()
+                    .filter(|t| t.class == Some(k) && t.size > 0)
+                    .map(|t| t.size)
+                    .max()
+                    .unwrap_or(DEFAULT_DYNAMIC_SIZE);
+                let (cpu_ns, disk_ns) = (costs.class_mean_ns(k), costs.class_disk_ns(k));
+                let resource = match (cpu_ns > 0, disk_ns > 0) {
+                    (true, true) => ResourceKind::CpuDisk,
+                    (false, true) => ResourceKind::Disk,
+                    (true, false) => ResourceKind::Cpu,
+                    (false, false) => ResourceKind::None,
+                };
+                locus_core::ClassCost { cpu_ns, disk_ns, size, resource }
+            })
+            .collect();
+        let files: FileTable = (0..self.targets.len() as u32)
+            .filter(|&id| {
+                let t = &self.targets[id as usize];
+                t.class.is_none() && !t.missing
+            })
+            .map(|id| {
+                let t = &self.targets[id as usize];
+                (t.hash, FileInfo { size: t.size, mtime: self.mtime(id) })
+            })
+            .collect();
+        PolicyInputs { classes: classes.into(), files: Some(Arc::new(files)) }
     }
 
     /// Arrival times in ns from the first request, if the trace had times for every record.

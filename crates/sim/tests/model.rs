@@ -148,7 +148,7 @@ fn same_trace_config_and_seed_give_identical_output_and_another_seed_differs() {
     .unwrap();
     let mut c = config("lard-r", 4, 40);
     c.arrivals = Arrivals::Poisson { rate: 800.0 };
-    c.costs.classes = vec![ClassCost { class: 2, mean_ns: 5_000_000, stddev_ratio: 0.3 }];
+    c.costs.classes = vec![ClassCost { class: 2, mean_ns: 5_000_000, stddev_ratio: 0.3, disk_ns: 0 }];
     c.seed = 11;
     let a = json(&simulate(&w, &c).unwrap());
     let b = json(&simulate(&w, &c).unwrap());

@@ -1,0 +1,63 @@
+//! `reproduce csld` and `reproduce cap` in their quick form: the files are written, parse,
+//! and hold one result object per simulated point (whether the claims are met is not
+//! checked here).
+
+use std::collections::HashSet;
+
+use locus_sim::reproduce_cap::{CAP_POLICIES, THRESHOLDS, mix_cases, reproduce_cap};
+use locus_sim::reproduce_csld::{
+    CsldOptions, FIG6_POLICIES, TABLE4, TABLE4_POLICIES, TABLE5, reproduce_csld,
+};
+
+fn read_json(dir: &std::path::Path, name: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name} does not parse: {e}"))
+}
+
+fn check_outputs(dir: &std::path::Path, points: usize) {
+    let results = read_json(dir, "results.json");
+    let results = results.as_array().expect("results.json is an array");
+    assert_eq!(results.len(), points, "one object per point");
+    let mut seen = HashSet::new();
+    for r in results {
+        for key in ["case", "policy", "rate", "latency_s", "rejection_ratio"] {
+            assert!(r.get(key).is_some(), "{key} missing in {r}");
+        }
+        let key =
+            (r["case"].to_string(), r["policy"].to_string(), r["rate"].to_string(), r["params"].to_string());
+        assert!(seen.insert(key), "duplicate point {r}");
+        assert!(r["latency_s"].as_f64().unwrap() >= 0.0);
+    }
+    let claims = read_json(dir, "claims.json");
+    for c in claims.as_array().expect("claims.json is an array") {
+        for key in ["statement", "criterion", "met", "evidence"] {
+            assert!(c.get(key).is_some(), "{key} missing in {c}");
+        }
+    }
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(report.contains("## Claims"));
+}
+
+#[test]
+fn quick_csld_and_cap_reproductions_write_one_result_per_point_and_parseable_claims() {
+    let dir = tempfile::tempdir().unwrap();
+    let csld_dir = dir.path().join("csld");
+    let mut opts = CsldOptions::quick(&csld_dir);
+    opts.progress = false;
+    let out = reproduce_csld(&opts).unwrap();
+    let csld_points = TABLE4.len() * TABLE4_POLICIES.len() + TABLE5.len() * FIG6_POLICIES.len();
+    assert_eq!(out.points.len(), csld_points);
+    check_outputs(&csld_dir, csld_points);
+    for f in ["table4_ratio_to_rr.svg", "table5_rr_latency.svg", "fig6_ratio_to_rr.svg"] {
+        assert!(csld_dir.join(f).is_file(), "{f}");
+    }
+
+    let cap_dir = dir.path().join("cap");
+    let mut opts = CsldOptions::quick(&cap_dir);
+    opts.progress = false;
+    let out = reproduce_cap(&opts).unwrap();
+    let cap_points = (1 + mix_cases().len()) * CAP_POLICIES.len() + (THRESHOLDS.len() - 1) * 2;
+    assert_eq!(out.points.len(), cap_points);
+    check_outputs(&cap_dir, cap_points);
+    assert!(cap_dir.join("mix_latency.svg").is_file());
+}
