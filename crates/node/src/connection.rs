@@ -31,6 +31,7 @@ use crate::doc_store::LargeFile;
 use crate::document_root::decode_request_path;
 use crate::dynamic::serve_dynamic;
 use crate::handoff_agent::RouteDecision;
+use crate::node_metrics::ActiveRequest;
 use crate::origin::OriginBody;
 use crate::out_queue::OutQueue;
 use crate::request_router::RequestRouter;
@@ -61,6 +62,12 @@ struct ConnBuffers {
     end: usize,
     head: RequestHead,
     out: OutQueue,
+    keys: RequestKeys,
+}
+
+/// Scratch strings a request's path and cache key are decoded into.
+#[derive(Default)]
+struct RequestKeys {
     /// Decoded request path.
     path: String,
     /// Cache key when it differs from `path` (origin mode with a query).
@@ -445,7 +452,8 @@ impl Connection<'_> {
         let node = &*w.node;
         let counters = w.counters();
         counters.request_started();
-        let ConnBuffers { read, start, end, head, out, path, cache_key } = b;
+        let mut active = counters.active_request();
+        let ConnBuffers { read, start, end, head, out, keys } = b;
         let head_len = head.head_len;
         let body = head.body;
         // A client waiting for 100-continue has not sent its body: answer and close.
@@ -457,7 +465,7 @@ impl Connection<'_> {
         } else {
             Persistence::KeepAlive
         };
-        let served = self.respond(&read[*start..*end], head, persistence, out, path, cache_key).await;
+        let served = self.respond(&read[*start..*end], head, persistence, out, keys, &mut active).await;
         let (status, sent) = match served {
             Ok(Served { status, body }) => {
                 let sent = match body {
@@ -505,9 +513,10 @@ impl Connection<'_> {
         head: &RequestHead,
         persistence: Persistence,
         out: &mut OutQueue,
-        path: &mut String,
-        cache_key: &mut String,
+        keys: &mut RequestKeys,
+        active: &mut ActiveRequest<'_>,
     ) -> io::Result<Served> {
+        let RequestKeys { path, cache_key } = keys;
         let w = self.w;
         let node = &*w.node;
         let nh = &node.node_headers[..];
@@ -569,6 +578,7 @@ impl Connection<'_> {
             }
         }
         if let Some(class) = node.classes.classify(target) {
+            active.make_dynamic();
             self.flush(out).await?;
             return Ok(serve_dynamic(w, &req, class, out).await);
         }
