@@ -20,12 +20,26 @@ pub enum ConfigError {
     /// A file could not be read.
     #[error("{}: {error}", path.display())]
     Io { path: PathBuf, error: std::io::Error },
-    /// TOML syntax, an unknown or mistyped key; `message` names the key and line.
+    /// TOML syntax, an unknown or mistyped key (`message` names the key and line), or a
+    /// value of the file that cannot be used (a class table: `message` names the classes).
     #[error("{}{message}", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
     Parse { path: Option<PathBuf>, message: String },
     /// A value that parses but cannot be used.
     #[error("invalid configuration: {0}")]
     Invalid(String),
+}
+
+impl ConfigError {
+    /// The error with the file it came from in front, if it does not name one yet.
+    fn in_file(self, path: &Path) -> ConfigError {
+        match self {
+            ConfigError::Invalid(m) => ConfigError::Parse {
+                path: Some(path.to_path_buf()),
+                message: format!("invalid configuration: {m}"),
+            },
+            e => e,
+        }
+    }
 }
 
 /// The number of CPUs this process may use (at least 1).
@@ -432,7 +446,7 @@ impl NodeConfig {
         {
             h.key_file = Some(dir.join(f));
         }
-        config.validate()?;
+        config.validate().map_err(|e| e.in_file(path))?;
         Ok(config)
     }
 
@@ -443,7 +457,8 @@ impl NodeConfig {
         let text = read_file(&path)?;
         let file: ClassFile = toml::from_str(&text).map_err(|e| parse_error(Some(&path), e))?;
         self.classes.extend(file.classes);
-        ClassTable::new(&self.classes, self.seed)?;
+        // A shadowed or repeated class is refused naming both classes; say which file added them.
+        ClassTable::new(&self.classes, self.seed).map_err(|e| e.in_file(&path))?;
         Ok(())
     }
 
