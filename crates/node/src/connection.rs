@@ -74,6 +74,22 @@ struct RequestKeys {
     cache_key: String,
 }
 
+impl RequestKeys {
+    /// The decoded path and the cache key: the path, followed by `?query` if one is given.
+    fn path_and_key(&mut self, query: Option<&str>) -> (&str, &str) {
+        match query {
+            Some(q) => {
+                self.cache_key.clear();
+                self.cache_key.push_str(&self.path);
+                self.cache_key.push('?');
+                self.cache_key.push_str(q);
+                (&self.path, &self.cache_key)
+            }
+            None => (&self.path, &self.path),
+        }
+    }
+}
+
 thread_local! {
     // Boxed so that a connection holds one pointer (none while idle), not the whole set.
     #[allow(clippy::vec_box)]
@@ -516,7 +532,6 @@ impl Connection<'_> {
         keys: &mut RequestKeys,
         active: &mut ActiveRequest<'_>,
     ) -> io::Result<Served> {
-        let RequestKeys { path, cache_key } = keys;
         let w = self.w;
         let node = &*w.node;
         let nh = &node.node_headers[..];
@@ -539,20 +554,11 @@ impl Connection<'_> {
             Some((p, q)) => (p, Some(q)),
             None => (target, None),
         };
-        if let Err(e) = decode_request_path(raw_path, path) {
+        if let Err(e) = decode_request_path(raw_path, &mut keys.path) {
             simple(out, nh, e.status(), persistence, head_only, b"");
             return Ok(Served::queued(e.status()));
         }
-        let key: &str = match query {
-            Some(q) if node.origin.is_some() => {
-                cache_key.clear();
-                cache_key.push_str(path);
-                cache_key.push('?');
-                cache_key.push_str(q);
-                cache_key
-            }
-            _ => path,
-        };
+        let (path, key) = keys.path_and_key(query.filter(|_| node.origin.is_some()));
         let mut req = RequestView {
             method: head.method,
             target,
