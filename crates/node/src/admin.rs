@@ -1,6 +1,7 @@
 //! The admin listener: `GET /locus/health` (200), `GET /locus/status` (JSON counters, queue
-//! lengths and cache usage) and `GET /metrics` (Prometheus/OpenMetrics text, names prefixed
-//! `locus_node_`), served on its own thread so it answers even when the workers are busy.
+//! lengths, cache usage and the `load_report` the switch polls) and `GET /metrics`
+//! (Prometheus/OpenMetrics text, names prefixed `locus_node_`), served on its own thread so it
+//! answers even when the workers are busy.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -20,9 +21,11 @@ use crate::context::NodeContext;
 
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The `/locus/status` document.
+/// The `/locus/status` document; its `load_report` object is a `locus_core::NodeReport`
+/// (without `probe`, which the polling switch measures itself).
 pub fn status_json(node: &NodeContext) -> serde_json::Value {
     let s = node.metrics.snapshot();
+    let load = node.load_report();
     let (objects, used) = node.store.usage();
     let cache = node.store.stats();
     let statuses: serde_json::Map<String, serde_json::Value> =
@@ -57,12 +60,14 @@ pub fn status_json(node: &NodeContext) -> serde_json::Value {
         "cpu_queue_length": node.cpu.queue_length(),
         "cpu_running": node.cpu.running(),
         "statuses": statuses,
+        "load_report": load,
     })
 }
 
 /// The `/metrics` text.
 pub fn metrics_text(node: &NodeContext) -> String {
     let s = node.metrics.snapshot();
+    let load = node.load_report();
     let (objects, used) = node.store.usage();
     let mut registry = Registry::with_prefix("locus_node");
     let counter = |registry: &mut Registry, name: &str, help: &str, v: u64| {
@@ -117,6 +122,20 @@ pub fn metrics_text(node: &NodeContext) -> String {
         "Dynamic jobs waiting for a CPU thread",
         node.cpu.queue_length() as u64,
     );
+    gauge(
+        &mut registry,
+        "listen_queue",
+        "Connections in the HTTP listeners' accept queues, not yet accepted",
+        load.listen_queue.into(),
+    );
+    gauge(
+        &mut registry,
+        "disk_waiting",
+        "Requests waiting for a modelled disk or reading from it (misses and dynamic disk reads)",
+        load.disk_wait.into(),
+    );
+    gauge(&mut registry, "static_active", "Static requests being served", load.static_active.into());
+    gauge(&mut registry, "dynamic_active", "Dynamic requests being served", load.dynamic_active.into());
     let responses = Family::<Vec<(String, String)>, Counter>::default();
     for (status, n) in &s.statuses {
         responses.get_or_create(&vec![("status".to_string(), status.clone())]).inc_by(*n);

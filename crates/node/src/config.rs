@@ -1,6 +1,7 @@
 //! Node configuration: `NodeConfig` and its sections (cache, storage model, limits, dynamic
-//! classes, handoff agent), read from TOML with every unknown key refused (the error names the key, line and
-//! file), with defaults for everything, and `ConfigError`.
+//! classes; the handoff agent's is in `handoff_config`), read from TOML with every unknown key
+//! refused (the error names the key, line and file), with defaults for everything, and
+//! `ConfigError`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -10,6 +11,7 @@ use locus_cache::Replacement;
 use serde::{Deserialize, Serialize};
 
 use crate::class_table::ClassTable;
+pub use crate::handoff_config::{HandoffConfig, RehandoffPolicy};
 use crate::origin::OriginAddr;
 use locus_classify::ByteSize;
 use locus_classify::ClassConfig;
@@ -20,12 +22,26 @@ pub enum ConfigError {
     /// A file could not be read.
     #[error("{}: {error}", path.display())]
     Io { path: PathBuf, error: std::io::Error },
-    /// TOML syntax, an unknown or mistyped key; `message` names the key and line.
+    /// TOML syntax, an unknown or mistyped key (`message` names the key and line), or a
+    /// value of the file that cannot be used (a class table: `message` names the classes).
     #[error("{}{message}", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
     Parse { path: Option<PathBuf>, message: String },
     /// A value that parses but cannot be used.
     #[error("invalid configuration: {0}")]
     Invalid(String),
+}
+
+impl ConfigError {
+    /// The error with the file it came from in front, if it does not name one yet.
+    fn in_file(self, path: &Path) -> ConfigError {
+        match self {
+            ConfigError::Invalid(m) => ConfigError::Parse {
+                path: Some(path.to_path_buf()),
+                message: format!("invalid configuration: {m}"),
+            },
+            e => e,
+        }
+    }
 }
 
 /// The number of CPUs this process may use (at least 1).
@@ -259,132 +275,6 @@ impl Default for NodeLimits {
     }
 }
 
-/// What a node does with a request on a handed-off connection that the switch routes to
-/// another node.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RehandoffPolicy {
-    /// Give the connection back to the switch (`Rehandoff`), which hands it to that node.
-    #[default]
-    Handoff,
-    /// Keep the connection and fetch the response from that node over HTTP (back-end
-    /// forwarding).
-    Forward,
-}
-
-impl FromStr for RehandoffPolicy {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<RehandoffPolicy, String> {
-        match s {
-            "handoff" => Ok(RehandoffPolicy::Handoff),
-            "forward" => Ok(RehandoffPolicy::Forward),
-            other => Err(format!("unknown rehandoff policy {other:?} (handoff, forward)")),
-        }
-    }
-}
-
-/// The handoff agent: a control listener for the one-way switch, which hands live client
-/// connections to this node (TCP_REPAIR; needs CAP_NET_ADMIN).
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HandoffConfig {
-    /// Address of the control listener the switch connects to.
-    pub listen: SocketAddr,
-    /// File holding the shared control key in hex (relative to the configuration file).
-    pub key_file: Option<PathBuf>,
-    /// The shared control key in hex, inline (`key_file` is preferred; never printed).
-    #[serde(skip_serializing)]
-    pub key: Option<String>,
-    /// Relay handed-off connections to this unmodified HTTP server (e.g. NGINX on the node)
-    /// instead of serving them here; no per-request routing then.
-    pub upstream: Option<SocketAddr>,
-    /// L4 mode with socket cloning: connections accepted by the node's own listener ask the
-    /// switch where each request goes, from the first one.
-    pub clone: bool,
-    /// What to do with a request the switch routes to another node.
-    pub rehandoff: RehandoffPolicy,
-    /// How long a restored connection waits for `Go` before it is dropped.
-    pub go_timeout_ms: u64,
-    /// How long a connection waits for `RouteTo` before serving the request itself.
-    pub route_timeout_ms: u64,
-    /// Sockets kept made ahead for restores.
-    pub prepared_sockets: usize,
-    /// Most `Closed` reports kept while no switch is connected (the oldest are dropped).
-    pub closed_queue: usize,
-    /// Restore with IP_FREEBIND, so the virtual IP need not be configured on this host.
-    pub freebind: bool,
-}
-
-impl Default for HandoffConfig {
-    fn default() -> HandoffConfig {
-        HandoffConfig {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            key_file: None,
-            key: None,
-            upstream: None,
-            clone: false,
-            rehandoff: RehandoffPolicy::Handoff,
-            go_timeout_ms: 5_000,
-            route_timeout_ms: 1_000,
-            prepared_sockets: 4,
-            closed_queue: 65_536,
-            freebind: false,
-        }
-    }
-}
-
-impl std::fmt::Debug for HandoffConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HandoffConfig")
-            .field("listen", &self.listen)
-            .field("key_file", &self.key_file)
-            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
-            .field("upstream", &self.upstream)
-            .field("clone", &self.clone)
-            .field("rehandoff", &self.rehandoff)
-            .field("go_timeout_ms", &self.go_timeout_ms)
-            .field("route_timeout_ms", &self.route_timeout_ms)
-            .field("prepared_sockets", &self.prepared_sockets)
-            .field("closed_queue", &self.closed_queue)
-            .field("freebind", &self.freebind)
-            .finish()
-    }
-}
-
-impl HandoffConfig {
-    /// The control key, from `key_file` (first) or `key`. Errors never contain the key.
-    pub fn control_key(&self) -> Result<locus_handoff::ControlKey, ConfigError> {
-        let text = match (&self.key_file, &self.key) {
-            (Some(path), _) => read_file(path)?,
-            (None, Some(key)) => key.clone(),
-            (None, None) => {
-                return Err(ConfigError::Invalid(
-                    "handoff needs key_file or key (the shared control key)".into(),
-                ));
-            }
-        };
-        locus_handoff::ControlKey::from_hex(&text)
-            .map_err(|e| ConfigError::Invalid(format!("handoff control key: {e}")))
-    }
-
-    /// Check values that parse but cannot be used (the key is checked when the node starts).
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.go_timeout_ms == 0 || self.route_timeout_ms == 0 {
-            return Err(ConfigError::Invalid(
-                "handoff.go_timeout_ms and route_timeout_ms must be at least 1".into(),
-            ));
-        }
-        if self.upstream.is_some() && self.clone {
-            return Err(ConfigError::Invalid(
-                "handoff.upstream and handoff.clone exclude each other (an upstream gets no per-request routing)"
-                    .into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
 /// The `[[classes]]` of a separate class file.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -397,7 +287,8 @@ fn parse_error(path: Option<&Path>, e: toml::de::Error) -> ConfigError {
     ConfigError::Parse { path: path.map(Path::to_path_buf), message: e.to_string().trim_end().to_string() }
 }
 
-fn read_file(path: &Path) -> Result<String, ConfigError> {
+/// The text of a configuration file; an error names the file.
+pub(crate) fn read_file(path: &Path) -> Result<String, ConfigError> {
     std::fs::read_to_string(path)
         .map_err(|source| ConfigError::Io { path: path.to_path_buf(), error: source })
 }
@@ -432,7 +323,7 @@ impl NodeConfig {
         {
             h.key_file = Some(dir.join(f));
         }
-        config.validate()?;
+        config.validate().map_err(|e| e.in_file(path))?;
         Ok(config)
     }
 
@@ -443,7 +334,8 @@ impl NodeConfig {
         let text = read_file(&path)?;
         let file: ClassFile = toml::from_str(&text).map_err(|e| parse_error(Some(&path), e))?;
         self.classes.extend(file.classes);
-        ClassTable::new(&self.classes, self.seed)?;
+        // A shadowed or repeated class is refused naming both classes; say which file added them.
+        ClassTable::new(&self.classes, self.seed).map_err(|e| e.in_file(&path))?;
         Ok(())
     }
 

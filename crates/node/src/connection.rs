@@ -31,6 +31,7 @@ use crate::doc_store::LargeFile;
 use crate::document_root::decode_request_path;
 use crate::dynamic::serve_dynamic;
 use crate::handoff_agent::RouteDecision;
+use crate::node_metrics::ActiveRequest;
 use crate::origin::OriginBody;
 use crate::out_queue::OutQueue;
 use crate::request_router::RequestRouter;
@@ -61,10 +62,32 @@ struct ConnBuffers {
     end: usize,
     head: RequestHead,
     out: OutQueue,
+    keys: RequestKeys,
+}
+
+/// Scratch strings a request's path and cache key are decoded into.
+#[derive(Default)]
+struct RequestKeys {
     /// Decoded request path.
     path: String,
     /// Cache key when it differs from `path` (origin mode with a query).
     cache_key: String,
+}
+
+impl RequestKeys {
+    /// The decoded path and the cache key: the path, followed by `?query` if one is given.
+    fn path_and_key(&mut self, query: Option<&str>) -> (&str, &str) {
+        match query {
+            Some(q) => {
+                self.cache_key.clear();
+                self.cache_key.push_str(&self.path);
+                self.cache_key.push('?');
+                self.cache_key.push_str(q);
+                (&self.path, &self.cache_key)
+            }
+            None => (&self.path, &self.path),
+        }
+    }
 }
 
 thread_local! {
@@ -445,7 +468,8 @@ impl Connection<'_> {
         let node = &*w.node;
         let counters = w.counters();
         counters.request_started();
-        let ConnBuffers { read, start, end, head, out, path, cache_key } = b;
+        let mut active = counters.active_request();
+        let ConnBuffers { read, start, end, head, out, keys } = b;
         let head_len = head.head_len;
         let body = head.body;
         // A client waiting for 100-continue has not sent its body: answer and close.
@@ -457,7 +481,7 @@ impl Connection<'_> {
         } else {
             Persistence::KeepAlive
         };
-        let served = self.respond(&read[*start..*end], head, persistence, out, path, cache_key).await;
+        let served = self.respond(&read[*start..*end], head, persistence, out, keys, &mut active).await;
         let (status, sent) = match served {
             Ok(Served { status, body }) => {
                 let sent = match body {
@@ -505,8 +529,8 @@ impl Connection<'_> {
         head: &RequestHead,
         persistence: Persistence,
         out: &mut OutQueue,
-        path: &mut String,
-        cache_key: &mut String,
+        keys: &mut RequestKeys,
+        active: &mut ActiveRequest<'_>,
     ) -> io::Result<Served> {
         let w = self.w;
         let node = &*w.node;
@@ -530,20 +554,11 @@ impl Connection<'_> {
             Some((p, q)) => (p, Some(q)),
             None => (target, None),
         };
-        if let Err(e) = decode_request_path(raw_path, path) {
+        if let Err(e) = decode_request_path(raw_path, &mut keys.path) {
             simple(out, nh, e.status(), persistence, head_only, b"");
             return Ok(Served::queued(e.status()));
         }
-        let key: &str = match query {
-            Some(q) if node.origin.is_some() => {
-                cache_key.clear();
-                cache_key.push_str(path);
-                cache_key.push('?');
-                cache_key.push_str(q);
-                cache_key
-            }
-            _ => path,
-        };
+        let (path, key) = keys.path_and_key(query.filter(|_| node.origin.is_some()));
         let mut req = RequestView {
             method: head.method,
             target,
@@ -569,6 +584,7 @@ impl Connection<'_> {
             }
         }
         if let Some(class) = node.classes.classify(target) {
+            active.make_dynamic();
             self.flush(out).await?;
             return Ok(serve_dynamic(w, &req, class, out).await);
         }

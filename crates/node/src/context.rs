@@ -1,5 +1,6 @@
 //! `NodeContext`: everything the connections of a running node share (configuration limits,
-//! document root, document store, storage model, origin, class table, CPU pool, counters);
+//! document root, document store, storage model, origin, class table, CPU pool, counters,
+//! listeners' accept queues) and the load it reports (`NodeReport`);
 //! `WorkerContext`: what belongs to one worker thread (its counters, origin and peer
 //! connections, the handoff agent, shutdown signal).
 
@@ -8,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use locus_core::NodeReport;
 use locus_http::Limits;
 use locus_io::ConnectionSlot;
 use tokio::sync::watch;
@@ -19,9 +21,10 @@ use crate::cpu_pool::CpuPool;
 use crate::doc_store::DocStore;
 use crate::document_root::DocumentRoot;
 use crate::handoff_agent::HandoffAgent;
+use crate::listen_queue::ListenQueue;
 use crate::node_metrics::{NodeMetrics, WorkerCounters};
 use crate::origin::{OriginAddr, OriginPool};
-use crate::storage_model::StorageModel;
+use crate::storage_model::{DiskSet, StorageModel};
 
 /// Shared state of a node.
 pub struct NodeContext {
@@ -37,9 +40,14 @@ pub struct NodeContext {
     pub origin: Option<OriginAddr>,
     pub store: DocStore,
     pub storage: Option<StorageModel>,
+    /// One node-local FIFO disk that dynamic classes' disk reads queue on when the node has
+    /// no storage model (with one, they queue on its disks and this stays idle).
+    pub class_disk: DiskSet,
     pub classes: ClassTable,
     pub cpu: CpuPool,
     pub metrics: NodeMetrics,
+    /// The HTTP listeners accepting now, for the accept-queue length.
+    pub listen_queue: ListenQueue,
     /// Hosts accepted in absolute-form targets besides the request's own Host.
     pub server_names: Vec<String>,
     pub shutting_down: AtomicBool,
@@ -61,6 +69,34 @@ impl NodeContext {
     /// ms with a storage model, otherwise 1 (so GDS aims at hit ratio).
     pub fn miss_cost(&self, len: u64) -> f64 {
         self.storage.as_ref().map_or(1.0, |s| s.service_time(len).as_secs_f64() * 1000.0)
+    }
+
+    /// Wait for a dynamic class's disk read of `service` time for `path`: on the storage
+    /// model's disk holding `path` if the node models storage, otherwise on the node-local
+    /// class disk. Returns the time charged (queue plus service).
+    pub async fn read_class_disk(&self, path: &str, service: Duration) -> Duration {
+        match &self.storage {
+            Some(model) => model.read_for(path, service).await,
+            None => self.class_disk.read(path, service).await,
+        }
+    }
+
+    /// Requests waiting for a (modelled) disk or reading from it now.
+    pub fn disk_waiting(&self) -> usize {
+        self.storage.as_ref().map_or(0, StorageModel::waiting) + self.class_disk.waiting()
+    }
+
+    /// The node's load now, as the switch polls it (`probe` is the switch's to measure).
+    pub fn load_report(&self) -> NodeReport {
+        let s = self.metrics.snapshot();
+        let clamp = |n: u64| n.min(u32::MAX as u64) as u32;
+        NodeReport {
+            listen_queue: self.listen_queue.queued(),
+            disk_wait: clamp(self.disk_waiting() as u64),
+            static_active: clamp(s.static_active),
+            dynamic_active: clamp(s.dynamic_active),
+            probe: None,
+        }
     }
 }
 

@@ -1,8 +1,13 @@
-//! Dynamic responses: a request matched by the class table costs its drawn CPU time on the
-//! node's CPU pool, then gets the class's deterministic body, with `X-Locus-Class` and the
-//! CPU time actually spent (`X-Locus-Cpu-Us`).
+//! Dynamic responses: a request matched by the class table first waits for its class's disk
+//! read (`disk_ms`: one FIFO read on the storage model's disk holding the path, or on the
+//! node-local class disk without a storage model), then costs its drawn CPU time on the
+//! node's CPU pool, then gets the class's deterministic body, with `X-Locus-Class`, the disk
+//! time waited (`X-Locus-Disk-Us`, when the class has a disk cost) and the CPU time actually
+//! spent (`X-Locus-Cpu-Us`).
 
 use std::io::Write;
+
+use tokio::time::Instant;
 
 use crate::class_table::{DynamicClass, dynamic_body};
 use crate::context::WorkerContext;
@@ -20,6 +25,14 @@ pub async fn serve_dynamic(
     let node = &w.node;
     let cost = class.draw_cost();
     w.counters().dynamic();
+    let disk = class.disk_time();
+    let waited = if disk.is_zero() {
+        None
+    } else {
+        let start = Instant::now();
+        node.read_class_disk(req.path, disk).await;
+        Some(start.elapsed())
+    };
     let spent = match node.cpu.run(cost).await {
         Ok(spent) => spent,
         Err(_) => {
@@ -30,6 +43,9 @@ pub async fn serve_dynamic(
     start_head(out, 200, &node.node_headers);
     out.extend(b"Content-Type: text/plain\r\n");
     out.extend(class.header_line());
+    if let Some(waited) = waited {
+        let _ = write!(out.buf(), "X-Locus-Disk-Us: {}\r\n", waited.as_micros());
+    }
     let _ = write!(out.buf(), "X-Locus-Cpu-Us: {}\r\n", spent.as_micros());
     content_length(out, class.size());
     end_head(out, req.persistence);

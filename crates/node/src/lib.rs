@@ -19,6 +19,8 @@ mod document_root;
 mod dynamic;
 mod error;
 mod handoff_agent;
+mod handoff_config;
+mod listen_queue;
 mod node_metrics;
 mod open_files;
 mod origin;

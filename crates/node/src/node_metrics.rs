@@ -51,6 +51,9 @@ pub struct WorkerCounters {
     in_flight: AtomicU64,
     /// Requests whose connection closed with their response still unsent.
     unanswered: AtomicU64,
+    /// Requests being served here now, static and dynamic (wrapping; summed as signed).
+    static_active: AtomicU64,
+    dynamic_active: AtomicU64,
     statuses: [AtomicU64; COUNTED_STATUSES.len() + 1],
 }
 
@@ -91,6 +94,38 @@ impl WorkerCounters {
 
     pub fn dynamic(&self) {
         bump(&self.dynamic, 1);
+    }
+
+    /// A request is being served here from now until the guard drops: static unless it is
+    /// made dynamic.
+    pub fn active_request(&self) -> ActiveRequest<'_> {
+        bump(&self.static_active, 1);
+        ActiveRequest { counters: self, dynamic: false }
+    }
+}
+
+/// One request in service, counted in `static_active` or `dynamic_active` until dropped
+/// (however the request ends, including cancellation).
+pub struct ActiveRequest<'a> {
+    counters: &'a WorkerCounters,
+    dynamic: bool,
+}
+
+impl ActiveRequest<'_> {
+    /// The request turned out to be dynamic (its target matched a class).
+    pub fn make_dynamic(&mut self) {
+        if !self.dynamic {
+            bump(&self.counters.static_active, u64::MAX);
+            bump(&self.counters.dynamic_active, 1);
+            self.dynamic = true;
+        }
+    }
+}
+
+impl Drop for ActiveRequest<'_> {
+    fn drop(&mut self) {
+        let c = self.counters;
+        bump(if self.dynamic { &c.dynamic_active } else { &c.static_active }, u64::MAX);
     }
 }
 
@@ -168,6 +203,8 @@ impl NodeMetrics {
             dynamic: sum(|w| &w.dynamic),
             bytes_sent: sum(|w| &w.bytes_sent),
             in_flight: (sum(|w| &w.in_flight) as i64).max(0) as u64,
+            static_active: (sum(|w| &w.static_active) as i64).max(0) as u64,
+            dynamic_active: (sum(|w| &w.dynamic_active) as i64).max(0) as u64,
             unanswered: sum(|w| &w.unanswered),
             active_connections: self.connections.open() as u64,
             connections_total: self.connections_total.load(Ordering::Relaxed),
@@ -210,6 +247,10 @@ pub struct NodeStats {
     pub in_flight: u64,
     /// Requests whose connection closed before their response was sent (not in `statuses`).
     pub unanswered: u64,
+    /// Requests served here now (from head parsed to response sent) that are not dynamic.
+    pub static_active: u64,
+    /// Dynamic (class table) requests served here now.
+    pub dynamic_active: u64,
     /// Open client connections.
     pub active_connections: u64,
     pub connections_total: u64,
@@ -259,5 +300,20 @@ mod tests {
         let s = m.snapshot();
         assert_eq!((s.requests, s.in_flight, s.unanswered), (3, 0, 1));
         assert_eq!(s.statuses.iter().map(|(_, n)| n).sum::<u64>(), 2, "no status for an unanswered request");
+    }
+
+    #[test]
+    fn active_requests_count_as_static_until_made_dynamic_and_end_when_dropped() {
+        let m = NodeMetrics::new(2, 10);
+        let a = m.worker(0).active_request();
+        let mut b = m.worker(1).active_request();
+        assert_eq!((m.snapshot().static_active, m.snapshot().dynamic_active), (2, 0));
+        b.make_dynamic();
+        b.make_dynamic();
+        assert_eq!((m.snapshot().static_active, m.snapshot().dynamic_active), (1, 1));
+        drop(b);
+        assert_eq!((m.snapshot().static_active, m.snapshot().dynamic_active), (1, 0));
+        drop(a);
+        assert_eq!((m.snapshot().static_active, m.snapshot().dynamic_active), (0, 0));
     }
 }

@@ -12,6 +12,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -34,11 +35,12 @@ use crate::doc_store::DocStore;
 use crate::document_root::DocumentRoot;
 use crate::error::NodeError;
 use crate::handoff_agent::{AdoptedConnection, HandoffAgent, cloned_connection_id};
+use crate::listen_queue::ListenQueue;
 use crate::node_metrics::{NodeMetrics, NodeStats};
 use crate::open_files::shed_answer;
 use crate::origin::{OriginAddr, OriginPool};
 use crate::request_router::RequestRouter;
-use crate::storage_model::StorageModel;
+use crate::storage_model::{DiskSet, StorageModel};
 
 /// A running node; see the module documentation. Dropping it shuts it down like `shutdown`.
 pub struct NodeServer {
@@ -184,6 +186,7 @@ async fn accept_loop(
     let cloning = w.handoff.clone().filter(|a| a.clone_mode());
     let shedding = Shedding::new(shed_answer(&node.node_headers));
     let mut acceptor = Acceptor { w, cloning, shedding, connections: TaskTracker::new() };
+    let counted = node.listen_queue.register(listener.as_raw_fd());
     loop {
         let accepted = tokio::select! {
             biased;
@@ -203,6 +206,8 @@ async fn accept_loop(
             },
         }
     }
+    // Withdrawn from the accept-queue count before `drain` closes the listener.
+    drop(counted);
     let drain = Duration::from_millis(node.limits.drain_timeout_ms);
     // Whatever is still open after the drain is closed when the event loop shuts down.
     locus_io::drain(listener, &acceptor.connections, drain).await;
@@ -315,9 +320,11 @@ fn node_context(
             config.cache.revalidate_ms,
         ),
         storage: config.storage.map(StorageModel::new),
+        class_disk: DiskSet::new(1),
         classes,
         cpu: CpuPool::new(cpu_threads, "node").map_err(NodeError::Start)?,
         metrics: NodeMetrics::new(workers, config.limits.max_connections),
+        listen_queue: ListenQueue::default(),
         server_names: config.server_names.clone(),
         shutting_down: Default::default(),
     })

@@ -1,7 +1,8 @@
 //! `StorageModel`: charges each cache miss the time a modelled disk would take — a seek plus
 //! size over transfer rate — on one of several disks chosen by hashing the path. Each disk
-//! is a FIFO queue (`DiskQueue`: the time it is busy until), so concurrent misses really
-//! queue; the current queue lengths are reported.
+//! is a FIFO queue (`DiskQueue`: the time it is busy until; `DiskSet`: the disks and the
+//! reads pending on each), so concurrent misses really queue; the current queue lengths are
+//! reported. Dynamic classes' disk reads (`read_for`) wait in the same queues.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -33,13 +34,6 @@ struct Disk {
     pending: AtomicUsize,
 }
 
-/// The modelled disks of a node.
-pub struct StorageModel {
-    config: StorageConfig,
-    epoch: Instant,
-    disks: Vec<Disk>,
-}
-
 /// Decrements a disk's pending count however the read ends (including cancellation).
 struct PendingRead<'a>(&'a AtomicUsize);
 
@@ -49,12 +43,59 @@ impl Drop for PendingRead<'_> {
     }
 }
 
-impl StorageModel {
-    pub fn new(config: StorageConfig) -> StorageModel {
-        let disks = (0..config.disks.max(1))
+/// A set of FIFO disks on a clock from their epoch, each counting the reads queued on it.
+pub struct DiskSet {
+    epoch: Instant,
+    disks: Vec<Disk>,
+}
+
+impl DiskSet {
+    /// `n` idle disks (at least one).
+    pub fn new(n: usize) -> DiskSet {
+        let disks = (0..n.max(1))
             .map(|_| Disk { queue: Mutex::new(DiskQueue::default()), pending: AtomicUsize::new(0) })
             .collect();
-        StorageModel { config, epoch: Instant::now(), disks }
+        DiskSet { epoch: Instant::now(), disks }
+    }
+
+    /// The disk that holds `path`.
+    pub fn disk_of(&self, path: &str) -> usize {
+        (locus_core::target_hash(path) % self.disks.len() as u64) as usize
+    }
+
+    /// Wait as a read of `service` time on the disk holding `path` would: queued behind
+    /// earlier reads on that disk, then served. Returns the time charged (queue plus service).
+    pub async fn read(&self, path: &str, service: Duration) -> Duration {
+        let disk = &self.disks[self.disk_of(path)];
+        let now = Instant::now();
+        disk.pending.fetch_add(1, Ordering::Relaxed);
+        let _pending = PendingRead(&disk.pending);
+        let done = disk.queue.lock().schedule(now.duration_since(self.epoch), service);
+        let done_at = self.epoch + done;
+        tokio::time::sleep_until(done_at).await;
+        done_at.duration_since(now)
+    }
+
+    /// Reads queued or in service, per disk.
+    pub fn queue_lengths(&self) -> Vec<usize> {
+        self.disks.iter().map(|d| d.pending.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Reads queued or in service on all disks.
+    pub fn waiting(&self) -> usize {
+        self.disks.iter().map(|d| d.pending.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// The modelled disks of a node.
+pub struct StorageModel {
+    config: StorageConfig,
+    disks: DiskSet,
+}
+
+impl StorageModel {
+    pub fn new(config: StorageConfig) -> StorageModel {
+        StorageModel { disks: DiskSet::new(config.disks), config }
     }
 
     pub fn config(&self) -> &StorageConfig {
@@ -69,26 +110,29 @@ impl StorageModel {
 
     /// The disk that holds `path`.
     pub fn disk_of(&self, path: &str) -> usize {
-        (locus_core::target_hash(path) % self.disks.len() as u64) as usize
+        self.disks.disk_of(path)
     }
 
     /// Wait as a read of `bytes` of `path` would: queued behind earlier reads on its disk,
     /// then served for `service_time(bytes)`. Returns the total time charged.
     pub async fn read(&self, path: &str, bytes: u64) -> Duration {
-        let disk = &self.disks[self.disk_of(path)];
-        let now = Instant::now();
-        let service = self.service_time(bytes);
-        disk.pending.fetch_add(1, Ordering::Relaxed);
-        let _pending = PendingRead(&disk.pending);
-        let done = disk.queue.lock().schedule(now.duration_since(self.epoch), service);
-        let done_at = self.epoch + done;
-        tokio::time::sleep_until(done_at).await;
-        done_at.duration_since(now)
+        self.disks.read(path, self.service_time(bytes)).await
+    }
+
+    /// Wait for a read of `service` time (not derived from a size: a dynamic class's disk
+    /// cost) on the disk holding `path`, in the same FIFO queue as the misses.
+    pub async fn read_for(&self, path: &str, service: Duration) -> Duration {
+        self.disks.read(path, service).await
     }
 
     /// Reads queued or in service, per disk.
     pub fn queue_lengths(&self) -> Vec<usize> {
-        self.disks.iter().map(|d| d.pending.load(Ordering::Relaxed)).collect()
+        self.disks.queue_lengths()
+    }
+
+    /// Reads queued or in service on all disks.
+    pub fn waiting(&self) -> usize {
+        self.disks.waiting()
     }
 }
 
