@@ -61,7 +61,8 @@ impl SiteInputs {
             classes.extend(file.classes);
         }
         let classifier = RequestClassifier::new(&classes).map_err(|e| {
-            let from = config.class_file.as_ref().map(|p| format!(" (with {})", p.display())).unwrap_or_default();
+            let from =
+                config.class_file.as_ref().map(|p| format!(" (with {})", p.display())).unwrap_or_default();
             ConfigError::Invalid(format!("{e}{from}"))
         })?;
         let inputs = PolicyInputs { classes: classifier.mean_costs().into(), files: None };
@@ -82,7 +83,11 @@ impl SiteInputs {
 
 /// What the configured policy reads that the configuration must supply: `wrr-metrics` polls
 /// every node's admin listener; `cap` splits by the class table's resources.
-pub fn check_policy_needs(config: &SwitchConfig, names: &[String], classes: usize) -> Result<(), ConfigError> {
+pub fn check_policy_needs(
+    config: &SwitchConfig,
+    names: &[String],
+    classes: usize,
+) -> Result<(), ConfigError> {
     match config.policy {
         PolicyConfig::WrrMetrics { .. } => {
             if let Some(i) = config.nodes.iter().position(|n| n.admin.is_none()) {
@@ -192,7 +197,10 @@ mod tests {
     fn class_with_unknown_resource_is_refused_naming_the_key_and_line() {
         let text = format!("{NODES}{CLASS}resource = \"gpu\"\n");
         let e = SwitchConfig::from_toml_str(&text, "s.toml").unwrap_err().to_string();
-        assert!(e.starts_with("s.toml") && e.contains("gpu") && e.contains("line 13") && e.contains("resource"), "{e}");
+        assert!(
+            e.starts_with("s.toml") && e.contains("gpu") && e.contains("line 13") && e.contains("resource"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -223,7 +231,8 @@ mod tests {
         std::fs::create_dir(dir.path().join("www")).unwrap();
         std::fs::write(dir.path().join("www/a.html"), "abc").unwrap();
         std::fs::write(dir.path().join("classes.toml"), CLASS).unwrap();
-        let text = format!("class_file = \"classes.toml\"\nsite_root = \"www\"\n{NODES}[policy]\nname = \"csld\"\n");
+        let text =
+            format!("class_file = \"classes.toml\"\nsite_root = \"www\"\n{NODES}[policy]\nname = \"csld\"\n");
         let path = dir.path().join("switch.toml");
         std::fs::write(&path, text).unwrap();
         let c = SwitchConfig::from_file(&path).unwrap();

@@ -186,7 +186,10 @@ async fn answer_route(
     if let Some(p) = previous {
         shared.dispatcher.release(p);
     }
-    let info = RequestInfo::get(&target);
+    // A Route carries the target only: no method (GET assumed) and no conditional date.
+    let mut info = RequestInfo::get(&target);
+    info.class = shared.classifier.classify(&target);
+    let rtt = plane.conns.lock().get(&id).map_or(Duration::ZERO, |c| c.rtt);
     let chosen = match shared.dispatcher.acquire(&info, shared.config.limits.queue_timeout()).await {
         Ok(a) => Some(a),
         Err(e) => {
@@ -205,12 +208,13 @@ async fn answer_route(
         match (conns.get_mut(&id), key) {
             (Some(c), _) => {
                 c.assignment = chosen.map(|a| a.detach());
-                c.target = target;
+                c.target = target.clone();
             }
             (None, Some(key)) => {
+                let assignment = chosen.map(|a| a.detach());
                 conns.insert(
                     id,
-                    HandedOff { node: here, key, assignment: chosen.map(|a| a.detach()), next: None, target },
+                    HandedOff { node: here, key, assignment, next: None, target: target.clone(), rtt },
                 );
             }
             (None, None) => node = here,
@@ -231,6 +235,7 @@ async fn answer_route(
             None => node = here,
         }
     }
+    shared.dispatcher.observe(node, &info, rtt);
     if let Err(e) = link.send(&HandoffMessage::RouteTo { id, node }).await {
         tracing::debug!(%id, "handoff: RouteTo not sent: {e}");
     }

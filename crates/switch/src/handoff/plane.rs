@@ -69,6 +69,9 @@ pub(super) struct HandedOff {
     pub(super) next: Option<NodeId>,
     /// Target of the latest request routed, for the next HandOver's hint.
     pub(super) target: String,
+    /// The client connection's round-trip time as the switch read it before the first
+    /// handoff (zero for a connection the switch never held: l4's cloned connections).
+    pub(super) rtt: Duration,
 }
 
 /// State of handoff mode shared by every worker.
@@ -312,11 +315,12 @@ impl HandoffPlane {
         node: NodeId,
         assignment: DetachedAssignment,
         target: String,
+        rtt: Duration,
     ) {
         self.learn_vip(key.server());
         self.conns
             .lock()
-            .insert(id, HandedOff { node, key, assignment: Some(assignment), next: None, target });
+            .insert(id, HandedOff { node, key, assignment: Some(assignment), next: None, target, rtt });
     }
 }
 
