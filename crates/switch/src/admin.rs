@@ -77,11 +77,16 @@ async fn answer(shared: Arc<Shared>, mut stream: TcpStream) {
 pub fn status_json(shared: &Shared) -> serde_json::Value {
     let snap = shared.dispatcher.snapshot();
     let c = &shared.counters;
+    let estimates = shared.dispatcher.load_estimates();
+    let estimate = |i: usize, pick: fn(&locus_policy::LoadEstimates) -> &Vec<f64>| {
+        estimates.as_ref().and_then(|e| pick(e).get(i).copied())
+    };
     let nodes: Vec<_> = shared
         .nodes
         .iter()
         .zip(&snap.nodes)
-        .map(|(n, &(up, load, weight, ramp))| {
+        .enumerate()
+        .map(|(i, (n, &(up, load, weight, ramp)))| {
             json!({
                 "name": n.name,
                 "addr": n.addr.to_string(),
@@ -93,6 +98,9 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
                 "failures": n.failures.load(Relaxed),
                 "bytes_from_node": n.bytes_from.load(Relaxed),
                 "last_check": n.last_check.lock().as_ref().map(|c| c.to_json()),
+                "last_report": *n.last_report.lock(),
+                "policy_weight": estimate(i, |e| &e.weights),
+                "policy_load": estimate(i, |e| &e.loads),
             })
         })
         .collect();

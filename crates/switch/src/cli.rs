@@ -29,9 +29,10 @@ pub struct SwitchArgs {
     #[arg(long, value_name = "NAME", help = policy_flag_help())]
     pub policy: Option<String>,
     /// A node, as `ADDR`, `NAME=ADDR`, `NAME=ADDR*WEIGHT`, with `@AGENT` (its handoff agent's
-    /// address) for handoff mode; ADDR and AGENT are IP:PORT or HOST:PORT (resolved at
-    /// start-up); repeat for each node (replaces the file's nodes).
-    #[arg(long = "node", value_name = "[NAME=]ADDR[*WEIGHT][@AGENT]")]
+    /// address) for handoff mode and `+ADMIN` (its admin listener, for metric-fed policies);
+    /// ADDR, AGENT and ADMIN are IP:PORT or HOST:PORT (resolved at start-up); repeat for each
+    /// node (replaces the file's nodes).
+    #[arg(long = "node", value_name = "[NAME=]ADDR[*WEIGHT][@AGENT][+ADMIN]")]
     pub nodes: Vec<String>,
     /// Handoff mode: file with the control channel's key in hex.
     #[arg(long, value_name = "FILE")]
@@ -58,6 +59,12 @@ pub struct SwitchArgs {
     /// Most client connections held at once.
     #[arg(long)]
     pub max_connections: Option<usize>,
+    /// A TOML file of request classes (`[[classes]]`, as the nodes'), appended to the file's.
+    #[arg(long, value_name = "FILE")]
+    pub class_file: Option<PathBuf>,
+    /// The site's document root, scanned for the file table content-aware policies read.
+    #[arg(long, value_name = "DIR")]
+    pub site_root: Option<PathBuf>,
 }
 
 /// The `--policy` help, naming every policy the policy crate accepts.
@@ -66,13 +73,17 @@ fn policy_flag_help() -> String {
     format!("Policy name with default parameters: {}", names.join(", "))
 }
 
-/// Parse `[NAME=]ADDR[*WEIGHT][@AGENT]`; ADDR and AGENT are `IP:PORT` or `HOST:PORT` (resolved
-/// now).
+/// Parse `[NAME=]ADDR[*WEIGHT][@AGENT][+ADMIN]`; ADDR, AGENT and ADMIN are `IP:PORT` or
+/// `HOST:PORT` (resolved now).
 pub fn parse_node(spec: &str) -> anyhow::Result<NodeEntry> {
     let resolve = |text: &str| resolve_node_addr(text).map_err(|e| anyhow::anyhow!("node `{spec}`: {e}"));
-    let (spec_main, handoff) = match spec.split_once('@') {
-        Some((m, agent)) => (m, Some(resolve(agent)?)),
+    let (spec_main, admin) = match spec.split_once('+') {
+        Some((m, admin)) => (m, Some(resolve(admin)?)),
         None => (spec, None),
+    };
+    let (spec_main, handoff) = match spec_main.split_once('@') {
+        Some((m, agent)) => (m, Some(resolve(agent)?)),
+        None => (spec_main, None),
     };
     let (name, rest) = match spec_main.split_once('=') {
         Some((n, r)) => (Some(n.to_string()), r),
@@ -82,7 +93,7 @@ pub fn parse_node(spec: &str) -> anyhow::Result<NodeEntry> {
         Some((a, w)) => (a, w.parse::<u32>().with_context(|| format!("node `{spec}`: bad weight `{w}`"))?),
         None => (rest, 1),
     };
-    Ok(NodeEntry { name, addr: resolve(addr)?, weight, handoff })
+    Ok(NodeEntry { name, addr: resolve(addr)?, weight, handoff, admin })
 }
 
 impl SwitchArgs {
@@ -128,6 +139,12 @@ impl SwitchArgs {
         }
         if let Some(s) = self.l4_selection {
             config.handoff.l4_selection = s;
+        }
+        if let Some(f) = &self.class_file {
+            config.class_file = Some(f.clone());
+        }
+        if let Some(d) = &self.site_root {
+            config.site_root = Some(d.clone());
         }
         config.validate()?;
         Ok(config)
@@ -185,6 +202,10 @@ mod tests {
             (n.addr, n.handoff),
             ("10.0.0.2:80".parse().unwrap(), Some("10.0.0.2:7100".parse().unwrap()))
         );
+        let n = parse_node("n1=10.0.0.2:80@10.0.0.2:7100+10.0.0.2:9100").unwrap();
+        assert_eq!((n.handoff.unwrap().port(), n.admin), (7100, Some("10.0.0.2:9100".parse().unwrap())));
+        let n = parse_node("10.0.0.2:80+10.0.0.2:9100").unwrap();
+        assert_eq!((n.handoff, n.admin.unwrap().port()), (None, 9100));
         assert!(
             parse_node("10.0.0.2:80@agent").unwrap_err().to_string().contains("not IP:PORT or HOST:PORT")
         );

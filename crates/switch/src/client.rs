@@ -7,13 +7,15 @@ use crate::dispatch::{Assignment, Candidates, DispatchError};
 use crate::forward::write_error_response;
 use crate::state::Shared;
 use crate::worker::Worker;
-use locus_core::RequestInfo;
+use locus_core::{NodeId, RequestInfo};
 use locus_http::{BodyKind, RequestHead, ResponseHead};
 use locus_io::try_read_buf_drained;
+use std::cell::OnceCell;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
@@ -37,11 +39,21 @@ pub struct Client {
     pub out: Vec<u8>,
     /// The node's response head (proxy mode), reused from request to request.
     pub resp: ResponseHead,
+    /// The connection's round-trip time, read from TCP_INFO once, at its first request.
+    rtt: OnceCell<Duration>,
 }
 
 impl Client {
     pub fn new(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr) -> Client {
-        Client { worker, stream, peer, buf: Vec::new(), out: Vec::new(), resp: ResponseHead::default() }
+        Client {
+            worker,
+            stream,
+            peer,
+            buf: Vec::new(),
+            out: Vec::new(),
+            resp: ResponseHead::default(),
+            rtt: OnceCell::new(),
+        }
     }
 
     /// Give the read and output buffers back to the worker's pool (an idle connection holds
@@ -77,9 +89,22 @@ impl Client {
         try_read_buf_drained(&self.stream, &mut self.buf)
     }
 
-    /// The policy's view of the request in `buf`.
+    /// The policy's view of the request in `buf`: its class and conditional date included.
     pub fn request_info<'b>(&'b self, head: &RequestHead) -> RequestInfo<'b> {
-        RequestInfo::new(head.method, head.path_str(&self.buf))
+        let ims = head.header(&self.buf, "if-modified-since");
+        crate::sniff::request_info(&self.worker.shared.classifier, head.method, head.path_str(&self.buf), ims)
+    }
+
+    /// The client connection's round-trip time (TCP_INFO's smoothed `tcpi_rtt`, read once per
+    /// connection; zero when the kernel has none).
+    pub fn rtt(&self) -> Duration {
+        *self.rtt.get_or_init(|| crate::sniff::tcp_rtt(&self.stream).unwrap_or(Duration::ZERO))
+    }
+
+    /// Tell the policy the request in `buf` was forwarded to `node` (the sniffer's view).
+    pub fn observe(&self, node: NodeId, head: &RequestHead) {
+        let rtt = self.rtt();
+        self.worker.shared.dispatcher.observe(node, &self.request_info(head), rtt);
     }
 
     /// Dispatch the request once (no retries).

@@ -2,6 +2,7 @@
 //! error naming the key and its line), defaults, and validation with errors that say what is
 //! wrong and where.
 
+use locus_classify::ClassConfig;
 use locus_policy::PolicyConfig;
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -9,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 // Part of the configuration: reachable from here as well as from `mode`.
-pub use crate::mode::{L4Selection, Mode};
+pub use crate::handoff_settings::HandoffSettings;
+pub use crate::mode::Mode;
 
 /// One back-end node.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -27,69 +29,10 @@ pub struct NodeEntry {
     /// Address of the node's handoff agent (control channel); handoff mode needs it.
     #[serde(default, deserialize_with = "crate::node_addr::deserialize_opt")]
     pub handoff: Option<SocketAddr>,
-}
-
-/// Handoff mode: the control channel's key, the packet forwarder, and the timings.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct HandoffSettings {
-    /// File holding the key shared with the node agents, in hex (at least 16 bytes).
-    pub key_file: Option<PathBuf>,
-    /// The key in hex, inline (prefer `key_file`: the configuration may be world-readable).
-    pub key: Option<String>,
-    /// Interface to attach the tc forwarder to (the one clients and nodes are reached on).
-    /// Absent: no forwarder, for a switch whose nodes run on the same host (tests, a
-    /// single-machine deployment): the kernel delivers the client's packets to whichever
-    /// socket holds the connection.
-    pub interface: Option<String>,
-    /// bpffs directory to pin the forwarder's maps in, so handed-off connections survive a
-    /// restart of the switch (the next switch adopts them). Absent: not pinned.
-    pub pin_dir: Option<PathBuf>,
-    /// Longest wait for a node's Ready before the switch serves the request itself.
-    pub ready_timeout_ms: u64,
-    /// After a node reports a connection closed, keep its forwarding entry this long (the
-    /// close's last ACK must still reach the node).
-    pub close_linger_ms: u64,
-    /// Forwarding entries no packet matched for this long are deleted (closes never reported).
-    pub expire_idle_s: u64,
-    /// Time between reconnection attempts to an agent whose control channel is down.
-    pub reconnect_ms: u64,
-    /// l4 mode: how the forwarder picks a node at a SYN.
-    pub l4_selection: L4Selection,
-}
-
-impl Default for HandoffSettings {
-    fn default() -> HandoffSettings {
-        HandoffSettings {
-            key_file: None,
-            key: None,
-            interface: None,
-            pin_dir: None,
-            ready_timeout_ms: 2_000,
-            close_linger_ms: 1_000,
-            expire_idle_s: 900,
-            reconnect_ms: 500,
-            l4_selection: L4Selection::Rr,
-        }
-    }
-}
-
-impl HandoffSettings {
-    /// The control-channel key, from `key_file` or `key`.
-    pub fn load_key(&self) -> Result<locus_handoff::ControlKey, ConfigError> {
-        let text = match (&self.key_file, &self.key) {
-            (Some(path), _) => std::fs::read_to_string(path)
-                .map_err(|source| ConfigError::Io { path: path.clone(), error: source })?,
-            (None, Some(key)) => key.clone(),
-            (None, None) => {
-                return Err(ConfigError::Invalid(
-                    "handoff mode needs a key: set handoff.key_file (a file with the key in hex)".into(),
-                ));
-            }
-        };
-        locus_handoff::ControlKey::from_hex(text.trim())
-            .map_err(|e| ConfigError::Invalid(format!("handoff key: {e}")))
-    }
+    /// Address of the node's admin listener (where `/locus/status` is); metric-fed policies
+    /// poll it.
+    #[serde(default, deserialize_with = "crate::node_addr::deserialize_opt")]
+    pub admin: Option<SocketAddr>,
 }
 
 fn one() -> u32 {
@@ -244,6 +187,25 @@ pub struct SwitchConfig {
     /// Handoff mode's settings.
     #[serde(default)]
     pub handoff: HandoffSettings,
+    /// Request classes (the nodes' `[[classes]]` schema): every request is classified, and
+    /// content-aware policies read the classes' costs and resources.
+    #[serde(default)]
+    pub classes: Vec<ClassConfig>,
+    /// A TOML file with more `[[classes]]`, appended to `classes` (relative to the
+    /// configuration file's directory).
+    #[serde(default)]
+    pub class_file: Option<PathBuf>,
+    /// The site's document root, scanned at start for every document's size and mtime (CSLD's
+    /// file table); relative to the configuration file's directory.
+    #[serde(default)]
+    pub site_root: Option<PathBuf>,
+    /// Most files `site_root` may hold; a larger tree is refused.
+    #[serde(default = "default_site_max_files")]
+    pub site_max_files: usize,
+}
+
+fn default_site_max_files() -> usize {
+    1_000_000
 }
 
 fn yes() -> bool {
@@ -273,6 +235,10 @@ impl Default for SwitchConfig {
             health: HealthConfig::default(),
             limits: SwitchLimits::default(),
             handoff: HandoffSettings::default(),
+            classes: Vec::new(),
+            class_file: None,
+            site_root: None,
+            site_max_files: default_site_max_files(),
         }
     }
 }
@@ -296,11 +262,19 @@ impl SwitchConfig {
         Ok(config)
     }
 
-    /// Read and parse a TOML file.
+    /// Read and parse a TOML file; relative `class_file` and `site_root` are taken relative
+    /// to the file's directory.
     pub fn from_file(path: &Path) -> Result<SwitchConfig, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Io { path: path.to_path_buf(), error: source })?;
-        SwitchConfig::from_toml_str(&text, &path.display().to_string())
+        let mut config = SwitchConfig::from_toml_str(&text, &path.display().to_string())?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        for p in [&mut config.class_file, &mut config.site_root].into_iter().flatten() {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        }
+        Ok(config)
     }
 
     /// Check the parts serde cannot: at least one node, unique names, sane limits, a policy
@@ -327,7 +301,12 @@ impl SwitchConfig {
         if self.workers > 256 {
             return Err(ConfigError::Invalid("workers must be at most 256".into()));
         }
-        locus_policy::build(&self.policy, &self.weights())
+        if self.site_max_files == 0 {
+            return Err(ConfigError::Invalid("site_max_files must be greater than 0".into()));
+        }
+        let site = crate::site::SiteInputs::classes_of(self)?;
+        crate::site::check_policy_needs(self, &names, site.inputs.classes.len())?;
+        locus_policy::build_with(&self.policy, &self.weights(), &site.inputs)
             .map_err(|e| ConfigError::Invalid(format!("policy: {e}")))?;
         self.validate_mode(&names)
     }

@@ -4,7 +4,7 @@
 //! dispatched request; dropping it completes the request on every exit path. `Candidates` is
 //! the walk over the nodes one request may be sent to, with the switch's retry rules.
 
-use locus_core::{Method, NodeId, RequestInfo, Time};
+use locus_core::{Method, NodeId, NodeReport, RequestInfo, Time};
 use locus_policy::Cluster;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -198,6 +198,47 @@ impl Dispatcher {
         st.cluster.set_up(node, up, now);
         st.grant_waiters();
         changed
+    }
+
+    /// A request was forwarded to `node` over a connection with client round-trip time
+    /// `rtt` (the content sniffer's view, `Cluster::observe`).
+    pub fn observe(&self, node: NodeId, req: &RequestInfo<'_>, rtt: Duration) {
+        let mut st = self.state.lock();
+        let now = self.now();
+        st.cluster.observe(node, req, rtt, now);
+    }
+
+    /// `node` reported its own load (a metrics poll completed).
+    pub fn report(&self, node: NodeId, report: &NodeReport) {
+        let mut st = self.state.lock();
+        let now = self.now();
+        st.cluster.report(node, report, now);
+    }
+
+    /// How often the policy wants every node's report, if it reads reports.
+    pub fn report_period(&self) -> Option<Duration> {
+        self.state.lock().cluster.report_period()
+    }
+
+    /// The policy's per-node weights for the l4 forwarder, if it computes them.
+    pub fn l4_weights(&self) -> Option<Vec<f64>> {
+        let mut st = self.state.lock();
+        let now = self.now();
+        st.cluster.l4_weights(now)
+    }
+
+    /// Count a connection someone else placed on `node` (the l4 forwarder at a SYN) until
+    /// the detached assignment is released; the policy is told through `on_assign`.
+    pub fn assign_to(&self, node: NodeId, req: &RequestInfo<'_>) -> DetachedAssignment {
+        let mut st = self.state.lock();
+        let now = self.now();
+        st.cluster.assign_to(node, req, now);
+        DetachedAssignment { node, target_hash: req.target_hash }
+    }
+
+    /// The policy's load estimates (CSLD, wrr-metrics), for status pages.
+    pub fn load_estimates(&self) -> Option<locus_policy::LoadEstimates> {
+        self.state.lock().cluster.policy().load_estimates()
     }
 
     /// Whether a node is in the view.

@@ -4,14 +4,12 @@
 //! Each node's newest check (a `state::CheckRecord`: passed or why not, and how long it took)
 //! is kept for `/locus/status`, so a node out of the view says whether its check timed out.
 
+use crate::node_get::{get, get_request};
 use crate::state::{CheckRecord, Shared};
 use locus_core::NodeId;
-use locus_http::{ResponseHead, parse_response};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 /// Start one check loop per node on the current runtime.
@@ -24,16 +22,14 @@ async fn check_loop(shared: Arc<Shared>, node: NodeId) {
     let interval = Duration::from_millis(h.interval_ms);
     let limit = Duration::from_millis(h.timeout_ms);
     let info = &shared.nodes[node.index()];
-    let request = format!(
-        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: locus-switch-health\r\nConnection: close\r\n\r\n",
-        h.path, info.host_header
-    );
+    let request = get_request(&h.path, &info.host_header, "locus-switch-health");
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         let started = Instant::now();
-        let result = tokio::time::timeout(limit, check_once(info.addr, request.as_bytes())).await;
+        let check = async { get(info.addr, request.as_bytes(), 0).await.map(|a| a.status) };
+        let result = tokio::time::timeout(limit, check).await;
         let took = started.elapsed();
         if let Ok(Err(e)) = &result
             && locus_io::is_out_of_descriptors(e)
@@ -72,24 +68,6 @@ async fn check_loop(shared: Arc<Shared>, node: NodeId) {
                     tracing::debug!(node = %info.name, addr = %info.addr, took_ms, fails, "{why}");
                 }
             }
-        }
-    }
-}
-
-/// One check: connect, send the request, read the status line and headers.
-async fn check_once(addr: std::net::SocketAddr, request: &[u8]) -> std::io::Result<u16> {
-    let mut s = TcpStream::connect(addr).await?;
-    s.write_all(request).await?;
-    let mut buf = Vec::with_capacity(1024);
-    let mut head = ResponseHead::default();
-    loop {
-        if s.read_buf(&mut buf).await? == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed before a response"));
-        }
-        match parse_response(&buf, 8192, false, &mut head) {
-            Ok(true) => return Ok(head.status),
-            Ok(false) if buf.len() < 8192 => continue,
-            _ => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed response")),
         }
     }
 }

@@ -239,6 +239,7 @@ impl Client {
         relay: &mut Vec<u8>,
     ) -> Result<Exchanged, ExchangeError> {
         let consumed = self.send_request(conn, node, head).await?;
+        self.observe(node, head);
         let mut done = self.relay_response(conn, node, head, relay).await?;
         done.consumed = consumed;
         Ok(done)

@@ -271,13 +271,15 @@ fn control_thread(shared: Arc<Shared>, admin_listener: Option<std::net::TcpListe
     rt.block_on(async move {
         let mut shutdown = shared.shutdown_tx.subscribe();
         let checks = health::spawn_checks(shared.clone());
+        let polls = crate::metrics_poll::spawn_polls(shared.clone());
         let admin = admin_listener.map(|l| tokio::spawn(admin::serve(shared.clone(), l)));
         let housekeeping = crate::handoff::spawn_housekeeping(shared.clone());
+        let l4_policy = crate::handoff::spawn_l4_policy(shared.clone());
         let _ = shutdown.wait_for(|&stop| stop).await;
-        for c in checks {
+        for c in checks.into_iter().chain(polls) {
             c.abort();
         }
-        if let Some(h) = housekeeping {
+        for h in housekeeping.into_iter().chain(l4_policy) {
             h.abort();
         }
         if let Some(a) = admin {

@@ -202,8 +202,9 @@ impl Session {
             Ok(a) => a,
             Err(e) => return Some(self.client.dispatch_failed(head, e).await),
         };
-        let target = head.path_str(&self.client.buf);
-        match crate::handoff::hand_off(&links, &self.client.stream, addrs, &self.client.buf, target, asg)
+        let req = self.client.request_info(head);
+        let rtt = self.client.rtt();
+        match crate::handoff::hand_off(&links, &self.client.stream, addrs, &self.client.buf, &req, rtt, asg)
             .await
         {
             HandoffOutcome::NotTried => None,

@@ -66,6 +66,7 @@ async fn connect_and_send(
         let failure = match attempt {
             Ok(conn) => {
                 shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
+                client.observe(node, head);
                 return Ok(conn);
             }
             Err(failure) if failure.is_out_of_descriptors() => {

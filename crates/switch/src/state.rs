@@ -3,7 +3,8 @@
 
 use crate::config::SwitchConfig;
 use crate::dispatch::Dispatcher;
-use locus_core::NodeId;
+use locus_classify::RequestClassifier;
+use locus_core::{NodeId, NodeReport};
 use locus_io::ConnectionLimit;
 use locus_policy::Cluster;
 use std::net::SocketAddr;
@@ -28,6 +29,10 @@ pub struct NodeInfo {
     pub check_fails: AtomicU64,
     /// The newest active check's outcome (none before the first), for `/locus/status`.
     pub last_check: parking_lot::Mutex<Option<CheckRecord>>,
+    /// Address of the node's admin listener (metrics polls), if configured.
+    pub admin: Option<SocketAddr>,
+    /// The newest load report polled from the node (with the probe's time), if any.
+    pub last_report: parking_lot::Mutex<Option<NodeReport>>,
 }
 
 /// What the newest active check of a node found, and how long it took (up to the limit).
@@ -90,6 +95,8 @@ impl SwitchCounters {
 /// Everything the workers, health checker and admin server share.
 pub struct Shared {
     pub config: SwitchConfig,
+    /// The class table every request is classified by (empty without classes).
+    pub classifier: RequestClassifier,
     pub limits: locus_http::Limits,
     pub dispatcher: Dispatcher,
     pub nodes: Vec<NodeInfo>,
@@ -106,7 +113,8 @@ impl Shared {
     /// The state of a switch whose `config` `SwitchServer::start` has validated.
     pub fn new(config: SwitchConfig) -> Result<Shared, crate::ConfigError> {
         let weights = config.weights();
-        let policy = locus_policy::build(&config.policy, &weights)
+        let site = crate::site::SiteInputs::load(&config)?;
+        let policy = locus_policy::build_with(&config.policy, &weights, &site.inputs)
             .map_err(|e| crate::ConfigError::Invalid(format!("policy: {e}")))?;
         let cluster = Cluster::new(policy, &weights, Duration::from_millis(config.health.slow_start_ms));
         let nodes = config
@@ -124,6 +132,8 @@ impl Shared {
                 check_passes: AtomicU64::new(0),
                 check_fails: AtomicU64::new(0),
                 last_check: Default::default(),
+                admin: n.admin,
+                last_report: Default::default(),
             })
             .collect();
         let limits = locus_http::Limits {
@@ -134,6 +144,7 @@ impl Shared {
         let connections = ConnectionLimit::new(config.limits.max_connections);
         Ok(Shared {
             config,
+            classifier: site.classifier,
             limits,
             dispatcher: Dispatcher::new(cluster),
             nodes,

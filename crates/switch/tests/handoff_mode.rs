@@ -78,6 +78,7 @@ fn cluster_with(policy: &str, n: usize, switch_key: &str, rehandoff: RehandoffPo
                 addr: node.addr(),
                 weight: 1,
                 handoff: node.handoff_addr(),
+                admin: None,
             })
             .collect(),
         handoff: HandoffSettings { key: Some(switch_key.into()), ..HandoffSettings::default() },

@@ -22,7 +22,13 @@ fn config(mode: Mode, backend: SocketAddr) -> SwitchConfig {
         workers: 1,
         mode,
         policy: PolicyConfig::from_name("rr").unwrap(),
-        nodes: vec![NodeEntry { name: Some("n0".into()), addr: backend, weight: 1, handoff: agent }],
+        nodes: vec![NodeEntry {
+            name: Some("n0".into()),
+            addr: backend,
+            weight: 1,
+            handoff: agent,
+            admin: None,
+        }],
         server_names: vec!["www.example.com".into()],
         handoff: HandoffSettings { key: Some(KEY.into()), ..HandoffSettings::default() },
         ..SwitchConfig::default()

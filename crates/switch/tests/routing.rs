@@ -53,6 +53,7 @@ fn cluster(policy: PolicyConfig, n: usize) -> Cluster {
                 addr: node.addr(),
                 weight: 1,
                 handoff: None,
+                admin: None,
             })
             .collect(),
         ..SwitchConfig::default()

@@ -21,7 +21,13 @@ fn config(backends: &[SocketAddr], policy: &str) -> SwitchConfig {
         nodes: backends
             .iter()
             .enumerate()
-            .map(|(i, a)| NodeEntry { name: Some(format!("n{i}")), addr: *a, weight: 1, handoff: None })
+            .map(|(i, a)| NodeEntry {
+                name: Some(format!("n{i}")),
+                addr: *a,
+                weight: 1,
+                handoff: None,
+                admin: None,
+            })
             .collect(),
         ..SwitchConfig::default()
     }

@@ -13,6 +13,7 @@ use locus_bpf::ConnKey;
 use locus_core::{NodeId, RequestInfo};
 use locus_handoff::{ConnectionId, ControlConfig, HandoffHint, HandoffMessage, TcpRepairState};
 use locus_io::ConnectionSlot;
+use locus_policy::PolicyConfig;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -186,7 +187,10 @@ async fn answer_route(
     if let Some(p) = previous {
         shared.dispatcher.release(p);
     }
-    let info = RequestInfo::get(&target);
+    // A Route carries the target only: no method (GET assumed) and no conditional date.
+    let mut info = RequestInfo::get(&target);
+    info.class = shared.classifier.classify(&target);
+    let rtt = plane.conns.lock().get(&id).map_or(Duration::ZERO, |c| c.rtt);
     let chosen = match shared.dispatcher.acquire(&info, shared.config.limits.queue_timeout()).await {
         Ok(a) => Some(a),
         Err(e) => {
@@ -205,12 +209,13 @@ async fn answer_route(
         match (conns.get_mut(&id), key) {
             (Some(c), _) => {
                 c.assignment = chosen.map(|a| a.detach());
-                c.target = target;
+                c.target = target.clone();
             }
             (None, Some(key)) => {
+                let assignment = chosen.map(|a| a.detach());
                 conns.insert(
                     id,
-                    HandedOff { node: here, key, assignment: chosen.map(|a| a.detach()), next: None, target },
+                    HandedOff { node: here, key, assignment, next: None, target: target.clone(), rtt },
                 );
             }
             (None, None) => node = here,
@@ -231,6 +236,7 @@ async fn answer_route(
             None => node = here,
         }
     }
+    shared.dispatcher.observe(node, &info, rtt);
     if let Err(e) = link.send(&HandoffMessage::RouteTo { id, node }).await {
         tracing::debug!(%id, "handoff: RouteTo not sent: {e}");
     }
@@ -304,6 +310,41 @@ pub fn spawn_housekeeping(shared: Arc<Shared>) -> Option<tokio::task::JoinHandle
                 }
             })
             .await;
+        }
+    }))
+}
+
+/// l4 mode with a policy that computes per-node weights: every period of the policy's
+/// estimate (CSLD's `period_ms`, the metric-fed WRR's poll period), rewrite the forwarder's
+/// selection table from them (`HandoffPlane::rebalance_by_policy`). Without cloning agents
+/// the policy learns of connections from the forwarder's entries; with them, of requests
+/// from the nodes' Routes.
+pub fn spawn_l4_policy(shared: Arc<Shared>) -> Option<tokio::task::JoinHandle<()>> {
+    shared.handoff.as_ref()?;
+    if shared.config.mode != Mode::L4 {
+        return None;
+    }
+    let period = match shared.config.policy {
+        PolicyConfig::Csld(p) => Duration::from_millis(p.period_ms),
+        PolicyConfig::WrrMetrics { variant } => variant.period(),
+        _ => return None,
+    };
+    let count_connections = shared.config.nodes.iter().all(|n| n.handoff.is_none());
+    Some(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period.max(Duration::from_millis(1)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let shared = shared.clone();
+            // Map scans block: off the health checks' loop.
+            let weighted = tokio::task::spawn_blocking(move || {
+                let plane = shared.handoff.as_ref().expect("checked");
+                plane.rebalance_by_policy(&shared.dispatcher, count_connections)
+            })
+            .await;
+            if !matches!(weighted, Ok(true)) {
+                return;
+            }
         }
     }))
 }

@@ -9,7 +9,7 @@ mod links;
 mod plane;
 mod sequence;
 
-pub use control::{HandoffWorker, spawn_housekeeping, start_links};
+pub use control::{HandoffWorker, spawn_housekeeping, spawn_l4_policy, start_links};
 pub use links::WorkerLinks;
 pub use plane::{HandoffPlane, HandoffSetupError};
 pub use sequence::{ConnectionAddrs, HandoffOutcome, hand_off};

@@ -6,8 +6,8 @@
 use crate::config::{ConfigError, HandoffSettings, SwitchConfig};
 use crate::dispatch::{DetachedAssignment, Dispatcher};
 use crate::mode::{L4Selection, Mode};
-use locus_bpf::{ConnKey, Forwarder, ForwarderOptions, NodeSlot, NodeTable, SelectionMode};
-use locus_core::NodeId;
+use locus_bpf::{ConnEntry, ConnKey, Forwarder, ForwarderOptions, NodeSlot, NodeTable, SelectionMode};
+use locus_core::{NodeId, RequestInfo};
 use locus_handoff::{ConnectionId, ControlKey};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -69,6 +69,9 @@ pub(super) struct HandedOff {
     pub(super) next: Option<NodeId>,
     /// Target of the latest request routed, for the next HandOver's hint.
     pub(super) target: String,
+    /// The client connection's round-trip time as the switch read it before the first
+    /// handoff (zero for a connection the switch never held: l4's cloned connections).
+    pub(super) rtt: Duration,
 }
 
 /// State of handoff mode shared by every worker.
@@ -80,6 +83,8 @@ pub struct HandoffPlane {
     pub(super) slots: Mutex<Vec<Option<NodeSlot>>>,
     node_ips: Vec<Option<Ipv4Addr>>,
     pub(super) conns: Mutex<HashMap<ConnectionId, HandedOff>>,
+    /// l4 without cloning: the connections the forwarder placed, counted on their nodes.
+    l4_connections: Mutex<HashMap<ConnKey, DetachedAssignment>>,
     /// The virtual IP clients connect to (from the listen address, or learnt).
     vip: Mutex<Option<Ipv4Addr>>,
     pub counters: HandoffCounters,
@@ -117,6 +122,7 @@ impl HandoffPlane {
             node_ips,
             forwarder: Mutex::new(forwarder),
             conns: Mutex::new(HashMap::new()),
+            l4_connections: Mutex::new(HashMap::new()),
             vip: Mutex::new(vip),
             counters: HandoffCounters::default(),
         };
@@ -177,6 +183,53 @@ impl HandoffPlane {
         let table = NodeTable::least_connections(&counts, weights, LC_TABLE);
         if let Err(e) = f.set_selection(table.slots()) {
             tracing::warn!("l4: cannot rewrite the least-connections table: {e}");
+        }
+    }
+
+    /// l4 with a policy that computes weights (CSLD, wrr-metrics): rewrite the selection
+    /// table as `NodeTable::weighted(round(W))`. With `count_connections` (no node clones, so
+    /// no Route tells the policy of requests) the forwarder's l4 entries are first matched
+    /// against the last call's: the policy is told of each new connection on its node
+    /// (`assign_to`) and of each gone one (its release). Returns whether the policy gave
+    /// weights (false: it computes none, stop calling).
+    pub fn rebalance_by_policy(&self, dispatcher: &Dispatcher, count_connections: bool) -> bool {
+        let forwarder = self.forwarder.lock();
+        let Some(f) = forwarder.as_ref() else { return false };
+        if count_connections {
+            match f.entries() {
+                Ok(entries) => self.track_l4_connections(dispatcher, &entries),
+                Err(e) => tracing::debug!("l4: cannot read the forwarding entries: {e}"),
+            }
+        }
+        let Some(weights) = dispatcher.l4_weights() else { return false };
+        let table = NodeTable::weighted(&table_weights(&weights));
+        if table.slots().is_empty() {
+            return true;
+        }
+        if let Err(e) = f.set_selection(table.slots()) {
+            tracing::warn!("l4: cannot rewrite the selection table from the policy's weights: {e}");
+        }
+        true
+    }
+
+    /// Count the forwarder's l4 connections against their nodes in `dispatcher`: new entries
+    /// are assigned, vanished ones released.
+    fn track_l4_connections(&self, dispatcher: &Dispatcher, entries: &[(ConnKey, ConnEntry)]) {
+        let mut known = self.l4_connections.lock();
+        let live: HashMap<ConnKey, usize> =
+            entries.iter().filter(|(_, e)| e.is_l4()).map(|(k, e)| (*k, usize::from(e.node))).collect();
+        known.retain(|key, assignment| {
+            let keep = live.get(key) == Some(&assignment.node.index());
+            if !keep {
+                dispatcher.release(*assignment);
+            }
+            keep
+        });
+        let connection = RequestInfo::get("");
+        for (key, node) in live {
+            if node < self.node_ips.len() && !known.contains_key(&key) {
+                known.insert(key, dispatcher.assign_to(NodeId(node as u32), &connection));
+            }
         }
     }
 
@@ -312,12 +365,26 @@ impl HandoffPlane {
         node: NodeId,
         assignment: DetachedAssignment,
         target: String,
+        rtt: Duration,
     ) {
         self.learn_vip(key.server());
         self.conns
             .lock()
-            .insert(id, HandedOff { node, key, assignment: Some(assignment), next: None, target });
+            .insert(id, HandedOff { node, key, assignment: Some(assignment), next: None, target, rtt });
     }
+}
+
+/// A selection table's weights from a policy's: `round(W)`; when every weight rounds to 0
+/// but some is positive (little traffic in the period), the weights scaled so the largest
+/// is 100.
+pub(super) fn table_weights(weights: &[f64]) -> Vec<u32> {
+    let clean = |w: f64| if w.is_finite() && w > 0.0 { w } else { 0.0 };
+    let rounded: Vec<u32> = weights.iter().map(|&w| clean(w).round().min(u32::MAX as f64) as u32).collect();
+    let max = weights.iter().copied().map(clean).fold(0.0, f64::max);
+    if rounded.iter().any(|&w| w > 0) || max == 0.0 {
+        return rounded;
+    }
+    weights.iter().map(|&w| (clean(w) * 100.0 / max).round() as u32).collect()
 }
 
 /// Attach the tc forwarder to `iface` (adopting maps an earlier switch pinned) and say what
@@ -349,4 +416,17 @@ fn attach_forwarder(iface: &str, settings: &HandoffSettings) -> Result<Forwarder
         Err(e) => tracing::warn!(interface = %iface, "forwarder: {e}"),
     }
     Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_weights_round_and_scale_up_only_when_everything_rounds_to_zero() {
+        assert_eq!(table_weights(&[3.4, 0.6, 0.0]), vec![3, 1, 0]);
+        assert_eq!(table_weights(&[0.2, 0.4, 0.0]), vec![50, 100, 0]);
+        assert_eq!(table_weights(&[0.0, f64::NAN, -1.0]), vec![0, 0, 0]);
+        assert_eq!(table_weights(&[1e12]), vec![1_000_000_000_000f64.min(u32::MAX as f64) as u32]);
+    }
 }

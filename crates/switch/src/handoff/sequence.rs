@@ -7,7 +7,7 @@ use super::links::{Reply, WorkerLinks};
 use super::plane::HandoffPlane;
 use crate::dispatch::Assignment;
 use locus_bpf::ConnKey;
-use locus_core::NodeId;
+use locus_core::{NodeId, RequestInfo};
 use locus_handoff::{
     ConnectionId, HandoffHint, HandoffMessage, RestoreOptions, TcpRepairState, disconnect_dumped,
     dump_connection_in_place, restore_connection,
@@ -53,15 +53,17 @@ impl ConnectionAddrs {
     }
 }
 
-/// Move the connection `stream` (with the bytes `read` from it, the request for `target`
-/// first) to the node `assignment` chose: hold its packets, dump it with what was read put
-/// back, HandOver, Ready, forward, Go. A node's refusal restores it here.
+/// Move the connection `stream` (with the bytes `read` from it, the request `req` first; its
+/// client round-trip time `rtt`) to the node `assignment` chose: hold its packets, dump it
+/// with what was read put back, HandOver, Ready, forward, Go. A node's refusal restores it
+/// here. The policy hears of the request (`observe`) once the node has the connection.
 pub async fn hand_off(
     links: &WorkerLinks,
     stream: &TcpStream,
     addrs: ConnectionAddrs,
     read: &[u8],
-    target: &str,
+    req: &RequestInfo<'_>,
+    rtt: Duration,
     assignment: Assignment<'_>,
 ) -> HandoffOutcome {
     let shared = &links.shared;
@@ -73,7 +75,7 @@ pub async fn hand_off(
     let peer = SocketAddr::V4(addrs.client);
     let key = ConnKey::new(addrs.client, addrs.local);
     let id = ConnectionId::from_tuple(addrs.client, addrs.local.port());
-    let target = target.to_string();
+    let target = req.target.to_string();
     let hint = HandoffHint { target: target.clone(), request_len: read.len() as u32 };
     // Hold before the dump: from here the client's packets wait (it retransmits).
     if let Err(e) = plane.hold(key, node) {
@@ -81,10 +83,11 @@ pub async fn hand_off(
         return HandoffOutcome::NotTried;
     }
     let Some(state) = dump(plane, stream, read, key, peer) else { return HandoffOutcome::NotTried };
-    plane.register(id, key, node, assignment.detach(), target);
+    plane.register(id, key, node, assignment.detach(), target, rtt);
     let handed = || {
         plane.counters.handoffs.fetch_add(1, Relaxed);
         shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
+        shared.dispatcher.observe(node, req, rtt);
     };
     let Err((state, why)) = hand_over(links, node, id, key, state, hint, handed).await else {
         return HandoffOutcome::HandedOff;
