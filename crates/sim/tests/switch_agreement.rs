@@ -75,7 +75,13 @@ fn live_choices(policy: PolicyConfig, nodes: &[NodeServer]) -> Vec<usize> {
         nodes: nodes
             .iter()
             .enumerate()
-            .map(|(i, n)| NodeEntry { name: Some(format!("n{i}")), addr: n.addr(), weight: 1, handoff: None, admin: None })
+            .map(|(i, n)| NodeEntry {
+                name: Some(format!("n{i}")),
+                addr: n.addr(),
+                weight: 1,
+                handoff: None,
+                admin: None,
+            })
             .collect(),
         // Health checks must not take a node out during the test.
         health: HealthConfig { interval_ms: 600_000, ..HealthConfig::default() },
