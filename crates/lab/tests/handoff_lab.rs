@@ -433,6 +433,44 @@ fn l4_directs_each_connection_at_its_syn_without_terminating_it() {
 
 #[test]
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
+fn l4_with_csld_the_policy_counts_the_forwarders_connections_and_weights_its_table() {
+    require_namespaces("the lab's network namespaces");
+    watchdog("l4 csld", Duration::from_secs(120), tear_down_everything);
+    let lab = HandoffLab::start_mode(2, "csld", false, "l4", false);
+    let vip = lab.vip();
+    // Eight keep-alive connections stay open across several CSLD periods (200 ms).
+    let (open, nodes): (Vec<Client>, Vec<String>) = lab.client(|| {
+        (0..8)
+            .map(|_| {
+                let mut c = Client::connect(vip);
+                let r = c.get("/f1k");
+                assert!(r.status == 200 && r.body == content("f1k", 1024));
+                let n = node(&r);
+                (c, n)
+            })
+            .unzip()
+    });
+    let used: HashSet<&String> = nodes.iter().collect();
+    assert_eq!(used.len(), 2, "the weighted table uses both nodes: {nodes:?}");
+    // Without cloning agents the policy learns of connections from the forwarder's entries:
+    // its load counts them (at least these 8), and after a period with connections it has
+    // weights for both nodes.
+    lab.wait_for(
+        |lab| {
+            let s = lab.switch_status();
+            let nodes = s["nodes"].as_array().cloned().unwrap_or_default();
+            nodes.iter().map(|n| n["load"].as_u64().unwrap_or(0)).sum::<u64>() >= 8
+                && nodes.iter().all(|n| n["policy_weight"].as_f64().is_some_and(|w| w > 0.0))
+        },
+        "the policy counting 8 connections and weighting both nodes",
+    );
+    // (The forwarder sees no close in l4 without agents: a closed connection stays counted
+    // until its entry idles out, `expire_idle_s`; the readiness probe's entry is one of them.)
+    drop(open);
+}
+
+#[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn l4_nodes_clone_connections_to_the_node_the_switch_policy_picks() {
     require_namespaces("the lab's network namespaces");
     watchdog("l4 cloning", Duration::from_secs(180), tear_down_everything);

@@ -41,6 +41,16 @@ fn cluster(policy: &str, n: usize, switch_key: &str) -> Cluster {
 }
 
 fn cluster_with(policy: &str, n: usize, switch_key: &str, rehandoff: RehandoffPolicy) -> Cluster {
+    cluster_configured(policy, n, switch_key, rehandoff, |_| {})
+}
+
+fn cluster_configured(
+    policy: &str,
+    n: usize,
+    switch_key: &str,
+    rehandoff: RehandoffPolicy,
+    tweak: impl FnOnce(&mut SwitchConfig),
+) -> Cluster {
     // RUST_LOG=locus_switch=debug,locus_node=debug shows both sides of the protocol.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -84,6 +94,8 @@ fn cluster_with(policy: &str, n: usize, switch_key: &str, rehandoff: RehandoffPo
         handoff: HandoffSettings { key: Some(switch_key.into()), ..HandoffSettings::default() },
         ..SwitchConfig::default()
     };
+    let mut config = config;
+    tweak(&mut config);
     let switch = SwitchServer::start(config).unwrap();
     let c = Cluster { nodes, switch, _root: root };
     // Both workers connect a control channel to each agent.
@@ -241,6 +253,37 @@ fn with_back_end_forwarding_the_connection_stays_and_the_other_node_answers_thro
     }
     assert_eq!(c.counter("rehandoffs"), rehandoffs);
     assert_eq!(c.counter("routes"), routes + 4);
+    drop(client);
+    c.wait_for(|s| s["handoff"]["on_nodes_now"] == 0 && s["in_flight"] == 0, "closes reported");
+    c.stop();
+}
+
+#[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
+fn cap_hands_each_request_of_a_class_to_the_next_node_even_on_one_keep_alive_connection() {
+    require_root();
+    // /f1*.txt are "cpu" requests to the switch's class table; the rest are unclassed.
+    let class: locus_classify::ClassConfig = toml::from_str(
+        "name = \"one\"\nprefix = \"/f1\"\ncost = { dist = \"const\", ms = 5 }\nsize = 100\nresource = \"cpu\"\n",
+    )
+    .unwrap();
+    let c =
+        cluster_configured("cap", 2, KEY, RehandoffPolicy::Handoff, |config| config.classes = vec![class]);
+    let mut client = Client::connect(c.switch.addr());
+    let mut nodes = Vec::new();
+    for path in ["/f1.txt", "/f2.txt", "/f10.txt", "/f3.txt", "/f11.txt", "/f4.txt", "/f12.txt", "/f5.txt"] {
+        let r = c.get(&mut client, path);
+        assert_eq!(r.status, 200, "{path}");
+        nodes.push(r.header("x-locus-node").expect("X-Locus-Node").to_string());
+    }
+    // Each class has its own round robin: the cpu requests (even positions) alternate
+    // between the nodes, and so do the unclassed ones (odd positions).
+    for parity in 0..2 {
+        let of_class: Vec<&String> = nodes.iter().skip(parity).step_by(2).collect();
+        assert!(of_class.windows(2).all(|w| w[0] != w[1]), "class {parity} served by {nodes:?}");
+    }
+    assert!(c.counter("rehandoffs") >= 3, "{}", c.status());
+    assert_eq!(c.counter("served_here"), 0);
     drop(client);
     c.wait_for(|s| s["handoff"]["on_nodes_now"] == 0 && s["in_flight"] == 0, "closes reported");
     c.stop();
