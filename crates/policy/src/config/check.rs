@@ -26,6 +26,17 @@ fn is_prime(n: u32) -> bool {
     true
 }
 
+/// Why `config`'s own parameters make no sense whatever the cluster, if they do not: checked
+/// as the configuration is read, so the error carries the table's line.
+pub(super) fn check_params(config: &PolicyConfig) -> Result<(), String> {
+    match *config {
+        PolicyConfig::Csld(params) => params.check(),
+        PolicyConfig::Lard { t_low, t_high, max_targets } => check_lard(t_low, t_high, max_targets),
+        PolicyConfig::LardR { t_low, t_high, max_targets, .. } => check_lard(t_low, t_high, max_targets),
+        _ => Ok(()),
+    }
+}
+
 /// Why `config` cannot run on nodes of these `weights`, if it cannot.
 pub(super) fn check(config: &PolicyConfig, weights: &[u32]) -> Result<(), String> {
     if weights.is_empty() {

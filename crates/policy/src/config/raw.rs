@@ -111,6 +111,8 @@ pub(crate) enum RawPolicyConfigError {
     Unknown(String),
     #[error("policy `{policy}` has no parameter `{key}`")]
     Inapplicable { policy: String, key: &'static str },
+    #[error("policy `{policy}`: {message}")]
+    Invalid { policy: String, message: String },
 }
 
 impl TryFrom<RawPolicyConfig> for PolicyConfig {
@@ -198,6 +200,8 @@ impl TryFrom<RawPolicyConfig> for PolicyConfig {
         if let Some(key) = leftover.or_else(|| csld.leftover()) {
             return Err(RawPolicyConfigError::Inapplicable { policy: name, key });
         }
+        super::check::check_params(&config)
+            .map_err(|message| RawPolicyConfigError::Invalid { policy: name.clone(), message })?;
         Ok(config)
     }
 }
@@ -278,6 +282,25 @@ mod tests {
     fn unknown_name_in_toml_points_at_the_name_keys_line() {
         let e = parse("t_low = 3\nname = \"lard_r\"\nt_high = 9").unwrap_err();
         assert!(e.contains("line 2") && e.contains("lard_r") && e.contains("lardr"), "{e}");
+    }
+
+    #[test]
+    fn nonsense_parameters_are_refused_as_the_policy_table_is_read_with_its_line() {
+        #[derive(Debug, serde::Deserialize)]
+        struct File {
+            #[allow(dead_code)]
+            policy: PolicyConfig,
+        }
+        let cases = [
+            ("name = \"csld\"\nperiod_ms = 0", "period_ms must be at least 1"),
+            ("name = \"csld\"\nmiss_l = 0.5\nmiss_m = 0.1", "miss_l < miss_m < miss_h"),
+            ("name = \"lard\"\nt_low = 9\nt_high = 3", "t_low"),
+        ];
+        for (table, what) in cases {
+            let text = format!("# a comment\n[policy]\n{table}\n");
+            let e = toml::from_str::<File>(&text).unwrap_err().to_string();
+            assert!(e.contains("line 2") && e.contains(what), "expected line 2 and {what:?} in:\n{e}");
+        }
     }
 
     #[test]
