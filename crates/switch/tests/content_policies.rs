@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use locus_classify::ClassConfig;
 use locus_policy::{CsldParams, PolicyConfig, WrrVariant};
-use locus_switch::{NodeEntry, SwitchConfig, SwitchServer};
+use locus_switch::{Mode, NodeEntry, SwitchConfig, SwitchServer};
 use locus_test_support::Client;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -74,12 +74,16 @@ fn served_by(switch: &SwitchServer, target: &str) -> String {
     r.served_by().expect("X-Locus-Node").to_string()
 }
 
-#[test]
-fn cap_spreads_each_class_evenly_over_the_nodes() {
+/// Six rounds of one compute and two search requests through a switch in `mode` running
+/// CAP; in splice mode each request takes a fresh connection (splice places a connection by
+/// its first request). Each class must land evenly on the three nodes.
+fn cap_spread(mode: Mode) {
     let backends: Vec<_> = (0..3).map(|i| backend(format!("n{i}"), 0)).collect();
     let classes =
         vec![class("compute", "/cgi/compute", 20, "cpu"), class("search", "/cgi/search", 0, "disk")];
-    let switch = SwitchServer::start(config(&backends, PolicyConfig::Cap, classes)).unwrap();
+    let mut c = config(&backends, PolicyConfig::Cap, classes);
+    c.mode = mode;
+    let switch = SwitchServer::start(c).unwrap();
     // One compute request to two searches: plain round robin over 3 nodes would send every
     // compute request to the same node.
     let mut per_class: HashMap<(&str, String), usize> = HashMap::new();
@@ -88,6 +92,9 @@ fn cap_spreads_each_class_evenly_over_the_nodes() {
         for (kind, target) in
             [("compute", "/cgi/compute?n=1"), ("search", "/cgi/search?q=a"), ("search", "/cgi/search?q=b")]
         {
+            if mode == Mode::Splice {
+                client = Client::connect(switch.addr());
+            }
             let r = client.get(&format!("{target}&r={round}"));
             assert_eq!(r.status, 200);
             *per_class.entry((kind, r.served_by().unwrap().to_string())).or_default() += 1;
@@ -95,10 +102,22 @@ fn cap_spreads_each_class_evenly_over_the_nodes() {
     }
     for i in 0..3 {
         let node = format!("n{i}");
-        assert_eq!(per_class.get(&("compute", node.clone())), Some(&2), "{per_class:?}");
-        assert_eq!(per_class.get(&("search", node)), Some(&4), "{per_class:?}");
+        assert_eq!(per_class.get(&("compute", node.clone())), Some(&2), "{mode:?}: {per_class:?}");
+        assert_eq!(per_class.get(&("search", node)), Some(&4), "{mode:?}: {per_class:?}");
     }
+    // A spliced connection is opaque to the switch: it drains it rather than cut it.
+    drop(client);
     switch.shutdown();
+}
+
+#[test]
+fn cap_spreads_each_class_evenly_over_the_nodes() {
+    cap_spread(Mode::Proxy);
+}
+
+#[test]
+fn cap_spreads_each_class_evenly_in_splice_mode_by_each_connections_first_request() {
+    cap_spread(Mode::Splice);
 }
 
 #[test]
