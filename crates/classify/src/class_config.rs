@@ -50,12 +50,7 @@ impl ClassConfig {
     /// The stated resource kind, or the one its costs imply: CPU if it costs CPU, disk if it
     /// costs disk time, both, or none.
     pub fn resource_kind(&self) -> ResourceKind {
-        self.resource.unwrap_or(match (self.cost.mean_ms() > 0.0, self.disk_ms > 0.0) {
-            (true, true) => ResourceKind::CpuDisk,
-            (true, false) => ResourceKind::Cpu,
-            (false, true) => ResourceKind::Disk,
-            (false, false) => ResourceKind::None,
-        })
+        self.resource.unwrap_or(ResourceKind::of_costs(self.cost.mean_ms() > 0.0, self.disk_ms > 0.0))
     }
 }
 

@@ -43,6 +43,17 @@ impl ResourceKind {
         ResourceKind::ALL.into_iter().find(|k| k.name() == name)
     }
 
+    /// The kind a class's costs imply: CPU if it costs CPU, disk if it costs disk time, both,
+    /// or none.
+    pub fn of_costs(costs_cpu: bool, costs_disk: bool) -> ResourceKind {
+        match (costs_cpu, costs_disk) {
+            (true, true) => ResourceKind::CpuDisk,
+            (true, false) => ResourceKind::Cpu,
+            (false, true) => ResourceKind::Disk,
+            (false, false) => ResourceKind::None,
+        }
+    }
+
     /// Position in `ALL` (for per-kind tables).
     pub fn index(self) -> usize {
         self as usize

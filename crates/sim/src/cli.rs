@@ -10,6 +10,7 @@ use locus_cache::Replacement;
 use locus_trace::{DocumentSizes, ReadOptions, SizeModel, TraceFormat, ZipfTraceSpec};
 
 use crate::config::{Arrivals, CpuModel, Preset, SimConfig};
+use crate::cost_model::CostModel;
 use crate::engine::simulate;
 use crate::frontend::FrontEndLimit;
 use crate::plot::write_plots;
@@ -19,6 +20,7 @@ use crate::reproduce_csld::{CsldOptions, StudyOutput, TABLE4, reproduce_csld};
 use crate::sim_policy::SimPolicy;
 use crate::study::find_point;
 use crate::sweep::{SweepSpec, run_sweep, write_results};
+use crate::trace_classes::{apply_class_table, read_class_file};
 use crate::workload::Workload;
 
 /// `locus sim` subcommands.
@@ -59,6 +61,10 @@ pub struct WorkloadArgs {
     /// Synthetic trace: seed.
     #[arg(long, default_value_t = 1)]
     pub trace_seed: u64,
+    /// `[[classes]]` tables (the node's and switch's schema): requests whose target matches a
+    /// class are dynamic, with that class's costs.
+    #[arg(long)]
+    pub class_file: Option<PathBuf>,
 }
 
 impl WorkloadArgs {
@@ -72,6 +78,17 @@ impl WorkloadArgs {
             one_timer_share: self.one_timers,
             ..ZipfTraceSpec::default()
         }
+    }
+
+    /// The workload, classified by `--class-file` if given (whose costs go into `costs`).
+    fn load_classified(&self, costs: &mut CostModel) -> anyhow::Result<Workload> {
+        let mut workload = self.load()?;
+        if let Some(path) = &self.class_file {
+            let classifier = read_class_file(path)?;
+            let dynamic = apply_class_table(&mut workload, costs, &classifier);
+            eprintln!("{}: {dynamic} distinct targets are dynamic", path.display());
+        }
+        Ok(workload)
     }
 
     fn load(&self) -> anyhow::Result<Workload> {
@@ -270,8 +287,8 @@ fn run_point(a: RunArgs) -> anyhow::Result<()> {
         config.policy = SimPolicy::from_name(p)?;
     }
     config.nodes = a.nodes.unwrap_or(config.nodes);
+    let workload = a.workload.load_classified(&mut config.costs)?;
     config.validate()?;
-    let workload = a.workload.load()?;
     let started = Instant::now();
     let report = simulate(&workload, &config)?;
     let wall = started.elapsed();
@@ -297,9 +314,9 @@ fn run_sweep_command(a: SweepArgs) -> anyhow::Result<()> {
     if a.policies.is_empty() || a.node_counts.is_empty() {
         bail!("a sweep needs at least one policy and one node count");
     }
-    let base = a.point.config()?;
+    let mut base = a.point.config()?;
     let policies = a.policies.iter().map(|p| SimPolicy::from_name(p)).collect::<Result<Vec<_>, _>>()?;
-    let workload = a.workload.load()?;
+    let workload = a.workload.load_classified(&mut base.costs)?;
     let spec = SweepSpec { base, policies, node_counts: a.node_counts.clone(), threads: a.threads };
     let started = Instant::now();
     let reports = run_sweep(&workload, &spec, true)?;

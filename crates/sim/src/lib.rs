@@ -40,6 +40,7 @@ mod reproduce_csld_report;
 mod sim_policy;
 mod study;
 mod sweep;
+mod trace_classes;
 mod wc98_like;
 mod workload;
 
@@ -59,5 +60,6 @@ pub use report::{NodeReport, ServerMetrics, SimReport, to_csv};
 pub use sim_policy::SimPolicy;
 pub use study::{Durations, StudyPoint, find_point, run_jobs, write_study};
 pub use sweep::{SweepSpec, run_each, run_points, run_sweep, write_results};
+pub use trace_classes::{apply_class_table, class_costs, read_class_file};
 pub use wc98_like::{WC98_IMS_SHARE, WC98_INV_SHARE, Wc98LikeSpec, wc98_like_sizes};
 pub use workload::{RequestKind, TargetMeta, Workload, WorkloadBuilder};

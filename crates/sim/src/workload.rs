@@ -268,12 +268,7 @@ impl Workload {
                     .max()
                     .unwrap_or(DEFAULT_DYNAMIC_SIZE);
                 let (cpu_ns, disk_ns) = (costs.class_mean_ns(k), costs.class_disk_ns(k));
-                let resource = match (cpu_ns > 0, disk_ns > 0) {
-                    (true, true) => ResourceKind::CpuDisk,
-                    (false, true) => ResourceKind::Disk,
-                    (true, false) => ResourceKind::Cpu,
-                    (false, false) => ResourceKind::None,
-                };
+                let resource = ResourceKind::of_costs(cpu_ns > 0, disk_ns > 0);
                 locus_core::ClassCost { cpu_ns, disk_ns, size, resource }
             })
             .collect();
@@ -315,6 +310,33 @@ impl Workload {
             class: t.class,
             if_modified_since: None,
         }
+    }
+
+    /// Give every target without a class the class `class_of(target)` says, with its response
+    /// size where the trace logged none, and make its requests dynamic; returns how many
+    /// distinct targets became dynamic. (A 404'd target stays invalid.)
+    pub fn classify(&mut self, class_of: impl Fn(&str) -> Option<(u16, u64)>) -> usize {
+        let newly: Vec<bool> = (0..self.targets.len())
+            .map(|id| {
+                let t = self.targets[id];
+                if t.class.is_some() || t.missing {
+                    return false;
+                }
+                let Some((class, size)) = class_of(self.target_name(id as u32)) else { return false };
+                let t = &mut self.targets[id];
+                t.class = Some(class);
+                if t.size == 0 {
+                    t.size = size;
+                }
+                true
+            })
+            .collect();
+        for (kind, &id) in self.kinds.iter_mut().zip(&self.requests) {
+            if newly[id as usize] {
+                *kind = RequestKind::Dynamic;
+            }
+        }
+        newly.iter().filter(|&&n| n).count()
     }
 
     /// Sum of the sizes of the distinct targets.
