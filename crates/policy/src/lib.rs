@@ -87,6 +87,12 @@ pub trait Policy: Send {
     /// including later requests on a connection `pick` placed once).
     fn on_request(&mut self, _node: NodeId, _req: &RequestInfo<'_>, _rtt: Duration, _now: Time) {}
 
+    /// Whether `on_request` does anything: callers skip building the sniffer's view (and
+    /// taking locks for it) for policies that do not read it.
+    fn observes_requests(&self) -> bool {
+        false
+    }
+
     /// `node` reported its own load (a metrics poll completed).
     fn on_report(&mut self, _node: NodeId, _report: &NodeReport, _now: Time) {}
 

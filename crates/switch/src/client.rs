@@ -103,6 +103,9 @@ impl Client {
 
     /// Tell the policy the request in `buf` was forwarded to `node` (the sniffer's view).
     pub fn observe(&self, node: NodeId, head: &RequestHead) {
+        if !self.worker.shared.dispatcher.observes_requests() {
+            return;
+        }
         let rtt = self.rtt();
         self.worker.shared.dispatcher.observe(node, &self.request_info(head), rtt);
     }

@@ -55,6 +55,8 @@ impl DispatchState {
 pub struct Dispatcher {
     state: Mutex<DispatchState>,
     epoch: Instant,
+    /// The policy reads forwarded requests (`Policy::observes_requests`), fixed at start.
+    observes: bool,
 }
 
 /// A request dispatched to `node`; completes the request when dropped.
@@ -112,7 +114,9 @@ impl Drop for QueueTicket<'_> {
 
 impl Dispatcher {
     pub fn new(cluster: Cluster) -> Dispatcher {
+        let observes = cluster.policy().observes_requests();
         Dispatcher {
+            observes,
             state: Mutex::new(DispatchState {
                 cluster,
                 waiters: VecDeque::new(),
@@ -203,9 +207,17 @@ impl Dispatcher {
     /// A request was forwarded to `node` over a connection with client round-trip time
     /// `rtt` (the content sniffer's view, `Cluster::observe`).
     pub fn observe(&self, node: NodeId, req: &RequestInfo<'_>, rtt: Duration) {
+        if !self.observes {
+            return;
+        }
         let mut st = self.state.lock();
         let now = self.now();
         st.cluster.observe(node, req, rtt, now);
+    }
+
+    /// Whether the policy reads forwarded requests (else `observe` does nothing).
+    pub fn observes_requests(&self) -> bool {
+        self.observes
     }
 
     /// `node` reported its own load (a metrics poll completed).

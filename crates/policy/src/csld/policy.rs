@@ -107,6 +107,10 @@ impl Policy for CsldPolicy {
         self.estimator.files()
     }
 
+    fn observes_requests(&self) -> bool {
+        true
+    }
+
     fn on_request(&mut self, node: NodeId, req: &RequestInfo<'_>, rtt: Duration, now: Time) {
         self.tick(now);
         let task = Task::request(req, rtt, now.as_nanos(), &self.params, &self.inputs);
