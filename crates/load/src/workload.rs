@@ -246,6 +246,7 @@ fn synthetic_jobs(
                 target: target.into(),
                 path: PathBuf::from(target),
                 size,
+                mtime: 0,
             };
             let docs: Vec<DocumentFile> = manifest.files.iter().map(|f| as_doc(&f.target, f.size)).collect();
             let by_target: HashMap<&str, &locus_trace::SiteFile> =

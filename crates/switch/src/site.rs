@@ -6,32 +6,13 @@
 use crate::config::{ConfigError, SwitchConfig};
 use locus_classify::{ClassConfig, RequestClassifier};
 use locus_policy::{FileInfo, FileTable, PolicyConfig, PolicyInputs};
-use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use locus_trace::{DocumentTree, ScanLimits};
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
 
 /// Deepest directory nesting `site_root` may have below the root.
 const MAX_DEPTH: usize = 64;
-
-/// Characters percent-encoded in one path segment of a target (as clients and the trace
-/// tools write them): controls, non-ASCII, and the delimiters.
-const PATH_SEGMENT: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'`')
-    .add(b'{')
-    .add(b'}')
-    .add(b'\\')
-    .add(b'^')
-    .add(b'|')
-    .add(b'/');
 
 /// The `[[classes]]` of a separate class file.
 #[derive(Deserialize)]
@@ -115,53 +96,21 @@ pub fn check_policy_needs(
 /// Dot-files and symbolic links are left out. More than `max_files` files, or nesting deeper
 /// than `MAX_DEPTH`, is refused: point `site_root` at the document root.
 pub fn scan_site(root: &Path, max_files: usize) -> Result<FileTable, ConfigError> {
-    let io = |path: &Path, error| ConfigError::Io { path: path.to_path_buf(), error };
-    let meta = std::fs::metadata(root).map_err(|e| io(root, e))?;
-    if !meta.is_dir() {
-        return Err(ConfigError::Invalid(format!("site_root {} is not a directory", root.display())));
-    }
+    let limits = ScanLimits { max_files, max_depth: MAX_DEPTH };
+    let tree = DocumentTree::scan_bounded(root, limits).map_err(|e| {
+        ConfigError::Invalid(format!(
+            "site_root: {e} (site_max_files is {max_files}; point it at the document root)"
+        ))
+    })?;
     let mut files = FileTable::new();
-    let mut count = 0usize;
-    let mut stack: Vec<(PathBuf, String, usize)> = vec![(root.to_path_buf(), String::new(), 0)];
-    while let Some((dir, prefix, depth)) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).map_err(|e| io(&dir, e))? {
-            let entry = entry.map_err(|e| io(&dir, e))?;
-            let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
-            if name.starts_with('.') {
-                continue;
-            }
-            let path = entry.path();
-            let meta = std::fs::symlink_metadata(&path).map_err(|e| io(&path, e))?;
-            let target = format!("{prefix}/{}", utf8_percent_encode(&name, PATH_SEGMENT));
-            if meta.is_dir() {
-                if depth + 1 > MAX_DEPTH {
-                    return Err(ConfigError::Invalid(format!(
-                        "site_root {}: {} is nested deeper than {MAX_DEPTH} directories",
-                        root.display(),
-                        path.display()
-                    )));
-                }
-                stack.push((path, target, depth + 1));
-                continue;
-            }
-            if !meta.is_file() {
-                continue;
-            }
-            count += 1;
-            if count > max_files {
-                return Err(ConfigError::Invalid(format!(
-                    "site_root {} holds more than {max_files} files (site_max_files); point it at the \
-                     document root or raise site_max_files",
-                    root.display()
-                )));
-            }
-            let mtime = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok());
-            let info = FileInfo { size: meta.len(), mtime: mtime.map_or(0, |d| d.as_secs()) };
-            if name == "index.html" {
-                files.insert(locus_core::target_hash(&format!("{prefix}/")), info);
-            }
-            files.insert(locus_core::target_hash(&target), info);
+    for f in &tree.files {
+        let info = FileInfo { size: f.size, mtime: f.mtime };
+        if let Some(dir) = f.target.strip_suffix("index.html")
+            && dir.ends_with('/')
+        {
+            files.insert(locus_core::target_hash(dir), info);
         }
+        files.insert(locus_core::target_hash(&f.target), info);
     }
     Ok(files)
 }
@@ -169,6 +118,7 @@ pub fn scan_site(root: &Path, max_files: usize) -> Result<FileTable, ConfigError
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
     use locus_core::target_hash;
 
     #[test]

@@ -1,7 +1,9 @@
 //! `DocumentTree`: the regular files under a document root with their sizes and the request
-//! targets that name them (`/dir/file.html`, percent-encoded), for `synth` sizes and `surf`.
+//! targets that name them (`/dir/file.html`, percent-encoded) and modification times, for
+//! `synth` sizes, `surf` and the switch's file table; optionally bounded in files and depth.
 
 use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
 
 use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, utf8_percent_encode};
 
@@ -33,6 +35,25 @@ pub struct DocumentFile {
     pub path: PathBuf,
     /// Its size in bytes.
     pub size: u64,
+    /// Its modification time, seconds since the Unix epoch (0 when unknown).
+    pub mtime: u64,
+}
+
+/// How much of a tree `scan_bounded` walks before it refuses: a root that holds far more than
+/// a site (a home directory, `/`) is an error, not a long wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScanLimits {
+    /// Most regular files.
+    pub max_files: usize,
+    /// Deepest directory nesting below the root.
+    pub max_depth: usize,
+}
+
+impl Default for ScanLimits {
+    /// No limit.
+    fn default() -> ScanLimits {
+        ScanLimits { max_files: usize::MAX, max_depth: usize::MAX }
+    }
 }
 
 /// The regular files under a root, sorted by target. Symbolic links and names starting with
@@ -50,17 +71,20 @@ pub struct DocumentTree {
 impl DocumentTree {
     /// Walk `root`.
     pub fn scan(root: &Path) -> Result<DocumentTree, TraceError> {
+        DocumentTree::scan_bounded(root, ScanLimits::default())
+    }
+
+    /// Walk `root`, refusing a tree with more files or deeper nesting than `limits`.
+    pub fn scan_bounded(root: &Path, limits: ScanLimits) -> Result<DocumentTree, TraceError> {
         let meta = std::fs::metadata(root).map_err(|e| TraceError::fs(root, e))?;
+        let refuse = |message: String| TraceError::Directory { path: root.to_path_buf(), message };
         if !meta.is_dir() {
-            return Err(TraceError::Directory {
-                path: root.to_path_buf(),
-                message: "not a directory".into(),
-            });
+            return Err(refuse("not a directory".into()));
         }
         let mut files = Vec::new();
         let mut skipped = 0;
-        let mut stack: Vec<(PathBuf, String)> = vec![(root.to_path_buf(), String::new())];
-        while let Some((dir, prefix)) = stack.pop() {
+        let mut stack: Vec<(PathBuf, String, usize)> = vec![(root.to_path_buf(), String::new(), 0)];
+        while let Some((dir, prefix, depth)) = stack.pop() {
             let entries = std::fs::read_dir(&dir).map_err(|e| TraceError::fs(&dir, e))?;
             for entry in entries {
                 let entry = entry.map_err(|e| TraceError::fs(&dir, e))?;
@@ -76,9 +100,25 @@ impl DocumentTree {
                 let meta = std::fs::symlink_metadata(&path).map_err(|e| TraceError::fs(&path, e))?;
                 let target = format!("{prefix}/{}", utf8_percent_encode(&name, PATH_SEGMENT));
                 if meta.is_dir() {
-                    stack.push((path, target));
+                    if depth >= limits.max_depth {
+                        return Err(refuse(format!(
+                            "{} is nested deeper than {} directories",
+                            path.display(),
+                            limits.max_depth
+                        )));
+                    }
+                    stack.push((path, target, depth + 1));
                 } else if meta.is_file() {
-                    files.push(DocumentFile { target, path, size: meta.len() });
+                    if files.len() >= limits.max_files {
+                        return Err(refuse(format!("more than {} files", limits.max_files)));
+                    }
+                    let mtime = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok());
+                    files.push(DocumentFile {
+                        target,
+                        path,
+                        size: meta.len(),
+                        mtime: mtime.map_or(0, |d| d.as_secs()),
+                    });
                 } else {
                     skipped += 1;
                 }
@@ -128,6 +168,8 @@ mod tests {
         assert_eq!(got, [("/index.html", 5), ("/sub%20dir/a%3Fb.gif", 1)]);
         assert_eq!(tree.skipped, 1);
         assert_eq!(tree.find("/sub%20dir/a%3Fb.gif"), Some(1));
+        let mtime = std::fs::metadata(dir.path().join("index.html")).unwrap().modified().unwrap();
+        assert_eq!(tree.files[0].mtime, mtime.duration_since(UNIX_EPOCH).unwrap().as_secs());
         assert_eq!(target_for(&decode_path("/sub%20dir/a%3fb.gif").unwrap()), "/sub%20dir/a%3Fb.gif");
     }
 

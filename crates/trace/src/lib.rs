@@ -26,7 +26,7 @@ mod wc98;
 mod writer;
 
 pub use clf::{CLF_DEFAULT_BASE_UNIX, ClfReader, ClfWriter, format_clf_time, parse_clf_time};
-pub use document_tree::{DocumentFile, DocumentTree, decode_path, target_for};
+pub use document_tree::{DocumentFile, DocumentTree, ScanLimits, decode_path, target_for};
 pub use error::TraceError;
 pub use html_scan::{HtmlReferences, resolve_reference};
 pub use json_lines::{JsonLinesReader, JsonLinesWriter};

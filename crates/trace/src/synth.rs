@@ -506,6 +506,7 @@ mod tests {
                 target: format!("/f{i}.html"),
                 path: format!("f{i}.html").into(),
                 size: 100 + i,
+                mtime: 0,
             })
             .collect();
         let records = generate(ZipfTraceSpec {
