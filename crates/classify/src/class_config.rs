@@ -46,6 +46,15 @@ pub struct ClassConfig {
     pub resource: Option<ResourceKind>,
 }
 
+/// A file of `[[classes]]` tables: the schema the node's `class_file`, the switch's
+/// `class_file` and the simulator's `--class-file` all read.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassFile {
+    #[serde(default)]
+    pub classes: Vec<ClassConfig>,
+}
+
 impl ClassConfig {
     /// The stated resource kind, or the one its costs imply: CPU if it costs CPU, disk if it
     /// costs disk time, both, or none.

@@ -9,7 +9,7 @@ mod classifier;
 mod cost;
 
 pub use byte_size::{ByteSize, InvalidByteSize};
-pub use class_config::ClassConfig;
+pub use class_config::{ClassConfig, ClassFile};
 pub use classifier::{ClassError, ClassSpec, RequestClassifier};
 pub use cost::CostDistribution;
 pub use locus_core::{ClassCost, ResourceKind};

@@ -14,7 +14,7 @@ use crate::class_table::ClassTable;
 pub use crate::handoff_config::{HandoffConfig, RehandoffPolicy};
 use crate::origin::OriginAddr;
 use locus_classify::ByteSize;
-use locus_classify::ClassConfig;
+use locus_classify::{ClassConfig, ClassFile};
 
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -273,14 +273,6 @@ impl Default for NodeLimits {
             drain_timeout_ms: 5_000,
         }
     }
-}
-
-/// The `[[classes]]` of a separate class file.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClassFile {
-    #[serde(default)]
-    classes: Vec<ClassConfig>,
 }
 
 fn parse_error(path: Option<&Path>, e: toml::de::Error) -> ConfigError {

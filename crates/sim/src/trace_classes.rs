@@ -4,19 +4,11 @@
 
 use std::path::Path;
 
-use locus_classify::{ClassConfig, CostDistribution, RequestClassifier};
-use serde::Deserialize;
+use locus_classify::{ClassFile, CostDistribution, RequestClassifier};
 
 use crate::cost_model::{ClassCost, CostModel};
 use crate::error::SimError;
 use crate::workload::Workload;
-
-/// A file of `[[classes]]` tables (the node's and the switch's schema).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClassFile {
-    classes: Vec<ClassConfig>,
-}
 
 /// Read and check the class table at `path`.
 pub fn read_class_file(path: &Path) -> Result<RequestClassifier, SimError> {

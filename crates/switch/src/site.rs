@@ -4,23 +4,14 @@
 //! scanned with a bound on the number of files and the depth.
 
 use crate::config::{ConfigError, SwitchConfig};
-use locus_classify::{ClassConfig, RequestClassifier};
+use locus_classify::{ClassFile, RequestClassifier};
 use locus_policy::{FileInfo, FileTable, PolicyConfig, PolicyInputs};
 use locus_trace::{DocumentTree, ScanLimits};
-use serde::Deserialize;
 use std::path::Path;
 use std::sync::Arc;
 
 /// Deepest directory nesting `site_root` may have below the root.
 const MAX_DEPTH: usize = 64;
-
-/// The `[[classes]]` of a separate class file.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClassFile {
-    #[serde(default)]
-    classes: Vec<ClassConfig>,
-}
 
 /// The class table and, when loaded, the file table.
 pub struct SiteInputs {
@@ -118,8 +109,8 @@ pub fn scan_site(root: &Path, max_files: usize) -> Result<FileTable, ConfigError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::UNIX_EPOCH;
     use locus_core::target_hash;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn site_scan_keys_documents_by_encoded_target_with_size_and_mtime() {
