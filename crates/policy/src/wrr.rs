@@ -1,5 +1,6 @@
 //! `wrr`: smooth weighted round robin (as in nginx) over the nodes that are up, using each
-//! node's effective weight (configured weight × slow-start ramp).
+//! node's effective weight (configured weight × slow-start ramp); and `SmoothWrr`, the same
+//! selection over any per-node f64 weights, which CSLD and the metric-fed WRR dispatch by.
 
 use crate::Policy;
 use locus_core::{NodeId, NodeStatus, RequestInfo, Time};
@@ -9,14 +10,13 @@ use locus_core::{NodeId, NodeStatus, RequestInfo, Time};
 /// from it. Over any window the picks follow the weights and are interleaved, not bursty.
 #[derive(Debug)]
 pub struct WeightedRoundRobinPolicy {
-    /// nginx's `current_weight`, per node.
-    current: Vec<f64>,
+    wrr: SmoothWrr,
 }
 
 impl WeightedRoundRobinPolicy {
     /// A smooth weighted round robin over `node_count` nodes.
     pub fn new(node_count: usize) -> WeightedRoundRobinPolicy {
-        WeightedRoundRobinPolicy { current: vec![0.0; node_count] }
+        WeightedRoundRobinPolicy { wrr: SmoothWrr { current: vec![0.0; node_count] } }
     }
 }
 
@@ -26,17 +26,52 @@ impl Policy for WeightedRoundRobinPolicy {
     }
 
     fn pick(&mut self, _req: &RequestInfo<'_>, nodes: &[NodeStatus], _now: Time) -> Option<NodeId> {
+        // A zero ramp would starve the node for ever; the smallest weight still counts.
+        self.wrr.pick_by(nodes, |_, node| node.effective_weight().max(1e-3))
+    }
+
+    fn on_node_down(&mut self, node: NodeId, _nodes: &[NodeStatus], _now: Time) {
+        self.wrr.reset(node.index());
+    }
+
+    fn on_node_up(&mut self, node: NodeId, _nodes: &[NodeStatus], _now: Time) {
+        self.wrr.reset(node.index());
+    }
+}
+
+/// Smooth weighted round robin (nginx's) over per-node f64 weights scaled by each node's
+/// slow-start ramp; when no up node has a positive weight, over the ramps alone (round
+/// robin while every node is fully ramped).
+#[derive(Debug, Default)]
+pub(crate) struct SmoothWrr {
+    current: Vec<f64>,
+}
+
+impl SmoothWrr {
+    /// Pick an up node by `weights` (missing entries weigh 0).
+    pub(crate) fn pick(&mut self, weights: &[f64], nodes: &[NodeStatus]) -> Option<NodeId> {
+        let ramp = |n: &NodeStatus| n.ramp.clamp(0.0, 1.0);
+        self.pick_by(nodes, |i, n| weights.get(i).copied().unwrap_or(0.0) * ramp(n))
+            // A zero ramp would starve a node for ever; the smallest weight still counts.
+            .or_else(|| self.pick_by(nodes, |_, n| ramp(n).max(1e-3)))
+    }
+
+    /// Pick an up node with a positive `weight(i, node)`, nginx's way.
+    pub(crate) fn pick_by(
+        &mut self,
+        nodes: &[NodeStatus],
+        weight: impl Fn(usize, &NodeStatus) -> f64,
+    ) -> Option<NodeId> {
         if self.current.len() < nodes.len() {
             self.current.resize(nodes.len(), 0.0);
         }
         let mut total = 0.0;
         let mut best: Option<usize> = None;
         for (i, node) in nodes.iter().enumerate() {
-            if !node.up {
+            let w = weight(i, node);
+            if !(node.up && w > 0.0 && w.is_finite()) {
                 continue;
             }
-            // A zero ramp would starve the node for ever; the smallest weight still counts.
-            let w = node.effective_weight().max(1e-3);
             total += w;
             self.current[i] += w;
             if best.is_none_or(|b| self.current[i] > self.current[b]) {
@@ -48,14 +83,9 @@ impl Policy for WeightedRoundRobinPolicy {
         Some(NodeId(b as u32))
     }
 
-    fn on_node_down(&mut self, node: NodeId, _nodes: &[NodeStatus], _now: Time) {
-        if let Some(c) = self.current.get_mut(node.index()) {
-            *c = 0.0;
-        }
-    }
-
-    fn on_node_up(&mut self, node: NodeId, _nodes: &[NodeStatus], _now: Time) {
-        if let Some(c) = self.current.get_mut(node.index()) {
+    /// Forget `node`'s accumulated credit (it left or rejoined the view).
+    pub(crate) fn reset(&mut self, node: usize) {
+        if let Some(c) = self.current.get_mut(node) {
             *c = 0.0;
         }
     }

@@ -1,8 +1,8 @@
 //! From load indices to dispatch: W_k from L_k (the spread compressed to at most t_diff =
-//! N_r/N, the weights summing to N_r) and smooth weighted round robin over f64 weights.
-//! Shared by CSLD and the metric-fed WRR baselines.
+//! N_r/N, the weights summing to N_r), shared by CSLD and the metric-fed WRR baselines, which
+//! dispatch by the smooth weighted round robin of `wrr`.
 
-use locus_core::{NodeId, NodeStatus};
+pub(crate) use crate::wrr::SmoothWrr;
 
 /// Fill `out` with W_k for the loads `loads` of the nodes `active` says take part (the rest
 /// get 0): with t_diff = `total`/N over the N active nodes, dec = 1 if max − min ≤ t_diff
@@ -29,60 +29,10 @@ pub(crate) fn weights_from_loads(loads: &[f64], active: impl Fn(usize) -> bool, 
     }
 }
 
-/// Smooth weighted round robin (nginx's) over per-node f64 weights scaled by each node's
-/// slow-start ramp; when no up node has a positive weight, over the ramps alone (round
-/// robin while every node is fully ramped).
-#[derive(Debug, Default)]
-pub(crate) struct SmoothWrr {
-    current: Vec<f64>,
-}
-
-impl SmoothWrr {
-    /// Pick an up node by `weights` (missing entries weigh 0).
-    pub(crate) fn pick(&mut self, weights: &[f64], nodes: &[NodeStatus]) -> Option<NodeId> {
-        if self.current.len() < nodes.len() {
-            self.current.resize(nodes.len(), 0.0);
-        }
-        let ramp = |n: &NodeStatus| n.ramp.clamp(0.0, 1.0);
-        self.pick_by(nodes, |i, n| weights.get(i).copied().unwrap_or(0.0) * ramp(n))
-            // A zero ramp would starve a node for ever; the smallest weight still counts.
-            .or_else(|| self.pick_by(nodes, |_, n| ramp(n).max(1e-3)))
-    }
-
-    fn pick_by(
-        &mut self,
-        nodes: &[NodeStatus],
-        weight: impl Fn(usize, &NodeStatus) -> f64,
-    ) -> Option<NodeId> {
-        let mut total = 0.0;
-        let mut best: Option<usize> = None;
-        for (i, node) in nodes.iter().enumerate() {
-            let w = weight(i, node);
-            if !(node.up && w > 0.0 && w.is_finite()) {
-                continue;
-            }
-            total += w;
-            self.current[i] += w;
-            if best.is_none_or(|b| self.current[i] > self.current[b]) {
-                best = Some(i);
-            }
-        }
-        let b = best?;
-        self.current[b] -= total;
-        Some(NodeId(b as u32))
-    }
-
-    /// Forget `node`'s accumulated credit (it left or rejoined the view).
-    pub(crate) fn reset(&mut self, node: usize) {
-        if let Some(c) = self.current.get_mut(node) {
-            *c = 0.0;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use locus_core::{NodeId, NodeStatus};
     use proptest::prelude::*;
 
     proptest! {
