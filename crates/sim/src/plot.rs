@@ -131,26 +131,7 @@ pub fn plot_metric(
         .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(|e| err(e.to_string()))?;
-    for (i, (label, pts)) in lines.iter().enumerate() {
-        let color = color_of(label, i);
-        chart
-            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-            .map_err(|e| err(e.to_string()))?
-            .label(label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-        chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
-            .map_err(|e| err(e.to_string()))?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(e.to_string()))?;
-    root.present().map_err(|e| err(e.to_string()))?;
-    Ok(())
+    crate::plot_lines::draw_lines(&root, &mut chart, &lines, color_of).map_err(err)
 }
 
 /// Write every `PlotMetric` of `reports` into `dir`; returns the files written.

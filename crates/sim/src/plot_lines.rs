@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::error::SimError;
@@ -44,17 +46,32 @@ pub fn plot_lines(path: &Path, axes: Axes<'_>, series: &[Series]) -> Result<(), 
         .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(|e| err(e.to_string()))?;
-    for (i, (label, pts)) in series.iter().enumerate() {
+    draw_lines(&root, &mut chart, series, |_, i| {
         let c = Palette99::pick(i).to_rgba();
-        let color = RGBColor(c.0, c.1, c.2);
+        RGBColor(c.0, c.1, c.2)
+    })
+    .map_err(err)?;
+    Ok(())
+}
+
+/// Draw `series` onto `chart` as lines with dots in `color(label, index)`, the legend in the
+/// upper left, and write the picture out.
+pub(crate) fn draw_lines<'a, 'b: 'a>(
+    root: &DrawingArea<SVGBackend<'b>, Shift>,
+    chart: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    series: &[Series],
+    color: impl Fn(&str, usize) -> RGBColor,
+) -> Result<(), String> {
+    for (i, (label, pts)) in series.iter().enumerate() {
+        let color = color(label, i);
         chart
             .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-            .map_err(|e| err(e.to_string()))?
+            .map_err(|e| e.to_string())?
             .label(label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
         chart
             .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| e.to_string())?;
     }
     chart
         .configure_series_labels()
@@ -62,7 +79,6 @@ pub fn plot_lines(path: &Path, axes: Axes<'_>, series: &[Series]) -> Result<(), 
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(|e| err(e.to_string()))?;
-    root.present().map_err(|e| err(e.to_string()))?;
-    Ok(())
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
 }
