@@ -122,20 +122,7 @@ pub fn metrics_text(node: &NodeContext) -> String {
         "Dynamic jobs waiting for a CPU thread",
         node.cpu.queue_length() as u64,
     );
-    gauge(
-        &mut registry,
-        "listen_queue",
-        "Connections in the HTTP listeners' accept queues, not yet accepted",
-        load.listen_queue.into(),
-    );
-    gauge(
-        &mut registry,
-        "disk_waiting",
-        "Requests waiting for a modelled disk or reading from it (misses and dynamic disk reads)",
-        load.disk_wait.into(),
-    );
-    gauge(&mut registry, "static_active", "Static requests being served", load.static_active.into());
-    gauge(&mut registry, "dynamic_active", "Dynamic requests being served", load.dynamic_active.into());
+    register_load_report(&mut registry, &load);
     let responses = Family::<Vec<(String, String)>, Counter>::default();
     for (status, n) in &s.statuses {
         responses.get_or_create(&vec![("status".to_string(), status.clone())]).inc_by(*n);
@@ -153,6 +140,29 @@ pub fn metrics_text(node: &NodeContext) -> String {
         text.clear();
     }
     text
+}
+
+/// The four load figures a metric-fed balancer reads, as gauges.
+fn register_load_report(registry: &mut Registry, load: &locus_core::NodeReport) {
+    let gauge = |registry: &mut Registry, name: &str, help: &str, v: u32| {
+        let g: Gauge = Gauge::default();
+        g.set(i64::from(v));
+        registry.register(name, help, g);
+    };
+    gauge(
+        registry,
+        "listen_queue",
+        "Connections in the HTTP listeners' accept queues, not yet accepted",
+        load.listen_queue,
+    );
+    gauge(
+        registry,
+        "disk_waiting",
+        "Requests waiting for a modelled disk or reading from it (misses and dynamic disk reads)",
+        load.disk_wait,
+    );
+    gauge(registry, "static_active", "Static requests being served", load.static_active);
+    gauge(registry, "dynamic_active", "Dynamic requests being served", load.dynamic_active);
 }
 
 fn respond(

@@ -118,91 +118,88 @@ pub(crate) enum RawPolicyConfigError {
 impl TryFrom<RawPolicyConfig> for PolicyConfig {
     type Error = RawPolicyConfigError;
 
-    fn try_from(raw: RawPolicyConfig) -> Result<PolicyConfig, RawPolicyConfigError> {
+    fn try_from(mut raw: RawPolicyConfig) -> Result<PolicyConfig, RawPolicyConfigError> {
         let mut config = PolicyConfig::from_name(&raw.name.0)?;
-        // Each parameter given is moved into the variant that has it; what is left over
-        // does not apply to this policy.
-        let RawPolicyConfig {
-            name: KnownPolicyName(name),
-            mut seed,
-            mut kind,
-            mut vnodes,
-            mut table_size,
-            mut balance_factor,
-            mut t_low,
-            mut t_high,
-            mut k_secs,
-            mut admission_limit,
-            mut max_targets,
-            mut variant,
-            mut csld,
-            unknown,
-        } = raw;
-        if let Some(key) = unknown.into_keys().next() {
+        if let Some(key) = std::mem::take(&mut raw.unknown).into_keys().next() {
             return Err(RawPolicyConfigError::Unknown(key));
         }
+        // Each parameter given is moved into the variant that has it; what is left over
+        // does not apply to this policy.
+        raw.move_into(&mut config);
+        if let Some(key) = raw.leftover() {
+            return Err(RawPolicyConfigError::Inapplicable { policy: raw.name.0, key });
+        }
+        super::check::check_params(&config)
+            .map_err(|message| RawPolicyConfigError::Invalid { policy: raw.name.0, message })?;
+        Ok(config)
+    }
+}
+
+impl RawPolicyConfig {
+    /// Move every parameter given into `config`'s variant if it has it (taking it out of
+    /// `self`), so that what stays in `self` does not apply.
+    fn move_into(&mut self, config: &mut PolicyConfig) {
         fn take<T>(slot: &mut T, given: &mut Option<T>) {
             if let Some(v) = given.take() {
                 *slot = v;
             }
         }
-        match &mut config {
+        match config {
             PolicyConfig::Rr
             | PolicyConfig::Wrr
             | PolicyConfig::Lc
             | PolicyConfig::Wlc
             | PolicyConfig::Hash
             | PolicyConfig::Cap => {}
-            PolicyConfig::Csld(params) => csld.apply_to(params),
-            PolicyConfig::WrrMetrics { variant: v } => take(v, &mut variant),
-            PolicyConfig::P2c { seed: s } => take(s, &mut seed),
+            PolicyConfig::Csld(params) => self.csld.apply_to(params),
+            PolicyConfig::WrrMetrics { variant: v } => take(v, &mut self.variant),
+            PolicyConfig::P2c { seed: s } => take(s, &mut self.seed),
             PolicyConfig::Chash { kind: k, vnodes: v, table_size: t } => {
                 // `name = "maglev"` fixes the kind; only `name = "chash"` may choose it.
-                if name == "chash" {
-                    take(k, &mut kind);
+                if self.name.0 == "chash" {
+                    take(k, &mut self.kind);
                 }
-                take(v, &mut vnodes);
-                take(t, &mut table_size);
+                take(v, &mut self.vnodes);
+                take(t, &mut self.table_size);
             }
             PolicyConfig::ChashBounded { vnodes: v, balance_factor: b } => {
-                take(v, &mut vnodes);
-                take(b, &mut balance_factor);
+                take(v, &mut self.vnodes);
+                take(b, &mut self.balance_factor);
             }
             PolicyConfig::Lard { t_low: lo, t_high: hi, max_targets: m } => {
-                take(lo, &mut t_low);
-                take(hi, &mut t_high);
-                take(m, &mut max_targets);
+                take(lo, &mut self.t_low);
+                take(hi, &mut self.t_high);
+                take(m, &mut self.max_targets);
             }
             PolicyConfig::LardR { t_low: lo, t_high: hi, k_secs: k, admission_limit: a, max_targets: m } => {
-                take(lo, &mut t_low);
-                take(hi, &mut t_high);
-                take(k, &mut k_secs);
-                if let Some(v) = admission_limit.take() {
+                take(lo, &mut self.t_low);
+                take(hi, &mut self.t_high);
+                take(k, &mut self.k_secs);
+                if let Some(v) = self.admission_limit.take() {
                     *a = Some(v);
                 }
-                take(m, &mut max_targets);
+                take(m, &mut self.max_targets);
             }
         }
+    }
+
+    /// The first parameter given that the policy did not take, if any.
+    fn leftover(&self) -> Option<&'static str> {
         let leftovers = [
-            ("seed", seed.is_some()),
-            ("kind", kind.is_some()),
-            ("vnodes", vnodes.is_some()),
-            ("table_size", table_size.is_some()),
-            ("balance_factor", balance_factor.is_some()),
-            ("t_low", t_low.is_some()),
-            ("t_high", t_high.is_some()),
-            ("k_secs", k_secs.is_some()),
-            ("admission_limit", admission_limit.is_some()),
-            ("max_targets", max_targets.is_some()),
-            ("variant", variant.is_some()),
+            ("seed", self.seed.is_some()),
+            ("kind", self.kind.is_some()),
+            ("vnodes", self.vnodes.is_some()),
+            ("table_size", self.table_size.is_some()),
+            ("balance_factor", self.balance_factor.is_some()),
+            ("t_low", self.t_low.is_some()),
+            ("t_high", self.t_high.is_some()),
+            ("k_secs", self.k_secs.is_some()),
+            ("admission_limit", self.admission_limit.is_some()),
+            ("max_targets", self.max_targets.is_some()),
+            ("variant", self.variant.is_some()),
         ];
         let leftover = leftovers.iter().find(|(_, left)| *left).map(|(key, _)| *key);
-        if let Some(key) = leftover.or_else(|| csld.leftover()) {
-            return Err(RawPolicyConfigError::Inapplicable { policy: name, key });
-        }
-        super::check::check_params(&config)
-            .map_err(|message| RawPolicyConfigError::Invalid { policy: name.clone(), message })?;
-        Ok(config)
+        leftover.or_else(|| self.csld.leftover())
     }
 }
 
