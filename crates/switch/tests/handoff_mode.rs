@@ -288,3 +288,40 @@ fn cap_hands_each_request_of_a_class_to_the_next_node_even_on_one_keep_alive_con
     c.wait_for(|s| s["handoff"]["on_nodes_now"] == 0 && s["in_flight"] == 0, "closes reported");
     c.stop();
 }
+
+#[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
+fn csld_places_handed_off_connections_and_hears_of_their_requests() {
+    require_root();
+    let c = cluster("csld", 2, KEY);
+    let mut served = std::collections::HashSet::new();
+    // Keep-alive connections with several targets each, over more than two CSLD periods
+    // (200 ms): the first request places the connection, later ones move it (Routes).
+    let started = Instant::now();
+    let mut connections = 0;
+    while started.elapsed() < Duration::from_millis(700) || connections < 6 {
+        let mut client = Client::connect(c.switch.addr());
+        for i in [1, 2, 3] {
+            let r = c.get(&mut client, &format!("/f{}.txt", (connections + i) % 40));
+            assert_eq!(r.status, 200);
+            served.insert(r.header("x-locus-node").expect("X-Locus-Node").to_string());
+        }
+        connections += 1;
+    }
+    assert_eq!(served.len(), 2, "both nodes served: {served:?}");
+    assert!(c.counter("handoffs") >= 6, "{}", c.status());
+    assert_eq!(c.counter("served_here"), 0);
+    // The policy saw the connections and their requests: after a period with traffic it
+    // weights both nodes, and its file table holds the documents its sniffer was told of.
+    c.wait_for(
+        |s| {
+            s["mapping_entries"].as_u64().is_some_and(|m| m >= 8)
+                && s["nodes"]
+                    .as_array()
+                    .is_some_and(|n| n.iter().all(|n| n["policy_weight"].as_f64().is_some_and(|w| w > 0.0)))
+        },
+        "CSLD weights for both nodes and its file table",
+    );
+    c.wait_for(|s| s["handoff"]["on_nodes_now"] == 0 && s["in_flight"] == 0, "closes reported");
+    c.stop();
+}
