@@ -92,6 +92,16 @@ pub struct Claim {
     pub evidence: String,
 }
 
+/// The `## Claims` section of a study's `report.md`: one row per claim, met or not met, with
+/// its criterion and evidence.
+pub(crate) fn write_claims_table(o: &mut String, claims: &[Claim]) {
+    let _ = writeln!(o, "## Claims\n\n| | claim | criterion | result |\n|---|---|---|---|");
+    for c in claims {
+        let mark = if c.met { "**met**" } else { "**not met**" };
+        let _ = writeln!(o, "| {mark} | {} | {} | {} |", c.statement, c.criterion, c.evidence);
+    }
+}
+
 /// What a reproduction produced.
 #[derive(Clone, Debug)]
 pub struct Reproduction {
@@ -364,11 +374,7 @@ fn markdown(
         opts.seed,
         opts.node_counts
     );
-    let _ = writeln!(o, "## Claims\n\n| | claim | criterion | result |\n|---|---|---|---|");
-    for cl in claims {
-        let mark = if cl.met { "**met**" } else { "**not met**" };
-        let _ = writeln!(o, "| {mark} | {} | {} | {} |", cl.statement, cl.criterion, cl.evidence);
-    }
+    write_claims_table(&mut o, claims);
     let _ = writeln!(o, "\nOther statements of the paper, beside these results (not graded):\n");
     for obs in observations(reports) {
         let _ = writeln!(o, "- {obs}");

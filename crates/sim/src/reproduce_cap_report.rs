@@ -125,11 +125,7 @@ pub fn cap_markdown(opts: &CsldOptions, points: &[StudyPoint], claims: &[Claim])
         d.warmup_s,
         d.measure_s
     );
-    let _ = writeln!(o, "## Claims\n\n| | claim | criterion | result |\n|---|---|---|---|");
-    for c in claims {
-        let mark = if c.met { "**met**" } else { "**not met**" };
-        let _ = writeln!(o, "| {mark} | {} | {} | {} |", c.statement, c.criterion, c.evidence);
-    }
+    crate::reproduce::write_claims_table(&mut o, claims);
     results_table(&mut o, points);
     setup(&mut o);
     o

@@ -110,11 +110,7 @@ pub fn csld_markdown(
         d.warmup_s,
         d.measure_s
     );
-    let _ = writeln!(o, "## Claims\n\n| | claim | criterion | result |\n|---|---|---|---|");
-    for c in claims {
-        let mark = if c.met { "**met**" } else { "**not met**" };
-        let _ = writeln!(o, "| {mark} | {} | {} | {} |", c.statement, c.criterion, c.evidence);
-    }
+    crate::reproduce::write_claims_table(&mut o, claims);
     let _ = writeln!(
         o,
         "\n## Table 4 — mean server latency (s), 16 nodes\n\n`*` = rejected SYNs (ours with the rejection \
