@@ -89,9 +89,11 @@ impl Client {
         try_read_buf_drained(&self.stream, &mut self.buf)
     }
 
-    /// The policy's view of the request in `buf`: its class and conditional date included.
+    /// The policy's view of the request in `buf`: its class and, for a policy that reads
+    /// forwarded requests (only those look at it), its conditional date.
     pub fn request_info<'b>(&'b self, head: &RequestHead) -> RequestInfo<'b> {
-        let ims = head.header(&self.buf, "if-modified-since");
+        let sniffed = self.worker.shared.dispatcher.observes_requests();
+        let ims = if sniffed { head.header(&self.buf, "if-modified-since") } else { None };
         crate::sniff::request_info(&self.worker.shared.classifier, head.method, head.path_str(&self.buf), ims)
     }
 
