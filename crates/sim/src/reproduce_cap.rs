@@ -7,12 +7,12 @@
 
 use locus_trace::{DocumentSizes, SizeModel, ZipfTraceSpec};
 
-use crate::config::{Arrivals, Backend, SimConfig};
+use crate::config::SimConfig;
 use crate::cost_model::ClassCost;
 use crate::error::SimError;
 use crate::plot_lines::{Axes, Series, plot_lines};
 use crate::reproduce_cap_report::{cap_markdown, check_cap_claims};
-use crate::reproduce_csld::{CsldOptions, StudyOutput};
+use crate::reproduce_csld::{CsldOptions, StudyOutput, point_config};
 use crate::sim_policy::SimPolicy;
 use crate::study::{StudyPoint, run_jobs, write_study};
 use crate::wc98_like::Wc98LikeSpec;
@@ -96,21 +96,10 @@ fn config(
     warm: bool,
     t: (u32, u32),
 ) -> Result<SimConfig, SimError> {
-    let (_, warmup) = opts.durations.requests(rate);
-    let mut c = SimConfig {
-        policy: SimPolicy::from_name(policy)?,
-        nodes: opts.nodes,
-        seed: opts.seed,
-        backend: Backend::Apache,
-        arrivals: Arrivals::Poisson { rate },
-        warmup_requests: warmup,
-        t_low: t.0,
-        t_high: t.1,
-        ..SimConfig::csld03()
-    };
+    let mut c = point_config(opts, policy, rate)?;
+    (c.t_low, c.t_high) = t;
     c.costs.classes = cap_classes();
     c.apache.warm_caches = warm;
-    c.apache.cpu = opts.cpu;
     Ok(c)
 }
 

@@ -153,7 +153,9 @@ pub fn csld_label(name: &str) -> Result<String, SimError> {
     })
 }
 
-fn point_config(opts: &CsldOptions, policy: &str, rate: f64) -> Result<SimConfig, SimError> {
+/// One point of a study on the process-driven back end: `policy` at Poisson `rate` on the
+/// CSLD paper's costs, with `opts`' nodes, seed, durations and CPU model.
+pub(crate) fn point_config(opts: &CsldOptions, policy: &str, rate: f64) -> Result<SimConfig, SimError> {
     let (_, warmup) = opts.durations.requests(rate);
     let mut c = SimConfig {
         policy: SimPolicy::from_name(policy)?,
