@@ -190,6 +190,8 @@ impl LoadArgs {
             node_admins: self.node_admin.iter().map(admin).collect::<Result<_, _>>()?,
             progress: std::io::stderr().is_terminal(),
             mismatch_samples: 10,
+            hot_spot: None,
+            dynamic: Vec::new(),
         })
     }
 }

@@ -33,6 +33,35 @@ pub enum DocumentSet {
     Manifest(PathBuf),
 }
 
+/// A moving hot set over a synthetic workload's documents (a flash crowd): `documents`
+/// documents, drawn afresh from the whole set at the start of every phase of `shift`, get
+/// `share` of the requests; the rest follow the workload's popularity. Every connection sees
+/// the same hot set at the same moment (phases count from the run's start).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HotSpot {
+    /// Documents in the hot set (at most the document set's size).
+    pub documents: u32,
+    /// Share of requests that go to the hot set, in (0, 1].
+    pub share: f64,
+    /// How long a hot set lasts before another takes its place; `None`: it never moves.
+    pub shift: Option<Duration>,
+}
+
+/// Requests for dynamic content mixed into a synthetic workload: `share` of the requests go
+/// to `{path}?id={k}`, `k` uniform in `0..variants`; each answer must be status 200 with
+/// `locus_classify::dynamic_body(target, size)` when responses are verified.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DynamicTarget {
+    /// Path (a node class's prefix), starting with `/`.
+    pub path: String,
+    /// Share of all requests, in (0, 1]; the shares of all targets sum to at most 1.
+    pub share: f64,
+    /// Distinct `id` values (at least 1).
+    pub variants: u32,
+    /// The response body's size.
+    pub size: u64,
+}
+
 /// Where a trace comes from.
 #[derive(Clone, Debug)]
 pub enum TraceSource {
@@ -104,6 +133,10 @@ pub struct LoadConfig {
     pub node_admins: Vec<TargetUrl>,
     /// Print a progress line on standard error.
     pub progress: bool,
+    /// Synthetic workloads: a moving hot set.
+    pub hot_spot: Option<HotSpot>,
+    /// Synthetic workloads: dynamic requests mixed in.
+    pub dynamic: Vec<DynamicTarget>,
     /// Mismatches kept for the report.
     pub mismatch_samples: usize,
 }
@@ -130,6 +163,8 @@ impl Default for LoadConfig {
             node_admins: Vec::new(),
             progress: false,
             mismatch_samples: 10,
+            hot_spot: None,
+            dynamic: Vec::new(),
         }
     }
 }

@@ -24,7 +24,8 @@ mod workload;
 pub use admin_status::{CacheSnapshot, NodeRequests, SwitchSnapshot, fetch_status, hit_ratio, imbalance};
 pub use cli::{LoadArgs, pin_response};
 pub use config::{
-    DEFAULT_DURATION, DocumentSet, LoadConfig, Popularity, TraceSource, Verification, Workload,
+    DEFAULT_DURATION, DocumentSet, DynamicTarget, HotSpot, LoadConfig, Popularity, TraceSource, Verification,
+    Workload,
 };
 pub use error::LoadError;
 pub use open_loop::{Arrival, ArrivalQueue, OpenLoopSchedule};

@@ -13,6 +13,7 @@ mod conditional;
 mod config;
 mod connection;
 mod context;
+mod cpu_model_config;
 mod cpu_pool;
 mod doc_store;
 mod document_root;
@@ -39,6 +40,7 @@ pub use config::{
     CacheConfig, ConfigError, HandoffConfig, NodeConfig, NodeLimits, RehandoffPolicy, StorageConfig,
     available_cpus,
 };
+pub use cpu_model_config::CpuModelConfig;
 pub use cpu_pool::{burn_cpu, thread_cpu_time};
 pub use document_root::{DocumentRoot, PathError, Resolved, decode_request_path};
 pub use error::NodeError;
