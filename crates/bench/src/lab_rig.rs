@@ -139,6 +139,8 @@ impl Rig {
             },
             handoff_pin_dir: None,
             l4_selection: None,
+            class_file: None,
+            site_root: None,
         };
         let named: Vec<(String, SocketAddr)> = self.nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
         let listen = net.switch_addr(HTTP_PORT)?;

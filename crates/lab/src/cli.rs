@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::demo::{checks_markdown, demo_checks, demo_experiment, tuning_note};
+use crate::demo::{demo_experiment, tuning_note};
+use crate::demo_checks::{checks_markdown, demo_checks};
 use crate::error::LabError;
 use crate::experiment::Experiment;
 use crate::runner::{LabOptions, run_experiment};
@@ -20,8 +21,9 @@ pub enum LabCommand {
     /// Run an experiment file: build the namespace cluster, measure every point, write the
     /// report (report.md, results.json, SVG plots).
     Run(RunArgs),
-    /// The built-in demo: 1 to 4 disk-bound nodes behind Locus (WRR, LB, chash-bounded, LARD,
-    /// LARD/R), HAProxy and NGINX, on a generated site (under 10 minutes).
+    /// The built-in demo: three workloads (zipf on disk-bound nodes, a moving hot spot, a
+    /// dynamic mix) behind Locus, HAProxy and NGINX (under 10 minutes; `--full`: every node
+    /// count for every workload).
     Demo(DemoArgs),
     /// Remove namespaces and bridges left behind by a lab run that was killed.
     Clean,
@@ -59,6 +61,9 @@ pub struct RunArgs {
 pub struct DemoArgs {
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Run every workload at every node count (1 to 4), not only zipf's (about 25 minutes).
+    #[arg(long)]
+    pub full: bool,
 }
 
 /// Run a `locus lab` subcommand.
@@ -68,7 +73,11 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<()> {
             let experiment = Experiment::from_file(&a.experiment)?;
             run_and_report(experiment, a.output, false)
         }
-        LabCommand::Demo(a) => run_and_report(demo_experiment()?, a.output, true),
+        LabCommand::Demo(a) => {
+            let experiment = demo_experiment()?;
+            let experiment = if a.full { experiment.with_every_node_count() } else { experiment };
+            run_and_report(experiment, a.output, true)
+        }
         LabCommand::Clean => {
             let r = clean_stale_labs()?;
             for n in &r.namespaces {

@@ -29,6 +29,8 @@ pub struct ClusterSpec {
     pub workers: u32,
     /// Locus switch `splice_min_bytes` (`None`: its default).
     pub splice_min_bytes: Option<u64>,
+    /// The workload's dynamic classes (`[[classes]]` file), for the nodes and a Locus switch.
+    pub class_file: Option<std::path::PathBuf>,
 }
 
 /// The started servers of one point.
@@ -89,6 +91,8 @@ impl<'n> LabCluster<'n> {
                 cache_policy: Some(spec.node.cache_policy.clone()),
                 max_object: Some(spec.node.max_object.clone()),
                 storage: spec.node.storage.clone(),
+                cpu: spec.node.cpu.clone(),
+                class_file: spec.class_file.clone(),
                 admin: true,
                 handoff_key_file: key_file.clone(),
                 ..NodeSpec::new(&format!("node{i}"), &spec.root)
@@ -114,6 +118,8 @@ impl<'n> LabCluster<'n> {
                     handoff_agents: nodes.iter().filter_map(|n| n.agent).collect(),
                     handoff_pin_dir: None,
                     l4_selection: None,
+                    class_file: spec.class_file.clone(),
+                    site_root: spec.class_file.as_ref().map(|_| spec.root.clone()),
                 };
                 servers::locus_switch(net, locus, scratch, listen, &named, &s)?
             }

@@ -5,12 +5,13 @@
 
 use std::path::Path;
 
-use locus_node::{ByteSize, Replacement, StorageConfig};
+use locus_node::{ByteSize, CpuModelConfig, Replacement, StorageConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::error::LabError;
-use crate::servers::{HaproxyBalance, NginxBalance};
+pub use crate::switch_row::{HAPROXY_POLICIES, NGINX_POLICIES, SwitchRow, haproxy_balance, nginx_balance};
 use crate::topology::MAX_NODES;
+pub use crate::workload_spec::{DynamicSpec, FileSizes, HotSpotSpec, WorkloadSpec};
 
 /// A switch implementation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -35,40 +36,17 @@ impl SwitchKind {
     }
 }
 
-/// HAProxy policy names and what they mean.
-pub const HAPROXY_POLICIES: &[(&str, HaproxyBalance)] =
-    &[("uri-chash-bounded", HaproxyBalance::UriChashBounded), ("roundrobin", HaproxyBalance::RoundRobin)];
-/// NGINX policy names and what they mean.
-pub const NGINX_POLICIES: &[(&str, NginxBalance)] =
-    &[("uri-chash", NginxBalance::UriChash), ("roundrobin", NginxBalance::RoundRobin)];
-
-/// The HAProxy balance of a policy name.
-pub fn haproxy_balance(policy: &str) -> Option<HaproxyBalance> {
-    HAPROXY_POLICIES.iter().find(|(n, _)| *n == policy).map(|(_, b)| *b)
-}
-
-/// The NGINX balance of a policy name.
-pub fn nginx_balance(policy: &str) -> Option<NginxBalance> {
-    NGINX_POLICIES.iter().find(|(n, _)| *n == policy).map(|(_, b)| *b)
-}
-
 fn default_name() -> String {
     "experiment".into()
 }
 fn one() -> u32 {
     1
 }
-fn two() -> u32 {
-    2
-}
 fn default_warmup() -> f64 {
     3.0
 }
 fn default_measure() -> f64 {
     6.0
-}
-fn default_modes() -> Vec<String> {
-    vec!["proxy".into()]
 }
 fn default_cache() -> String {
     "8MiB".into()
@@ -78,18 +56,6 @@ fn default_cache_policy() -> String {
 }
 fn default_max_object() -> String {
     "1MiB".into()
-}
-fn default_alpha() -> f64 {
-    0.9
-}
-fn default_clients() -> usize {
-    64
-}
-fn default_seed() -> u64 {
-    1
-}
-fn default_html_share() -> f64 {
-    0.1
 }
 
 /// A whole experiment.
@@ -143,6 +109,10 @@ pub struct NodeSettings {
     /// Storage model charged on every miss: `seek_ms=8,mb_s=30,disks=1`, `lard98`, `csld`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<String>,
+    /// CPU model through which every request's CPU cost is served (`lard98`,
+    /// `lard98,request_us=145`): each node then has one modelled CPU of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
     /// Worker threads per node.
     #[serde(default = "one")]
     pub workers: u32,
@@ -155,6 +125,7 @@ impl Default for NodeSettings {
             cache_policy: default_cache_policy(),
             max_object: default_max_object(),
             storage: None,
+            cpu: None,
             workers: 1,
         }
     }
@@ -165,85 +136,22 @@ impl NodeSettings {
     pub fn cache_bytes(&self) -> Option<u64> {
         self.cache.parse::<ByteSize>().ok().map(|b| b.0)
     }
-}
 
-/// One switch implementation and the policies and modes to run it with.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SwitchRow {
-    pub kind: SwitchKind,
-    /// Locus: policy names (`wrr`, `hash`, `lard-r`, …); HAProxy: `uri-chash-bounded`,
-    /// `roundrobin`; NGINX: `uri-chash`, `roundrobin`.
-    pub policies: Vec<String>,
-    /// Forwarding modes (Locus); HAProxy and NGINX are `proxy` only.
-    #[serde(default = "default_modes")]
-    pub modes: Vec<String>,
-    /// Locus worker threads, HAProxy threads, NGINX worker processes.
-    #[serde(default = "two")]
-    pub workers: u32,
-    /// Locus only: the switch's `[limits] splice_min_bytes` (0 relays every body through user
-    /// space instead of splice(2)); absent: the switch's default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub splice_min_bytes: Option<u64>,
-}
-
-/// A synthetic workload: a generated site and a Zipf request stream over it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorkloadSpec {
-    /// Name in results and file names (letters, digits, `-`, `_`).
-    pub name: String,
-    /// Files in the generated site.
-    pub files: u32,
-    /// Zipf exponent of document popularity.
-    #[serde(default = "default_alpha")]
-    pub alpha: f64,
-    /// Closed-loop clients (connections).
-    #[serde(default = "default_clients")]
-    pub clients: usize,
-    /// Load generator threads (0: one per CPU).
-    #[serde(default)]
-    pub load_threads: usize,
-    /// Seed of the site and the request stream.
-    #[serde(default = "default_seed")]
-    pub seed: u64,
-    /// Share of files that are HTML pages.
-    #[serde(default = "default_html_share")]
-    pub html_share: f64,
-    /// File sizes.
-    #[serde(default)]
-    pub sizes: FileSizes,
-}
-
-/// File sizes of a generated site: a lognormal body and a Pareto tail (SURGE's shape).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FileSizes {
-    /// Median size of the lognormal body.
-    pub median_bytes: u64,
-    /// Standard deviation of ln(size) in the body.
-    pub sigma: f64,
-    /// Share of files in the Pareto tail.
-    pub tail_share: f64,
-    /// Where the tail starts.
-    pub tail_bytes: u64,
-    /// Pareto shape of the tail.
-    pub tail_alpha: f64,
-    pub min_bytes: u64,
-    pub max_bytes: u64,
-}
-
-impl Default for FileSizes {
-    fn default() -> Self {
-        FileSizes {
-            median_bytes: 8192,
-            sigma: 1.0,
-            tail_share: 0.03,
-            tail_bytes: 96 * 1024,
-            tail_alpha: 1.1,
-            min_bytes: 128,
-            max_bytes: 512 * 1024,
+    /// Check values that parse but make no sense; the message starts with the key.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        self.cache.parse::<ByteSize>().map_err(|e| format!("cache: {e}"))?;
+        self.max_object.parse::<ByteSize>().map_err(|e| format!("max_object: {e}"))?;
+        self.cache_policy.parse::<Replacement>().map_err(|e| format!("cache_policy: {e}"))?;
+        if let Some(s) = &self.storage {
+            s.parse::<StorageConfig>().map_err(|e| format!("storage: {e}"))?;
         }
+        if let Some(c) = &self.cpu {
+            c.parse::<CpuModelConfig>().map_err(|e| format!("cpu: {e}"))?;
+        }
+        if self.workers == 0 || self.workers > 64 {
+            return Err(format!("workers = {}: must be within 1..=64", self.workers));
+        }
+        Ok(())
     }
 }
 
@@ -286,7 +194,12 @@ impl Experiment {
         let fail = |message: String| LabError::Experiment { source_name: source_name.to_string(), message };
         let experiment: Experiment =
             toml::from_str(text).map_err(|e| fail(e.to_string().trim().to_string()))?;
-        experiment.validate().map_err(fail)?;
+        experiment.validate().map_err(|message| {
+            match crate::toml_lines::line_of_key(text, crate::toml_lines::key_path_of(&message)) {
+                Some(line) => fail(format!("line {line}: {message}")),
+                None => fail(message),
+            }
+        })?;
         Ok(experiment)
     }
 
@@ -303,14 +216,7 @@ impl Experiment {
 
     /// Check values that parse but make no sense; the message names the key.
     pub fn validate(&self) -> Result<(), String> {
-        if self.nodes.is_empty() {
-            return Err("`nodes` must list at least one node count".into());
-        }
-        for (i, &n) in self.nodes.iter().enumerate() {
-            if n == 0 || n > MAX_NODES {
-                return Err(format!("nodes[{i}] = {n}: node counts must be within 1..={MAX_NODES}"));
-            }
-        }
+        validate_node_counts(&self.nodes).map_err(|m| format!("nodes{m}"))?;
         if self.repeat == 0 || self.repeat > 100 {
             return Err(format!("repeat = {}: must be within 1..=100", self.repeat));
         }
@@ -323,7 +229,7 @@ impl Experiment {
         if self.measure_requests == Some(0) {
             return Err("measure_requests must be at least 1".into());
         }
-        self.validate_node().map_err(|m| format!("node.{m}"))?;
+        self.node.validate().map_err(|m| format!("node.{m}"))?;
         if self.switches.is_empty() {
             return Err("at least one [[switch]] row is needed".into());
         }
@@ -339,19 +245,17 @@ impl Experiment {
                 return Err(format!("workload[{i}].name: `{}` is used twice", w.name));
             }
         }
-        Ok(())
-    }
-
-    fn validate_node(&self) -> Result<(), String> {
-        let n = &self.node;
-        n.cache.parse::<ByteSize>().map_err(|e| format!("cache: {e}"))?;
-        n.max_object.parse::<ByteSize>().map_err(|e| format!("max_object: {e}"))?;
-        n.cache_policy.parse::<Replacement>().map_err(|e| format!("cache_policy: {e}"))?;
-        if let Some(s) = &n.storage {
-            s.parse::<StorageConfig>().map_err(|e| format!("storage: {e}"))?;
+        for (i, row) in self.switches.iter().enumerate() {
+            for (j, name) in row.workloads.iter().enumerate() {
+                if !self.workloads.iter().any(|w| &w.name == name) {
+                    return Err(format!("switch[{i}].workloads[{j}]: no workload is named `{name}`"));
+                }
+            }
         }
-        if n.workers == 0 || n.workers > 64 {
-            return Err(format!("workers = {}: must be within 1..=64", n.workers));
+        for w in &self.workloads {
+            if !self.switches.iter().any(|r| r.runs_on(&w.name)) {
+                return Err(format!("workload: no [[switch]] row runs on `{}`", w.name));
+            }
         }
         Ok(())
     }
@@ -361,11 +265,11 @@ impl Experiment {
     pub fn points(&self) -> Vec<ExperimentPoint> {
         let mut out = Vec::new();
         for repetition in 1..=self.repeat {
-            for workload in 0..self.workloads.len() {
-                for row in &self.switches {
+            for (workload, spec) in self.workloads.iter().enumerate() {
+                for row in self.switches.iter().filter(|r| r.runs_on(&spec.name)) {
                     for policy in &row.policies {
                         for mode in &row.modes {
-                            for &nodes in &self.nodes {
+                            for &nodes in self.nodes_of(workload) {
                                 out.push(ExperimentPoint {
                                     index: out.len(),
                                     repetition,
@@ -386,9 +290,42 @@ impl Experiment {
         out
     }
 
-    /// The largest node count.
+    /// The largest node count of any workload.
     pub fn max_nodes(&self) -> usize {
-        self.nodes.iter().copied().max().unwrap_or(1)
+        (0..self.workloads.len())
+            .flat_map(|w| self.nodes_of(w))
+            .chain(&self.nodes)
+            .copied()
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// The node counts of workload `w`.
+    pub fn nodes_of(&self, w: usize) -> &[usize] {
+        self.workloads.get(w).and_then(|s| s.nodes.as_deref()).unwrap_or(&self.nodes)
+    }
+
+    /// Warm-up seconds of workload `w`'s points.
+    pub fn warmup_of(&self, w: usize) -> f64 {
+        self.workloads.get(w).and_then(|s| s.warmup_s).unwrap_or(self.warmup_s)
+    }
+
+    /// Measured seconds of workload `w`'s points.
+    pub fn measure_of(&self, w: usize) -> f64 {
+        self.workloads.get(w).and_then(|s| s.measure_s).unwrap_or(self.measure_s)
+    }
+
+    /// Node settings of workload `w`'s points.
+    pub fn node_of(&self, w: usize) -> &NodeSettings {
+        self.workloads.get(w).and_then(|s| s.node.as_ref()).unwrap_or(&self.node)
+    }
+
+    /// The experiment with every workload at the experiment's node counts (`--full`).
+    pub fn with_every_node_count(mut self) -> Experiment {
+        for w in &mut self.workloads {
+            w.nodes = None;
+        }
+        self
     }
 
     /// Whether any row uses this switch.
@@ -397,96 +334,17 @@ impl Experiment {
     }
 }
 
-impl SwitchRow {
-    fn validate(&self) -> Result<(), String> {
-        if self.policies.is_empty() {
-            return Err("policies: list at least one policy".into());
-        }
-        if self.modes.is_empty() {
-            return Err("modes: list at least one mode".into());
-        }
-        if self.workers == 0 || self.workers > 64 {
-            return Err(format!("workers = {}: must be within 1..=64", self.workers));
-        }
-        if self.splice_min_bytes.is_some() && self.kind != SwitchKind::Locus {
-            return Err("splice_min_bytes: a setting of the Locus switch only".into());
-        }
-        for (i, p) in self.policies.iter().enumerate() {
-            let known = match self.kind {
-                SwitchKind::Locus => {
-                    locus_policy::PolicyConfig::from_name(p).map(|_| ()).map_err(|e| e.to_string())
-                }
-                SwitchKind::Haproxy => haproxy_balance(p).map(|_| ()).ok_or_else(|| {
-                    let names: Vec<&str> = HAPROXY_POLICIES.iter().map(|(n, _)| *n).collect();
-                    format!("unknown HAProxy policy `{p}` (expected one of: {})", names.join(", "))
-                }),
-                SwitchKind::Nginx => nginx_balance(p).map(|_| ()).ok_or_else(|| {
-                    let names: Vec<&str> = NGINX_POLICIES.iter().map(|(n, _)| *n).collect();
-                    format!("unknown NGINX policy `{p}` (expected one of: {})", names.join(", "))
-                }),
-            };
-            known.map_err(|m| format!("policies[{i}]: {m}"))?;
-            if self.policies[..i].contains(p) {
-                return Err(format!("policies[{i}]: `{p}` is listed twice"));
-            }
-        }
-        for (i, m) in self.modes.iter().enumerate() {
-            if m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-                return Err(format!("modes[{i}]: `{m}` is not a mode name"));
-            }
-            if self.kind != SwitchKind::Locus && m != "proxy" {
-                return Err(format!(
-                    "modes[{i}]: {} is a two-way proxy: mode `proxy` only",
-                    self.kind.name()
-                ));
-            }
-        }
-        Ok(())
+/// Check a list of node counts; the message starts with the index (`[2] = 0: …`).
+pub(crate) fn validate_node_counts(nodes: &[usize]) -> Result<(), String> {
+    if nodes.is_empty() {
+        return Err(": list at least one node count".into());
     }
-}
-
-impl WorkloadSpec {
-    fn validate(&self) -> Result<(), String> {
-        let n = &self.name;
-        if n.is_empty() || !n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-            return Err(format!("name: `{n}` must be letters, digits, `-` or `_`"));
-        }
-        if self.files == 0 || self.files > 1_000_000 {
-            return Err(format!("files = {}: must be within 1..=1000000", self.files));
-        }
-        if !(self.alpha.is_finite() && (0.0..=4.0).contains(&self.alpha)) {
-            return Err(format!("alpha = {}: must be within 0..=4", self.alpha));
-        }
-        if self.clients == 0 || self.clients > 8000 {
-            return Err(format!("clients = {}: must be within 1..=8000", self.clients));
-        }
-        if self.load_threads > 64 {
-            return Err(format!("load_threads = {}: at most 64", self.load_threads));
-        }
-        if !(0.0..=1.0).contains(&self.html_share) {
-            return Err(format!("html_share = {}: must be within 0..=1", self.html_share));
-        }
-        let s = &self.sizes;
-        if s.median_bytes == 0 || s.min_bytes > s.max_bytes || s.max_bytes > 64 << 20 {
-            return Err("sizes: need median_bytes > 0 and min_bytes <= max_bytes <= 64 MiB".into());
-        }
-        self.size_model().sampler().map_err(|e| format!("sizes: {e}"))?;
-        Ok(())
-    }
-
-    /// The size model handed to the site generator.
-    pub fn size_model(&self) -> locus_trace::SizeModel {
-        let s = &self.sizes;
-        locus_trace::SizeModel {
-            body_mu: (s.median_bytes.max(1) as f64).ln(),
-            body_sigma: s.sigma,
-            tail_alpha: s.tail_alpha,
-            tail_k: s.tail_bytes.max(1) as f64,
-            tail_share: s.tail_share,
-            min_size: s.min_bytes,
-            max_size: s.max_bytes,
+    for (i, &n) in nodes.iter().enumerate() {
+        if n == 0 || n > MAX_NODES {
+            return Err(format!("[{i}] = {n}: node counts must be within 1..={MAX_NODES}"));
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -615,5 +473,98 @@ files = 100
         assert!((m.body_mu - 8192f64.ln()).abs() < 1e-9);
         assert_eq!((m.min_size, m.max_size), (128, 512 * 1024));
         assert!(m.sampler().is_ok());
+    }
+
+    const MIXED: &str = r#"
+nodes = [1, 4]
+
+[[switch]]
+kind = "locus"
+policies = ["lard-r"]
+workloads = ["hot"]
+
+[[switch]]
+kind = "haproxy"
+policies = ["leastconn"]
+
+[[workload]]
+name = "hot"
+files = 100
+nodes = [4]
+
+[workload.hot_spot]
+documents = 5
+share = 0.5
+shift_s = 2
+
+[workload.node]
+cpu = "lard98,request_us=145"
+
+[[workload]]
+name = "dyn"
+files = 50
+rate = 300
+
+[[workload.dynamic]]
+share = 0.1
+[workload.dynamic.class]
+name = "search"
+prefix = "/cgi/search"
+cost = { dist = "uniform", min_ms = 10, max_ms = 30 }
+size = "2KiB"
+"#;
+
+    #[test]
+    fn workloads_choose_their_rows_node_counts_and_node_settings() {
+        let e = Experiment::from_toml(MIXED, "mixed.toml").unwrap();
+        let labels: Vec<String> = e.points().iter().map(|p| p.label()).collect();
+        assert_eq!(
+            labels,
+            [
+                "locus lard-r proxy, 4 nodes",
+                "haproxy leastconn proxy, 4 nodes",
+                "haproxy leastconn proxy, 1 node",
+                "haproxy leastconn proxy, 4 nodes",
+            ]
+        );
+        assert_eq!(e.node_of(0).cpu.as_deref(), Some("lard98,request_us=145"));
+        assert_eq!(e.node_of(1), &e.node);
+        assert_eq!(e.workloads[1].rate, Some(300.0));
+        assert_eq!(e.max_nodes(), 4);
+        assert_eq!(Experiment::from_toml(&e.to_toml(), "again").unwrap(), e);
+    }
+
+    #[test]
+    fn nonsense_in_a_workload_or_cpu_model_is_refused_with_its_key_and_line() {
+        let line_of = |text: &str, key: &str| text.lines().position(|l| l.starts_with(key)).unwrap() + 1;
+        let cases = [
+            ("documents = 5", "documents = 500", "documents", "workload[0].hot_spot.documents"),
+            ("share = 0.5", "share = 1.5", "share = 1.5", "workload[0].hot_spot.share"),
+            ("shift_s = 2", "shift_s = 0", "shift_s", "workload[0].hot_spot.shift_s"),
+            ("cpu = \"lard98,request_us=145\"", "cpu = \"kb_us=-3\"", "cpu", "workload[0].node.cpu"),
+            ("rate = 300", "rate = -1", "rate", "workload[1].rate"),
+            ("share = 0.1", "share = 2", "share = 2", "workload[1].dynamic[0].share"),
+            ("workloads = [\"hot\"]", "workloads = [\"cold\"]", "workloads", "switch[0].workloads[0]"),
+        ];
+        for (from, to, key_line, key) in cases {
+            let bad = MIXED.replacen(from, to, 1);
+            assert_ne!(bad, MIXED, "{from}");
+            let line = line_of(&bad, key_line);
+            let err = Experiment::from_toml(&bad, "bad.toml").unwrap_err().to_string();
+            assert!(
+                err.contains(key) && err.contains(&format!("line {line}:")),
+                "{key} on line {line}: {err}"
+            );
+        }
+        // A class cost that makes no sense is refused as the file is read, also with its line.
+        let bad = MIXED.replace("min_ms = 10", "min_ms = -10");
+        let err = Experiment::from_toml(&bad, "bad.toml").unwrap_err().to_string();
+        let line = line_of(&bad, "cost");
+        assert!(err.contains(&format!("line {line}")) && err.contains("min_ms"), "{err}");
+        // A workload no row runs on.
+        let bad =
+            MIXED.replace("policies = [\"leastconn\"]", "policies = [\"leastconn\"]\nworkloads = [\"hot\"]");
+        let err = Experiment::from_toml(&bad, "bad.toml").unwrap_err().to_string();
+        assert!(err.contains("no [[switch]] row runs on `dyn`"), "{err}");
     }
 }

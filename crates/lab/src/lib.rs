@@ -10,6 +10,8 @@ mod cluster;
 mod congestion;
 mod cpu_time;
 mod demo;
+mod demo_checks;
+mod demo_tuning;
 mod error;
 mod experiment;
 mod listeners;
@@ -18,23 +20,28 @@ mod net;
 mod plots;
 mod process;
 mod report;
+mod report_setup;
 mod results;
 mod runner;
 pub mod servers;
 mod site;
 mod stale_labs;
+mod switch_row;
 mod teardown;
+mod toml_lines;
 mod topology;
 mod utc_time;
+mod workload_spec;
 
 pub use cluster::{ClusterDelta, ClusterSnapshot, ClusterSpec, LabCluster, NodeCounters, max_over_mean};
 pub use congestion::CongestionControl;
 pub use cpu_time::{cpu_us_per_request, process_tree_cpu, stat_cpu_ticks};
-pub use demo::{DEMO_EXPERIMENT, DemoCheck, checks_markdown, demo_checks, demo_experiment, tuning_note};
+pub use demo::{DEMO_EXPERIMENT, demo_experiment, tuning_note};
+pub use demo_checks::{DemoCheck, checks_markdown, demo_checks};
 pub use error::LabError;
 pub use experiment::{
-    Experiment, ExperimentPoint, FileSizes, HAPROXY_POLICIES, NGINX_POLICIES, NodeSettings, SwitchKind,
-    SwitchRow, WorkloadSpec, haproxy_balance, nginx_balance,
+    DynamicSpec, Experiment, ExperimentPoint, FileSizes, HAPROXY_POLICIES, HotSpotSpec, NGINX_POLICIES,
+    NodeSettings, SwitchKind, SwitchRow, WorkloadSpec, haproxy_balance, nginx_balance,
 };
 pub use plots::write_plots;
 pub use process::{

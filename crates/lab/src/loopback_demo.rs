@@ -77,6 +77,7 @@ pub fn loopback_experiment(opts: &DemoOptions) -> Experiment {
             cache_policy: "gds".into(),
             max_object: "1MiB".into(),
             storage: Some(format!("seek_ms={},mb_s={},disks=1", opts.seek_ms, opts.transfer_mb_s)),
+            cpu: None,
             workers: 1,
         },
         switches: vec![SwitchRow {
@@ -85,15 +86,12 @@ pub fn loopback_experiment(opts: &DemoOptions) -> Experiment {
             modes: vec!["proxy".into()],
             workers: 1,
             splice_min_bytes: None,
+            workloads: Vec::new(),
         }],
         workloads: vec![WorkloadSpec {
-            name: "zipf".into(),
-            files: opts.files.try_into().unwrap_or(u32::MAX),
             alpha: opts.zipf_alpha,
             clients: opts.clients,
-            load_threads: 0,
             seed: opts.seed,
-            html_share: 0.1,
             sizes: FileSizes {
                 median_bytes: 6 * 1024,
                 sigma: 1.0,
@@ -102,6 +100,7 @@ pub fn loopback_experiment(opts: &DemoOptions) -> Experiment {
                 max_bytes: 256 * 1024,
                 ..FileSizes::default()
             },
+            ..WorkloadSpec::new("zipf", opts.files.try_into().unwrap_or(u32::MAX))
         }],
     }
 }

@@ -12,7 +12,6 @@ use crate::error::LabError;
 use crate::experiment::{Experiment, SwitchKind};
 use crate::results::{FailedPoint, PointResult, series_label, write_results_json};
 use crate::site::LabSite;
-use crate::topology::VIRTUAL_IP;
 
 /// One series point: the mean over a point's repetitions.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,6 +19,7 @@ pub struct SeriesPoint {
     pub nodes: usize,
     pub runs: usize,
     pub rps: f64,
+    pub mean_ms: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub hit_ratio: f64,
@@ -113,6 +113,7 @@ impl LabReport {
                             nodes,
                             runs: runs.len(),
                             rps: mean(runs.iter().map(|r| r.rps)),
+                            mean_ms: mean(runs.iter().map(|r| r.mean_ms)),
                             p50_ms: mean(runs.iter().map(|r| r.p50_ms)),
                             p99_ms: mean(runs.iter().map(|r| r.p99_ms)),
                             hit_ratio: mean(runs.iter().map(|r| r.hit_ratio)),
@@ -245,112 +246,6 @@ impl LabReport {
         out
     }
 
-    fn render_setup(&self) -> String {
-        let e = &self.experiment;
-        let mut out = String::from("## Set-up\n\n");
-        let _ = writeln!(
-            out,
-            "- **Network**: a namespace per host — `client`, `switch`, `node1..N` — each with a veth port on one bridge \
-             in a namespace of its own, where the host's firewall does not see its frames (10.253.0.0/24, MTU 1500). The switch owns the virtual IP {VIRTUAL_IP} and answers ARP for it; the nodes carry \
-             it on `lo` with `arp_ignore=1`, `arp_announce=2` (LVS direct-routing style, ready for the one-way modes). \
-             Clients connect to the virtual IP."
-        );
-        let cc: std::collections::BTreeSet<&str> =
-            self.points.iter().map(|p| p.congestion_control.as_str()).filter(|c| !c.is_empty()).collect();
-        if !cc.is_empty() {
-            let cc: Vec<&str> = cc.into_iter().collect();
-            let _ = writeln!(
-                out,
-                "- **TCP congestion control**: {} on every lab connection, set per route in each host's namespace \
-                 (the machine's own settings are left as they are).",
-                cc.join(", ")
-            );
-        }
-        let n = &e.node;
-        let _ = writeln!(
-            out,
-            "- **Nodes**: `locus node`, {} worker thread{} each, cache {} ({}), objects up to {}, storage model {}. \
-             Every point starts fresh nodes, so caches start cold.",
-            n.workers,
-            if n.workers == 1 { "" } else { "s" },
-            n.cache,
-            n.cache_policy,
-            n.max_object,
-            n.storage
-                .as_deref()
-                .map_or("off (misses cost only the page cache)".to_string(), |s| format!("`{s}`"))
-        );
-        for row in &e.switches {
-            let what = match row.kind {
-                SwitchKind::Locus => format!(
-                    "`locus switch`, {} worker threads, policies {}, modes {}{}",
-                    row.workers,
-                    row.policies.join(", "),
-                    row.modes.join(", "),
-                    match row.splice_min_bytes {
-                        Some(0) => ", body relaying through user space (`splice_min_bytes = 0`)".to_string(),
-                        Some(b) => format!(", `splice_min_bytes = {b}`"),
-                        None => String::new(),
-                    }
-                ),
-                SwitchKind::Haproxy => format!(
-                    "HAProxy (Debian package), {} threads, keep-alive both sides; `uri-chash-bounded` = `balance uri` + \
-                     `hash-type consistent` + `hash-balance-factor 150`; policies {}",
-                    row.workers,
-                    row.policies.join(", ")
-                ),
-                SwitchKind::Nginx => format!(
-                    "NGINX (Debian package) as a reverse proxy, {} worker processes, keep-alive upstream connections; \
-                     `uri-chash` = `hash $request_uri consistent`; policies {}",
-                    row.workers,
-                    row.policies.join(", ")
-                ),
-            };
-            let _ = writeln!(out, "- **Switch**: {what}.");
-        }
-        for w in &e.workloads {
-            let site = self.sites.iter().find(|s| s.workload == w.name);
-            let cache = n.cache_bytes().unwrap_or(0);
-            let size = site.map_or(String::new(), |s| {
-                let times = if cache > 0 {
-                    format!(", {:.1}× one node's cache", s.total_bytes as f64 / cache as f64)
-                } else {
-                    String::new()
-                };
-                format!(
-                    " — {} files, {:.1} MiB{times}, median {:.1} KiB, largest {:.0} KiB",
-                    s.files,
-                    s.total_bytes as f64 / (1 << 20) as f64,
-                    s.median_bytes as f64 / 1024.0,
-                    s.largest_bytes as f64 / 1024.0
-                )
-            });
-            let _ = writeln!(
-                out,
-                "- **Workload `{}`**: a generated site (seed {}){size}; Zipf α = {} over its files; `locus load` in-process in \
-                 the client namespace, closed loop with {} keep-alive clients, every response checked byte for byte against \
-                 the site manifest (size and XXH3).",
-                w.name, w.seed, w.alpha, w.clients
-            );
-        }
-        let _ = writeln!(
-            out,
-            "- **Per point**: {} s warm-up, then {} s measured{}; {} run{} per point. Hit ratio, per-node requests and the \
-             switch's CPU time are differences of snapshots taken at the end of the warm-up and of the measured interval \
-             (node `/locus/status`, the Locus switch's `/locus/status`, `/proc/<pid>/stat` utime + stime of the switch \
-             process and its children). Imbalance is max/mean of requests per node — the Locus switch's counters for \
-             Locus rows, the nodes' own counters for HAProxy and NGINX (the nodes' counters, shown per point, also hold \
-             the Locus switch's health checks, five a second per node). Switch CPU per request divides its CPU time by \
-             the requests forwarded in the same interval.\n",
-            e.warmup_s,
-            e.measure_s,
-            e.measure_requests.map_or(String::new(), |r| format!(" (or {r} responses)")),
-            e.repeat,
-            if e.repeat == 1 { "" } else { "s, averaged in the tables" }
-        );
-        out
-    }
-
     fn render_workload(&self, workload: &str, plots: &[PlotFile]) -> String {
         let mut out = format!("## Results: workload `{workload}`\n\n");
         let series = self.series(workload);
@@ -376,6 +271,8 @@ impl LabReport {
             t
         };
         out.push_str(&pivot("Throughput (requests/s)", &|p| format!("{:.0}", p.rps)));
+        out.push_str(&pivot("Mean response time (ms)", &|p| format!("{:.1}", p.mean_ms)));
+        out.push_str(&pivot("99th percentile response time (ms)", &|p| format!("{:.1}", p.p99_ms)));
         out.push_str(&pivot("Cluster hit ratio", &|p| format!("{:.3}", p.hit_ratio)));
         out.push_str(&pivot("Load imbalance (max/mean requests per node)", &|p| {
             format!("{:.2}", p.imbalance)
@@ -396,19 +293,20 @@ impl LabReport {
             }
         }
         out.push_str(
-            "### Every point\n\n| switch | policy | mode | nodes | run | req/s | p50 ms | p90 ms | p99 ms | hit ratio | imbalance | requests per node | switch CPU µs/req | errors | mismatches |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
+            "### Every point\n\n| switch | policy | mode | nodes | run | req/s | mean ms | p50 ms | p90 ms | p99 ms | hit ratio | imbalance | requests per node | switch CPU µs/req | errors | mismatches |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
         );
         for p in self.points.iter().filter(|p| p.workload == workload) {
             let per_node: Vec<String> = p.node_requests.iter().map(|n| n.to_string()).collect();
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.3} | {:.2} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.2} | {} | {} | {} | {} |",
                 p.switch.name(),
                 p.policy,
                 p.mode,
                 p.nodes,
                 p.repetition,
                 p.rps,
+                p.mean_ms,
                 p.p50_ms,
                 p.p90_ms,
                 p.p99_ms,
@@ -464,6 +362,7 @@ pub(crate) mod tests {
             workload: "zipf".into(),
             repetition: 1,
             rps,
+            mean_ms: 1.5,
             p50_ms: 1.0,
             p90_ms: 2.0,
             p99_ms: 3.0,

@@ -22,6 +22,9 @@ pub struct PointResult {
     pub repetition: u32,
     /// Responses per second over the measured interval.
     pub rps: f64,
+    /// Mean response time over the measured interval.
+    #[serde(default)]
+    pub mean_ms: f64,
     pub p50_ms: f64,
     pub p90_ms: f64,
     pub p99_ms: f64,

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use locus_load::{DocumentSet, LoadConfig, LoadReport, Popularity, Verification, Workload, run_load};
+use locus_load::{
+    DocumentSet, DynamicTarget, HotSpot, LoadConfig, LoadReport, Popularity, Verification, Workload, run_load,
+};
 
 use crate::cluster::{ClusterDelta, ClusterSnapshot, ClusterSpec, LabCluster};
 use crate::cpu_time::cpu_us_per_request;
@@ -307,8 +309,9 @@ fn run_point_twice(
     }))
 }
 
-/// The load of one point: the workload's Zipf stream over the site, closed loop, every
-/// response verified against the manifest.
+/// The load of one point: the workload's Zipf stream over the site (with its hot set and
+/// dynamic classes mixed in), closed or open loop, every response verified (documents
+/// against the manifest, dynamic answers against the body their target implies).
 fn load_config(
     experiment: &Experiment,
     point: &ExperimentPoint,
@@ -316,8 +319,26 @@ fn load_config(
     switch_url: &str,
 ) -> Result<LoadConfig, LabError> {
     let w = &experiment.workloads[point.workload];
+    let hot_spot = w.hot_spot.as_ref().map(|h| HotSpot {
+        documents: h.documents,
+        share: h.share,
+        shift: h.shift_s.map(Duration::from_secs_f64),
+    });
+    let dynamic = w
+        .dynamic
+        .iter()
+        .map(|d| DynamicTarget {
+            path: d.class.prefix.clone(),
+            share: d.share,
+            variants: d.variants,
+            size: d.class.size.0,
+        })
+        .collect();
     Ok(LoadConfig {
         targets: vec![switch_url.parse()?],
+        rate: w.rate,
+        hot_spot,
+        dynamic,
         workload: Workload::Synthetic {
             popularity: Popularity::Zipf { alpha: w.alpha },
             documents: DocumentSet::Manifest(site.manifest()),
@@ -326,9 +347,9 @@ fn load_config(
         threads: w.load_threads,
         keepalive: true,
         pipeline: 1,
-        duration: Some(Duration::from_secs_f64(experiment.measure_s)),
+        duration: Some(Duration::from_secs_f64(experiment.measure_of(point.workload))),
         requests: experiment.measure_requests,
-        warmup: Duration::from_secs_f64(experiment.warmup_s),
+        warmup: Duration::from_secs_f64(experiment.warmup_of(point.workload)),
         timeout: LOAD_TIMEOUT,
         verification: Verification::Manifest(site.manifest()),
         seed: w.seed,
@@ -397,8 +418,9 @@ fn run_point(
     ));
     let spec = ClusterSpec {
         nodes: point.nodes,
-        node: experiment.node.clone(),
+        node: experiment.node_of(point.workload).clone(),
         root: site.root.clone(),
+        class_file: site.class_file.clone(),
         switch: point.switch,
         policy: point.policy.clone(),
         mode: point.mode.clone(),
@@ -452,6 +474,7 @@ pub fn point_result(
         workload: experiment.workloads[point.workload].name.clone(),
         repetition: point.repetition,
         rps: load.rps,
+        mean_ms: load.mean_ms,
         p50_ms: load.p50_ms,
         p90_ms: load.p90_ms,
         p99_ms: load.p99_ms,

@@ -117,6 +117,10 @@ pub struct NodeSpec {
     pub max_object: Option<String>,
     /// `--storage`, e.g. `seek_ms=8,mb_s=40,disks=1`.
     pub storage: Option<String>,
+    /// `--cpu`, e.g. `lard98,request_us=145`.
+    pub cpu: Option<String>,
+    /// `--classes`: a `[[classes]]` file of dynamic classes.
+    pub class_file: Option<PathBuf>,
     /// Start the admin listener (port 9090 in the lab).
     pub admin: bool,
     /// Run the handoff agent (control port 7100 in the lab) with this key file.
@@ -147,6 +151,8 @@ impl NodeSpec {
             cache_policy: None,
             max_object: None,
             storage: None,
+            cpu: None,
+            class_file: None,
             admin: false,
             handoff_key_file: None,
             handoff_clone: false,
@@ -202,11 +208,15 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
         ("--cache-policy", &spec.cache_policy),
         ("--max-object", &spec.max_object),
         ("--storage", &spec.storage),
+        ("--cpu", &spec.cpu),
     ];
     for (flag, value) in optional {
         if let Some(v) = value {
             cmd.args([flag, v]);
         }
+    }
+    if let Some(f) = &spec.class_file {
+        cmd.arg("--classes").arg(f);
     }
     let agent = match &spec.handoff_key_file {
         Some(key) => {
@@ -249,6 +259,10 @@ pub struct SwitchSpec {
     pub handoff_pin_dir: Option<PathBuf>,
     /// l4 mode: how the forwarder picks a node at a SYN (rr, wrr, lc, hash); `None`: rr.
     pub l4_selection: Option<String>,
+    /// `--class-file`: the request classes the policy estimates costs with.
+    pub class_file: Option<PathBuf>,
+    /// `--site-root`: the documents whose sizes the policy reads.
+    pub site_root: Option<PathBuf>,
 }
 
 /// `locus switch` on the switch host, listening on `listen`, in front of `nodes` (name and
@@ -308,6 +322,12 @@ pub fn locus_switch(
     if let Some(dir) = &spec.handoff_pin_dir {
         cmd.arg("--handoff-pin-dir").arg(dir);
     }
+    if let Some(f) = &spec.class_file {
+        cmd.arg("--class-file").arg(f);
+    }
+    if let Some(d) = &spec.site_root {
+        cmd.arg("--site-root").arg(d);
+    }
     start(net, "switch", "locus-switch", cmd, listen, admin, scratch)
 }
 
@@ -324,6 +344,8 @@ pub enum HaproxyBalance {
     UriChashBounded,
     /// `balance roundrobin`.
     RoundRobin,
+    /// `balance leastconn`.
+    LeastConn,
 }
 
 impl HaproxyBalance {
@@ -334,6 +356,7 @@ impl HaproxyBalance {
                 "  balance uri\n  hash-type consistent\n  hash-balance-factor 150\n"
             }
             HaproxyBalance::RoundRobin => "  balance roundrobin\n",
+            HaproxyBalance::LeastConn => "  balance leastconn\n",
         }
     }
 }
@@ -381,6 +404,8 @@ pub enum NginxBalance {
     UriChash,
     /// The default round robin.
     RoundRobin,
+    /// `least_conn`.
+    LeastConn,
 }
 
 /// The `http` block's common lines; temporary files under `dir`.
@@ -404,6 +429,7 @@ pub fn nginx_proxy_config(
     let hash = match balance {
         NginxBalance::UriChash => "    hash $request_uri consistent;\n",
         NginxBalance::RoundRobin => "",
+        NginxBalance::LeastConn => "    least_conn;\n",
     };
     let servers: String = nodes.iter().map(|(_, addr)| format!("    server {addr};\n")).collect();
     format!(

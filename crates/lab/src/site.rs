@@ -21,6 +21,9 @@ pub struct LabSite {
     pub total_bytes: u64,
     pub median_bytes: u64,
     pub largest_bytes: u64,
+    /// The workload's dynamic classes as a `[[classes]]` file (beside the site, not in it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class_file: Option<PathBuf>,
 }
 
 impl LabSite {
@@ -38,7 +41,13 @@ impl LabSite {
             ..SiteSpec::default()
         };
         let manifest = SiteGenerator::new(spec)?.write(&root, false, &mut |_, _| {})?;
-        Ok(LabSite::describe(&workload.name, &root, &manifest))
+        let mut site = LabSite::describe(&workload.name, &root, &manifest);
+        if !workload.dynamic.is_empty() {
+            let path = dir.join(format!("{}.classes.toml", workload.name));
+            std::fs::write(&path, workload.class_file_text()).map_err(|e| LabError::io(&path, e))?;
+            site.class_file = Some(path);
+        }
+        Ok(site)
     }
 
     fn describe(workload: &str, root: &Path, manifest: &SiteManifest) -> LabSite {
@@ -51,6 +60,7 @@ impl LabSite {
             total_bytes: manifest.total_bytes,
             median_bytes: sizes.get(sizes.len() / 2).copied().unwrap_or(0),
             largest_bytes: sizes.last().copied().unwrap_or(0),
+            class_file: None,
         }
     }
 
@@ -63,26 +73,30 @@ impl LabSite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::FileSizes;
 
     #[test]
     fn a_generated_site_has_its_files_and_manifest() {
         let dir = tempfile::tempdir().unwrap();
-        let w = WorkloadSpec {
-            name: "w".into(),
-            files: 50,
-            alpha: 0.9,
-            clients: 4,
-            load_threads: 0,
-            seed: 3,
-            html_share: 0.1,
-            sizes: FileSizes::default(),
-        };
+        let w = WorkloadSpec { clients: 4, seed: 3, ..WorkloadSpec::new("w", 50) };
         let site = LabSite::generate(&w, dir.path()).unwrap();
         assert_eq!(site.files, 50);
         assert!(site.manifest().is_file());
         assert!(site.largest_bytes <= 512 * 1024 && site.median_bytes > 0);
         let again = LabSite::generate(&w, dir.path()).unwrap();
         assert_eq!(again.total_bytes, site.total_bytes, "same seed, same site (regenerated in place)");
+        assert!(site.class_file.is_none(), "no dynamic classes, no class file");
+    }
+
+    #[test]
+    fn a_workload_with_dynamic_classes_gets_a_class_file_the_node_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "name = \"d\"\nfiles = 20\n[[dynamic]]\nshare = 0.1\n[dynamic.class]\nname = \"search\"\nprefix = \"/cgi/search\"\ncost = { dist = \"uniform\", min_ms = 10, max_ms = 30 }\nsize = \"2KiB\"\n";
+        let w: WorkloadSpec = toml::from_str(text).unwrap();
+        let site = LabSite::generate(&w, dir.path()).unwrap();
+        let path = site.class_file.expect("a class file");
+        assert!(!path.starts_with(&site.root), "outside the document root");
+        let file: locus_classify::ClassFile =
+            toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(file.classes, vec![w.dynamic[0].class.clone()]);
     }
 }

@@ -146,6 +146,8 @@ impl HandoffLab {
             handoff_agents: self.nodes.iter().filter_map(|n| n.agent).collect(),
             handoff_pin_dir: self.pins.as_ref().map(|p| p.0.join("locus")),
             l4_selection: None,
+            class_file: None,
+            site_root: None,
         };
         let named: Vec<(String, SocketAddr)> = self.nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
         let listen = self.net.switch_addr(HTTP_PORT).unwrap();

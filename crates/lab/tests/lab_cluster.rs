@@ -18,16 +18,7 @@ use locus_load::{DocumentSet, LoadConfig, Popularity, Verification, Workload};
 use locus_test_support::{locus_binary, require_namespaces, watchdog};
 
 fn small_workload(files: u32, clients: usize) -> WorkloadSpec {
-    WorkloadSpec {
-        name: "small".into(),
-        files,
-        alpha: 0.9,
-        clients,
-        load_threads: 1,
-        seed: 7,
-        html_share: 0.1,
-        sizes: Default::default(),
-    }
+    WorkloadSpec { clients, load_threads: 1, seed: 7, ..WorkloadSpec::new("small", files) }
 }
 
 /// The Locus switch's own default relay (splice(2) for large body runs).
@@ -64,6 +55,7 @@ impl SmallLab {
             mode: "proxy".into(),
             workers: 1,
             splice_min_bytes,
+            class_file: None,
         };
         let scratch = self.dir.path().join(format!("logs-{policy}-{splice_min_bytes:?}"));
         LabCluster::start(&self.net, &self.locus, &scratch, &spec).unwrap()

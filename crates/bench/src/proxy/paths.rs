@@ -147,6 +147,8 @@ fn locus_switch(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started>
         handoff_agents: Vec::new(),
         handoff_pin_dir: None,
         l4_selection: None,
+        class_file: None,
+        site_root: None,
     };
     // Each switch gets a scratch folder of its own: the lab names logs by program.
     let scratch = env.scratch.join(format!("switch-{mode}"));
@@ -197,6 +199,8 @@ fn one_way(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started> {
         handoff_agents: one_way_nodes.iter().filter_map(|n| n.agent).collect(),
         handoff_pin_dir: None,
         l4_selection: None,
+        class_file: None,
+        site_root: None,
     };
     let listen = env.net.switch_addr(port)?;
     let switch = servers::locus_switch(env.net, env.locus, &scratch, listen, &nodes, &spec)?;

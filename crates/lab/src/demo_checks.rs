@@ -1,0 +1,191 @@
+//! The lab demo's acceptance checks, computed from what a run measured at each workload's
+//! largest node count: on `zipf`, LARD/R against WRR and NGINX's URI hash; on `hotspot`,
+//! LARD/R against the URI hashes of NGINX and HAProxy (throughput and p99); on `dynamic`,
+//! CSLD's mean latency against round robin's and HAProxy `leastconn`'s, with no more errors.
+
+use std::fmt::Write as _;
+
+use crate::experiment::SwitchKind;
+use crate::report::{LabReport, SeriesPoint, ratio_text};
+
+/// One acceptance check of the demo.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DemoCheck {
+    pub name: String,
+    /// `None` when the run did not produce the points the check needs.
+    pub met: Option<bool>,
+    pub detail: String,
+}
+
+impl DemoCheck {
+    fn compare(
+        name: String,
+        points: Option<(&SeriesPoint, &SeriesPoint)>,
+        f: impl Fn(&SeriesPoint, &SeriesPoint) -> (bool, String),
+    ) -> DemoCheck {
+        match points {
+            Some((a, b)) => {
+                let (met, detail) = f(a, b);
+                DemoCheck { name, met: Some(met), detail }
+            }
+            None => DemoCheck { name, met: None, detail: "not measured".into() },
+        }
+    }
+}
+
+/// The points of one workload at its largest node count, looked up by switch, policy and mode.
+struct WorkloadPoints<'r> {
+    report: &'r LabReport,
+    workload: String,
+    nodes: usize,
+}
+
+impl<'r> WorkloadPoints<'r> {
+    fn new(report: &'r LabReport, workload: &str) -> Option<WorkloadPoints<'r>> {
+        let nodes = report.points.iter().filter(|p| p.workload == workload).map(|p| p.nodes).max()?;
+        Some(WorkloadPoints { report, workload: workload.to_string(), nodes })
+    }
+
+    fn at(&self, switch: SwitchKind, policy: &str) -> Option<SeriesPoint> {
+        self.report
+            .series(&self.workload)
+            .into_iter()
+            .find(|s| s.switch == switch && s.policy == policy && s.mode == "proxy")?
+            .at(self.nodes)
+            .cloned()
+    }
+
+    fn pair(&self, a: (SwitchKind, &str), b: (SwitchKind, &str)) -> Option<(SeriesPoint, SeriesPoint)> {
+        Some((self.at(a.0, a.1)?, self.at(b.0, b.1)?))
+    }
+}
+
+fn pair_ref(p: &Option<(SeriesPoint, SeriesPoint)>) -> Option<(&SeriesPoint, &SeriesPoint)> {
+    p.as_ref().map(|(a, b)| (a, b))
+}
+
+fn throughput_at_least(factor: f64) -> impl Fn(&SeriesPoint, &SeriesPoint) -> (bool, String) {
+    move |a, b| {
+        (
+            a.rps >= factor * b.rps,
+            format!("{:.0} vs {:.0} req/s = {}", a.rps, b.rps, ratio_text(a.rps, b.rps)),
+        )
+    }
+}
+
+/// The demo's acceptance checks, from the measured points.
+pub fn demo_checks(report: &LabReport) -> Vec<DemoCheck> {
+    let mut checks = Vec::new();
+    if let Some(w) = WorkloadPoints::new(report, "zipf") {
+        zipf_checks(&w, &mut checks);
+    }
+    if let Some(w) = WorkloadPoints::new(report, "hotspot") {
+        hotspot_checks(&w, &mut checks);
+    }
+    if let Some(w) = WorkloadPoints::new(report, "dynamic") {
+        dynamic_checks(&w, &mut checks);
+    }
+    let rows = |kind: SwitchKind| report.points.iter().filter(|p| p.switch == kind).count();
+    let (l, h, x) = (rows(SwitchKind::Locus), rows(SwitchKind::Haproxy), rows(SwitchKind::Nginx));
+    checks.push(DemoCheck {
+        name: "Locus rows beside HAProxy's and NGINX's in one run".into(),
+        met: Some(l > 0 && h > 0 && x > 0),
+        detail: format!("{l} Locus, {h} HAProxy and {x} NGINX points"),
+    });
+    checks
+}
+
+fn zipf_checks(w: &WorkloadPoints<'_>, checks: &mut Vec<DemoCheck>) {
+    let n = w.nodes;
+    let lard_r = (SwitchKind::Locus, "lard-r");
+    let p = w.pair(lard_r, (SwitchKind::Locus, "wrr"));
+    checks.push(DemoCheck::compare(
+        format!("zipf: LARD/R throughput ≥ 2× WRR at {n} nodes"),
+        pair_ref(&p),
+        throughput_at_least(2.0),
+    ));
+    let p = w.pair((SwitchKind::Locus, "lard"), (SwitchKind::Locus, "wrr"));
+    checks.push(DemoCheck::compare(
+        format!("zipf: LARD's cluster hit ratio above WRR's at {n} nodes"),
+        pair_ref(&p),
+        |a, b| (a.hit_ratio > b.hit_ratio, format!("{:.3} vs {:.3}", a.hit_ratio, b.hit_ratio)),
+    ));
+    let p = w.pair(lard_r, (SwitchKind::Nginx, "uri-chash"));
+    checks.push(DemoCheck::compare(
+        format!("zipf: LARD/R throughput ≥ 0.97× NGINX's URI hash at {n} nodes"),
+        pair_ref(&p),
+        throughput_at_least(0.97),
+    ));
+}
+
+fn hotspot_checks(w: &WorkloadPoints<'_>, checks: &mut Vec<DemoCheck>) {
+    let n = w.nodes;
+    let lard_r = (SwitchKind::Locus, "lard-r");
+    for (other, label, factor) in [
+        ((SwitchKind::Nginx, "uri-chash"), "NGINX's URI hash", 1.5),
+        ((SwitchKind::Haproxy, "uri-chash-bounded"), "HAProxy's bounded-load URI hash", 1.2),
+    ] {
+        let p = w.pair(lard_r, other);
+        checks.push(DemoCheck::compare(
+            format!("hotspot: LARD/R throughput ≥ {factor}× {label} at {n} nodes"),
+            pair_ref(&p),
+            throughput_at_least(factor),
+        ));
+        checks.push(DemoCheck::compare(
+            format!("hotspot: LARD/R p99 no higher than {label}'s"),
+            pair_ref(&p),
+            |a, b| (a.p99_ms <= b.p99_ms, format!("{:.1} vs {:.1} ms", a.p99_ms, b.p99_ms)),
+        ));
+    }
+}
+
+fn dynamic_checks(w: &WorkloadPoints<'_>, checks: &mut Vec<DemoCheck>) {
+    let n = w.nodes;
+    let csld = (SwitchKind::Locus, "csld");
+    let p = w.pair(csld, (SwitchKind::Locus, "rr"));
+    checks.push(DemoCheck::compare(
+        format!("dynamic: CSLD mean latency ≤ 0.7× round robin's at {n} nodes"),
+        pair_ref(&p),
+        |a, b| (a.mean_ms <= 0.7 * b.mean_ms, mean_detail(a, b)),
+    ));
+    let p = w.pair(csld, (SwitchKind::Haproxy, "leastconn"));
+    checks.push(DemoCheck::compare(
+        format!("dynamic: CSLD mean latency no worse than HAProxy leastconn's at {n} nodes"),
+        pair_ref(&p),
+        |a, b| (a.mean_ms <= b.mean_ms, mean_detail(a, b)),
+    ));
+    let rr = w.at(SwitchKind::Locus, "rr");
+    let lc = w.at(SwitchKind::Haproxy, "leastconn");
+    let mine = w.at(csld.0, csld.1);
+    checks.push(match (mine, rr, lc) {
+        (Some(c), Some(r), Some(l)) => DemoCheck {
+            name: "dynamic: CSLD has no more errors than round robin or HAProxy leastconn".into(),
+            met: Some(c.errors <= r.errors && c.errors <= l.errors),
+            detail: format!("{} vs {} and {} errors", c.errors, r.errors, l.errors),
+        },
+        _ => DemoCheck {
+            name: "dynamic: CSLD has no more errors than round robin or HAProxy leastconn".into(),
+            met: None,
+            detail: "not measured".into(),
+        },
+    });
+}
+
+fn mean_detail(a: &SeriesPoint, b: &SeriesPoint) -> String {
+    format!("{:.1} vs {:.1} ms = {}", a.mean_ms, b.mean_ms, ratio_text(a.mean_ms, b.mean_ms))
+}
+
+/// The checks as a Markdown section.
+pub fn checks_markdown(checks: &[DemoCheck]) -> String {
+    let mut out =
+        String::from("### Acceptance checks of this run\n\n| check | result | measured |\n|---|---|---|\n");
+    for c in checks {
+        let verdict = match c.met {
+            Some(true) => "met",
+            Some(false) => "**not met**",
+            None => "not measured",
+        };
+        let _ = writeln!(out, "| {} | {verdict} | {} |", c.name, c.detail);
+    }
+    out
+}

@@ -1,0 +1,116 @@
+//! A switch row of an experiment (`[[switch]]`): Locus with its policies and modes, HAProxy
+//! or NGINX with theirs, the workloads it runs on; the HAProxy and NGINX policy names and the
+//! balance each stands for.
+
+use serde::{Deserialize, Serialize};
+
+use crate::experiment::SwitchKind;
+use crate::servers::{HaproxyBalance, NginxBalance};
+
+fn default_modes() -> Vec<String> {
+    vec!["proxy".into()]
+}
+fn two() -> u32 {
+    2
+}
+
+/// HAProxy policy names and what they mean.
+pub const HAPROXY_POLICIES: &[(&str, HaproxyBalance)] = &[
+    ("uri-chash-bounded", HaproxyBalance::UriChashBounded),
+    ("roundrobin", HaproxyBalance::RoundRobin),
+    ("leastconn", HaproxyBalance::LeastConn),
+];
+/// NGINX policy names and what they mean.
+pub const NGINX_POLICIES: &[(&str, NginxBalance)] = &[
+    ("uri-chash", NginxBalance::UriChash),
+    ("roundrobin", NginxBalance::RoundRobin),
+    ("least-conn", NginxBalance::LeastConn),
+];
+
+/// The HAProxy balance of a policy name.
+pub fn haproxy_balance(policy: &str) -> Option<HaproxyBalance> {
+    HAPROXY_POLICIES.iter().find(|(n, _)| *n == policy).map(|(_, b)| *b)
+}
+
+/// The NGINX balance of a policy name.
+pub fn nginx_balance(policy: &str) -> Option<NginxBalance> {
+    NGINX_POLICIES.iter().find(|(n, _)| *n == policy).map(|(_, b)| *b)
+}
+
+/// One switch implementation and the policies and modes to run it with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchRow {
+    pub kind: SwitchKind,
+    /// Locus: policy names (`wrr`, `hash`, `lard-r`, …); HAProxy: `uri-chash-bounded`,
+    /// `roundrobin`; NGINX: `uri-chash`, `roundrobin`.
+    pub policies: Vec<String>,
+    /// Forwarding modes (Locus); HAProxy and NGINX are `proxy` only.
+    #[serde(default = "default_modes")]
+    pub modes: Vec<String>,
+    /// Locus worker threads, HAProxy threads, NGINX worker processes.
+    #[serde(default = "two")]
+    pub workers: u32,
+    /// Locus only: the switch's `[limits] splice_min_bytes` (0 relays every body through user
+    /// space instead of splice(2)); absent: the switch's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub splice_min_bytes: Option<u64>,
+    /// The workloads (by name) this row runs on; empty: every workload.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<String>,
+}
+
+impl SwitchRow {
+    /// Whether the row runs on the workload named `name`.
+    pub fn runs_on(&self, name: &str) -> bool {
+        self.workloads.is_empty() || self.workloads.iter().any(|w| w == name)
+    }
+}
+
+impl SwitchRow {
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if self.policies.is_empty() {
+            return Err("policies: list at least one policy".into());
+        }
+        if self.modes.is_empty() {
+            return Err("modes: list at least one mode".into());
+        }
+        if self.workers == 0 || self.workers > 64 {
+            return Err(format!("workers = {}: must be within 1..=64", self.workers));
+        }
+        if self.splice_min_bytes.is_some() && self.kind != SwitchKind::Locus {
+            return Err("splice_min_bytes: a setting of the Locus switch only".into());
+        }
+        for (i, p) in self.policies.iter().enumerate() {
+            let known = match self.kind {
+                SwitchKind::Locus => {
+                    locus_policy::PolicyConfig::from_name(p).map(|_| ()).map_err(|e| e.to_string())
+                }
+                SwitchKind::Haproxy => haproxy_balance(p).map(|_| ()).ok_or_else(|| {
+                    let names: Vec<&str> = HAPROXY_POLICIES.iter().map(|(n, _)| *n).collect();
+                    format!("unknown HAProxy policy `{p}` (expected one of: {})", names.join(", "))
+                }),
+                SwitchKind::Nginx => nginx_balance(p).map(|_| ()).ok_or_else(|| {
+                    let names: Vec<&str> = NGINX_POLICIES.iter().map(|(n, _)| *n).collect();
+                    format!("unknown NGINX policy `{p}` (expected one of: {})", names.join(", "))
+                }),
+            };
+            known.map_err(|m| format!("policies[{i}]: {m}"))?;
+            if self.policies[..i].contains(p) {
+                return Err(format!("policies[{i}]: `{p}` is listed twice"));
+            }
+        }
+        for (i, m) in self.modes.iter().enumerate() {
+            if m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+                return Err(format!("modes[{i}]: `{m}` is not a mode name"));
+            }
+            if self.kind != SwitchKind::Locus && m != "proxy" {
+                return Err(format!(
+                    "modes[{i}]: {} is a two-way proxy: mode `proxy` only",
+                    self.kind.name()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
