@@ -9,6 +9,7 @@ pub mod cli;
 mod config;
 mod connection;
 mod error;
+mod mix;
 mod open_loop;
 mod progress;
 mod report;
