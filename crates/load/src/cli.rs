@@ -7,11 +7,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use locus_classify::ByteSize;
 use locus_trace::TraceFormat;
-use xxhash_rust::xxh3::xxh3_64;
 
 use crate::admin_status::fetch_document;
-use crate::config::{DocumentSet, LoadConfig, Popularity, TraceSource, Verification, Workload};
+use crate::config::{
+    DocumentSet, DynamicTarget, HotSpot, LoadConfig, Popularity, TraceSource, Verification, Workload,
+};
 use crate::run::run_load;
 use crate::target_url::TargetUrl;
 use crate::think_time::ThinkTime;
@@ -45,6 +47,79 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("`{s}` must be a non-negative duration"));
     }
     Duration::try_from_secs_f64(n * scale).map_err(|_| format!("`{s}` is too long"))
+}
+
+/// The `key=value` fields of a comma-separated spec, each key known and given once.
+fn spec_fields<'a>(
+    flag: &str,
+    fields: impl Iterator<Item = &'a str>,
+    known: &[&str],
+) -> Result<Vec<(&'a str, &'a str)>, String> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for field in fields {
+        let (key, value) =
+            field.split_once('=').ok_or_else(|| format!("{flag}: `{field}` is not key=value"))?;
+        let key = key.trim();
+        if !known.contains(&key) {
+            return Err(format!("{flag}: unknown key `{key}` (known: {})", known.join(", ")));
+        }
+        if out.iter().any(|(k, _)| *k == key) {
+            return Err(format!("{flag}: `{key}` given twice"));
+        }
+        out.push((key, value.trim()));
+    }
+    Ok(out)
+}
+
+fn spec_number<T: std::str::FromStr>(flag: &str, key: &str, value: &str) -> Result<T, String> {
+    value.parse().map_err(|_| format!("{flag}: `{key}={value}` is not a valid number"))
+}
+
+/// Parse `--hot-spot docs=N,share=S[,shift_s=T]` (T in seconds, or with a unit like `500ms`).
+pub fn parse_hot_spot(s: &str) -> Result<HotSpot, String> {
+    const FLAG: &str = "--hot-spot";
+    let (mut documents, mut share, mut shift) = (None, None, None);
+    for (key, value) in spec_fields(FLAG, s.split(','), &["docs", "share", "shift_s"])? {
+        match key {
+            "docs" => documents = Some(spec_number(FLAG, key, value)?),
+            "share" => share = Some(spec_number(FLAG, key, value)?),
+            _ => shift = Some(parse_duration(value).map_err(|e| format!("{FLAG}: shift_s: {e}"))?),
+        }
+    }
+    let missing = |key: &str| format!("{FLAG}: `{key}=` is required (docs=N,share=S[,shift_s=T])");
+    Ok(HotSpot {
+        documents: documents.ok_or_else(|| missing("docs"))?,
+        share: share.ok_or_else(|| missing("share"))?,
+        shift,
+    })
+}
+
+/// Parse `--dynamic PATH,share=S[,variants=V][,size=BYTES]` (defaults: 100 variants, 1 KiB).
+pub fn parse_dynamic(s: &str) -> Result<DynamicTarget, String> {
+    const FLAG: &str = "--dynamic";
+    let mut parts = s.split(',');
+    let path = parts.next().unwrap_or_default().trim();
+    if path.is_empty() || path.contains('=') {
+        return Err(format!(
+            "{FLAG}: starts with the path, then share=S (`/cgi/search,share=0.1`), not `{s}`"
+        ));
+    }
+    let mut target = DynamicTarget { path: path.into(), share: f64::NAN, variants: 100, size: 1024 };
+    let mut has_share = false;
+    for (key, value) in spec_fields(FLAG, parts, &["share", "variants", "size"])? {
+        match key {
+            "share" => {
+                target.share = spec_number(FLAG, key, value)?;
+                has_share = true;
+            }
+            "variants" => target.variants = spec_number(FLAG, key, value)?,
+            _ => target.size = value.parse::<ByteSize>().map_err(|e| format!("{FLAG}: size: {e}"))?.bytes(),
+        }
+    }
+    if !has_share {
+        return Err(format!("{FLAG}: `share=` is required (PATH,share=S[,variants=V][,size=BYTES])"));
+    }
+    Ok(target)
 }
 
 /// Send HTTP load to one or more servers and report throughput, latency, errors and
@@ -120,6 +195,15 @@ pub struct LoadArgs {
     /// Check every response against the files of this directory (status, length, XXH3).
     #[arg(long, value_name = "DIR")]
     pub verify_root: Option<PathBuf>,
+    /// Synthetic: a moving hot set, `docs=N,share=S[,shift_s=T]`: N documents drawn at random
+    /// get S of the requests, and a new set is drawn every T seconds (never without shift_s).
+    #[arg(long, value_name = "SPEC", value_parser = parse_hot_spot)]
+    pub hot_spot: Option<HotSpot>,
+    /// Synthetic: dynamic requests (repeatable), `PATH,share=S[,variants=V][,size=BYTES]`: S of
+    /// the requests go to `PATH?id=k`, k < V (default 100), answered with SIZE bytes (default
+    /// 1KiB; verified as locus-classify's dynamic body).
+    #[arg(long, value_name = "SPEC", value_parser = parse_dynamic)]
+    pub dynamic: Vec<DynamicTarget>,
     /// Do not check responses, even with --manifest.
     #[arg(long, conflicts_with = "verify_root")]
     pub no_verify: bool,
@@ -190,8 +274,8 @@ impl LoadArgs {
             node_admins: self.node_admin.iter().map(admin).collect::<Result<_, _>>()?,
             progress: std::io::stderr().is_terminal(),
             mismatch_samples: 10,
-            hot_spot: None,
-            dynamic: Vec::new(),
+            hot_spot: self.hot_spot.clone(),
+            dynamic: self.dynamic.clone(),
         })
     }
 }
@@ -219,11 +303,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
 /// (`Verification::Pinned`): its length and checksum for a 200, its status otherwise.
 pub fn pin_response(target: &TargetUrl, timeout: Duration) -> anyhow::Result<Expectation> {
     let (status, body) = fetch_document(target, &target.path, timeout).map_err(anyhow::Error::msg)?;
-    Ok(if status == 200 {
-        Expectation::Document { length: body.len() as u64, xxh3: xxh3_64(&body) }
-    } else {
-        Expectation::Status(status)
-    })
+    Ok(if status == 200 { Expectation::of_body(&body) } else { Expectation::Status(status) })
 }
 
 #[cfg(test)]
@@ -307,5 +387,52 @@ mod tests {
         let c = parse(&["http://h:1/a"]).to_config().unwrap();
         assert!(c.keepalive && matches!(c.workload, Workload::SingleUrl));
         assert!(parse(&["ftp://h/"]).to_config().is_err());
+    }
+
+    #[test]
+    fn hot_spot_and_dynamic_specs_parse_with_defaults_and_refusals_name_the_key() {
+        let a = parse(&[
+            "http://h:1/",
+            "--synthetic",
+            "zipf",
+            "--hot-spot",
+            "docs=10,share=0.6,shift_s=30",
+            "--dynamic",
+            "/cgi/search,share=0.1",
+            "--dynamic",
+            "/cgi/cart,share=0.05,variants=7,size=2KiB",
+        ]);
+        let c = a.to_config().unwrap();
+        assert_eq!(
+            c.hot_spot,
+            Some(HotSpot { documents: 10, share: 0.6, shift: Some(Duration::from_secs(30)) })
+        );
+        assert_eq!(
+            c.dynamic,
+            [
+                DynamicTarget { path: "/cgi/search".into(), share: 0.1, variants: 100, size: 1024 },
+                DynamicTarget { path: "/cgi/cart".into(), share: 0.05, variants: 7, size: 2048 },
+            ]
+        );
+        assert!(c.validate().is_ok());
+        assert_eq!(parse_hot_spot("share=1,docs=1").unwrap().shift, None);
+        assert_eq!(
+            parse_hot_spot("docs=1,share=1,shift_s=500ms").unwrap().shift,
+            Some(Duration::from_millis(500))
+        );
+        let err = |r: Result<(), String>| r.unwrap_err();
+        assert!(err(parse_hot_spot("docs=1").map(drop)).contains("share"));
+        assert!(err(parse_hot_spot("docs=x,share=1").map(drop)).contains("docs=x"));
+        assert!(err(parse_hot_spot("docs=1,share=1,shift=3").map(drop)).contains("shift"));
+        assert!(err(parse_hot_spot("docs=1,docs=2,share=1").map(drop)).contains("twice"));
+        assert!(err(parse_dynamic("/a").map(drop)).contains("share"));
+        assert!(err(parse_dynamic("share=0.1").map(drop)).contains("path"));
+        assert!(err(parse_dynamic("/a,share=0.1,size=lots").map(drop)).contains("size"));
+        assert!(err(parse_dynamic("/a,share=0.1,variants=-1").map(drop)).contains("variants"));
+        // Out-of-range values parse, and validation names the field.
+        let bad = parse(&["http://h:1/", "--synthetic", "uniform", "--hot-spot", "docs=1,share=2"]);
+        assert!(bad.to_config().unwrap().validate().unwrap_err().to_string().contains("hot_spot.share"));
+        let trace = parse(&["http://h:1/", "--trace", "t.log", "--dynamic", "/a,share=0.5"]);
+        assert!(trace.to_config().unwrap().validate().unwrap_err().to_string().contains("synthetic"));
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use locus_trace::{TraceFormat, TraceRecord};
 
 use crate::error::LoadError;
+use crate::mix::{check_dynamic, check_hot_spot};
 use crate::target_url::TargetUrl;
 use crate::think_time::ThinkTime;
 use crate::verifier::Expectation;
@@ -34,9 +35,11 @@ pub enum DocumentSet {
 }
 
 /// A moving hot set over a synthetic workload's documents (a flash crowd): `documents`
-/// documents, drawn afresh from the whole set at the start of every phase of `shift`, get
-/// `share` of the requests; the rest follow the workload's popularity. Every connection sees
-/// the same hot set at the same moment (phases count from the run's start).
+/// documents, drawn afresh (uniformly, seeded by the run's seed and the phase) from the whole
+/// set at the start of every phase of `shift`, get `share` of the static requests (those not
+/// sent to dynamic targets), each hot document equally often; the rest follow the workload's
+/// popularity. Every connection sees the same hot set at the same moment (phases count from
+/// the run's start, warm-up included). Not with sessions or traces.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HotSpot {
     /// Documents in the hot set (at most the document set's size).
@@ -49,7 +52,8 @@ pub struct HotSpot {
 
 /// Requests for dynamic content mixed into a synthetic workload: `share` of the requests go
 /// to `{path}?id={k}`, `k` uniform in `0..variants`; each answer must be status 200 with
-/// `locus_classify::dynamic_body(target, size)` when responses are verified.
+/// `locus_classify::dynamic_body(target, size)` when responses are verified (any
+/// verification but `Off`). Not with sessions or traces.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DynamicTarget {
     /// Path (a node class's prefix), starting with `/`.
@@ -58,7 +62,7 @@ pub struct DynamicTarget {
     pub share: f64,
     /// Distinct `id` values (at least 1).
     pub variants: u32,
-    /// The response body's size.
+    /// The response body's size (at most 64 MiB).
     pub size: u64,
 }
 
@@ -265,7 +269,27 @@ impl LoadConfig {
         {
             return fail("model documents must be within 1..=10000000");
         }
-        Ok(())
+        self.validate_mix()
+    }
+
+    /// The hot spot and the dynamic targets: their ranges, on a synthetic workload without sessions.
+    pub(crate) fn validate_mix(&self) -> Result<(), LoadError> {
+        if self.hot_spot.is_none() && self.dynamic.is_empty() {
+            return Ok(());
+        }
+        let field = if self.hot_spot.is_some() { "hot_spot" } else { "dynamic" };
+        if !matches!(self.workload, Workload::Synthetic { .. }) {
+            return Err(LoadError::config(format!(
+                "{field} needs a synthetic workload (not a trace or one URL)"
+            )));
+        }
+        if self.sessions {
+            return Err(LoadError::config(format!("{field} cannot be used with sessions")));
+        }
+        if let Some(hot) = &self.hot_spot {
+            check_hot_spot(hot)?;
+        }
+        check_dynamic(&self.dynamic, !matches!(self.verification, Verification::Off))
     }
 }
 

@@ -148,7 +148,7 @@ impl ClientConnection {
     pub fn new(slot: usize, shared: Rc<WorkerShared>) -> ClientConnection {
         let settings = &shared.settings;
         let depth = settings.depth;
-        let feed = JobFeed::new(shared.plan.clone(), mix(settings.seed, slot));
+        let feed = JobFeed::new(shared.plan.clone(), mix(settings.seed, slot), shared.timing.start);
         let think = ThinkSampler::new(settings.think, mix(settings.seed ^ 0x0074_6869_6e6b, slot));
         let far = tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
         ClientConnection {
@@ -531,6 +531,7 @@ impl ClientConnection {
         }
         if f.measured {
             stats.requests += 1;
+            stats.dynamic_requests += u64::from(template.dynamic);
             stats.bytes += summary.wire_bytes;
             stats.last_response = Some(now);
             let us = now.saturating_duration_since(f.latency_from).as_micros();

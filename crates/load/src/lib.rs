@@ -1,14 +1,16 @@
 //! The Locus load generator (`locus load`): replays traces (CLF/Combined, WC98, Locus) or
-//! synthetic Zipf/uniform workloads against one or more servers, closed or open loop (seeded
-//! Poisson, no coordinated omission), with keep-alive, pipelining, think time and sessions;
-//! checks every response byte for byte (streamed XXH3-64); reports HDR latency percentiles,
-//! throughput and errors by kind as text or JSON. In-process entry: `run_load(&LoadConfig)`.
+//! synthetic Zipf/uniform workloads (with a moving hot spot and dynamic targets mixed in)
+//! against one or more servers, closed or open loop (seeded Poisson, no coordinated
+//! omission), with keep-alive, pipelining, think time and sessions; checks every response
+//! byte for byte (streamed XXH3-64); reports HDR latency percentiles, throughput and errors by
+//! kind as text or JSON. In-process entry: `run_load(&LoadConfig)`.
 
 mod admin_status;
 pub mod cli;
 mod config;
 mod connection;
 mod error;
+mod mix;
 mod open_loop;
 mod progress;
 mod report;

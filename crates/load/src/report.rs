@@ -41,6 +41,8 @@ pub struct LoadReport {
     pub mean_ms: f64,
     /// Responses received in the measured time (any status).
     pub requests: u64,
+    /// Those of them to dynamic targets (`--dynamic`).
+    pub dynamic_requests: u64,
     /// Bytes of those responses on the wire.
     pub bytes: u64,
     pub bytes_per_s: f64,
@@ -94,6 +96,7 @@ impl LoadReport {
             max_ms: l.max_ms(),
             mean_ms: l.mean_ms(),
             requests: stats.requests,
+            dynamic_requests: stats.dynamic_requests,
             bytes: stats.bytes,
             bytes_per_s: per_s(stats.bytes),
             errors: stats.errors.total(),
@@ -146,6 +149,9 @@ impl LoadReport {
             if r.warmup_s > 0.0 { format!(" after {:.1} s warm-up", r.warmup_s) } else { String::new() },
         );
         let _ = writeln!(out, "  requests  {:>12}   {:>10.1} req/s", self.requests, self.rps);
+        if self.dynamic_requests > 0 {
+            let _ = writeln!(out, "  dynamic   {:>12}", self.dynamic_requests);
+        }
         let _ = writeln!(
             out,
             "  bytes     {:>12}   {:>10.2} MiB/s",
@@ -233,7 +239,7 @@ mod tests {
         {
             assert!(json[key].is_f64(), "{key} is not a float: {}", json[key]);
         }
-        for key in ["requests", "bytes", "errors", "mismatches"] {
+        for key in ["requests", "dynamic_requests", "bytes", "errors", "mismatches"] {
             assert!(json[key].is_u64(), "{key} is not an integer: {}", json[key]);
         }
         assert!(json["errors_by_kind"].is_object());

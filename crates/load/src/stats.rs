@@ -201,6 +201,8 @@ pub struct ThreadStats {
     pub latency: LatencyReport,
     /// Responses received (any status).
     pub requests: u64,
+    /// Those of them to dynamic targets of the mix.
+    pub dynamic_requests: u64,
     /// Bytes of those responses on the wire.
     pub bytes: u64,
     pub errors: ErrorCounts,
@@ -231,6 +233,7 @@ impl ThreadStats {
     pub fn merge(&mut self, other: &ThreadStats, max_samples: usize) {
         self.latency.merge(&other.latency);
         self.requests += other.requests;
+        self.dynamic_requests += other.dynamic_requests;
         self.bytes += other.bytes;
         self.errors.merge(&other.errors);
         for (a, b) in self.status_classes.iter_mut().zip(other.status_classes) {

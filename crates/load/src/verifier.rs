@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use locus_trace::SiteManifest;
 use serde::Serialize;
-use xxhash_rust::xxh3::Xxh3;
+use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
 use crate::error::LoadError;
 use crate::response_reader::ResponseSummary;
@@ -61,6 +61,11 @@ pub struct Mismatch {
 }
 
 impl Expectation {
+    /// A document whose body is exactly `body`.
+    pub fn of_body(body: &[u8]) -> Expectation {
+        Expectation::Document { length: body.len() as u64, xxh3: xxh3_64(body) }
+    }
+
     /// Whether checking needs the body's checksum (GET of a document).
     pub fn wants_checksum(&self, head_only: bool) -> bool {
         !head_only && matches!(self, Expectation::Document { .. })
@@ -293,7 +298,6 @@ fn hash_files(paths: &[&PathBuf], threads: usize) -> Result<Vec<(u64, u64)>, Loa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xxhash_rust::xxh3::xxh3_64;
 
     fn summary(status: u16, body: &[u8]) -> ResponseSummary {
         ResponseSummary {

@@ -2,12 +2,14 @@
 //! request pre-rendered as bytes (`RequestTemplate`, with its expected response) and the
 //! order or distribution in which they are sent (`JobPlan`); `JobFeed` is one connection's
 //! reader of it — the next request, or the next session (a page then its embedded objects,
-//! or one trace client's requests in order).
+//! or one trace client's requests in order). A synthetic plan's hot spot and dynamic targets
+//! are drawn by its `RequestMix` (mix.rs).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use locus_core::Method;
 use locus_trace::{
@@ -20,6 +22,7 @@ use rand_distr::{Distribution, Zipf};
 
 use crate::config::{DocumentSet, LoadConfig, Popularity, TraceSource, Verification, Workload};
 use crate::error::LoadError;
+use crate::mix::{HotSet, RequestMix};
 use crate::verifier::{Expectation, ResponseVerifier};
 
 /// One distinct request, rendered once.
@@ -33,6 +36,8 @@ pub struct RequestTemplate {
     pub line: Box<[u8]>,
     pub head_only: bool,
     pub expect: Expectation,
+    /// A dynamic target of the mix (counted apart in the report).
+    pub dynamic: bool,
 }
 
 /// In what order or proportion requests are sent; numbers index `WorkloadPlan::templates`.
@@ -44,8 +49,9 @@ pub enum JobPlan {
     Sequence { order: Box<[u32]>, repeat: bool },
     /// A trace's clients, each one's requests in order, dealt whole to one connection.
     Sessions { sessions: Box<[Box<[u32]>]>, repeat: bool },
-    /// Documents drawn at random (`docs` in popularity order for Zipf).
-    Sampled { docs: Box<[u32]>, popularity: Popularity },
+    /// Documents drawn at random (`docs` in popularity order for Zipf), with a hot spot and
+    /// dynamic targets mixed in when `mix` is given.
+    Sampled { docs: Box<[u32]>, popularity: Popularity, mix: Option<Box<RequestMix>> },
     /// A page drawn at random, then its embedded objects.
     SiteSessions { pages: Box<[u32]>, embeds: Box<[Box<[u32]>]>, popularity: Popularity },
 }
@@ -63,13 +69,14 @@ pub struct WorkloadPlan {
 
 /// Builds the template table, one distinct (method, target) at a time.
 #[derive(Default)]
-struct TemplateTable {
-    templates: Vec<RequestTemplate>,
+pub(crate) struct TemplateTable {
+    pub(crate) templates: Vec<RequestTemplate>,
     index: HashMap<(Method, String), u32>,
 }
 
 impl TemplateTable {
-    fn intern(&mut self, method: Method, target: &str) -> u32 {
+    /// The template of (`method`, `target`), rendered on first use.
+    pub(crate) fn intern(&mut self, method: Method, target: &str) -> u32 {
         if let Some(&i) = self.index.get(&(method, target.to_string())) {
             return i;
         }
@@ -84,6 +91,7 @@ impl TemplateTable {
             line: line.into_bytes().into_boxed_slice(),
             head_only: method == Method::Head,
             expect: Expectation::Unchecked,
+            dynamic: false,
         });
         self.index.insert((method, target.to_string()), i);
         i
@@ -118,6 +126,7 @@ impl WorkloadPlan {
     /// Prepare the workload of `config`, reading its trace, manifest or document root, and
     /// the expected responses (files hashed on up to `threads` threads).
     pub fn build(config: &LoadConfig, threads: usize) -> Result<WorkloadPlan, LoadError> {
+        config.validate_mix()?;
         let mut table = TemplateTable::default();
         let mut skipped = 0;
         let jobs = match &config.workload {
@@ -166,7 +175,12 @@ impl WorkloadPlan {
                 }
             }
             Workload::Synthetic { popularity, documents } => {
-                synthetic_jobs(&mut table, *popularity, documents, config.sessions, config.seed)?
+                let mut jobs =
+                    synthetic_jobs(&mut table, *popularity, documents, config.sessions, config.seed)?;
+                if let JobPlan::Sampled { docs, mix, .. } = &mut jobs {
+                    *mix = RequestMix::build(&mut table, config, docs.len())?.map(Box::new);
+                }
+                jobs
             }
         };
         let verifier = match &config.verification {
@@ -180,12 +194,17 @@ impl WorkloadPlan {
         let mut templates = table.templates;
         if let Some(verifier) = verifier {
             let checked: Vec<usize> = (0..templates.len())
-                .filter(|&i| matches!(templates[i].method, Method::Get | Method::Head))
+                .filter(|&i| {
+                    matches!(templates[i].method, Method::Get | Method::Head) && !templates[i].dynamic
+                })
                 .collect();
             let targets: Vec<&str> = checked.iter().map(|&i| &*templates[i].target).collect();
             let expectations = verifier.expectations(&targets, threads)?;
             for (i, e) in checked.into_iter().zip(expectations) {
                 templates[i].expect = e;
+            }
+            if let JobPlan::Sampled { mix: Some(mix), .. } = &jobs {
+                mix.expect_dynamic_bodies(&mut templates);
             }
         }
         Ok(WorkloadPlan { templates, jobs, cursor: AtomicU64::new(0), skipped_records: skipped })
@@ -219,7 +238,7 @@ fn synthetic_jobs(
             let docs: Vec<u32> = (0..*documents)
                 .map(|r| table.intern(Method::Get, &generator.document_at_rank(r).0))
                 .collect();
-            return Ok(JobPlan::Sampled { docs: docs.into_boxed_slice(), popularity });
+            return Ok(JobPlan::Sampled { docs: docs.into_boxed_slice(), popularity, mix: None });
         }
         DocumentSet::Docroot(root) => {
             if sessions {
@@ -286,7 +305,7 @@ fn synthetic_jobs(
     }
     let order = popularity_order(docs, seed)?;
     let ids: Vec<u32> = order.iter().map(|t| table.intern(Method::Get, t)).collect();
-    Ok(JobPlan::Sampled { docs: ids.into_boxed_slice(), popularity })
+    Ok(JobPlan::Sampled { docs: ids.into_boxed_slice(), popularity, mix: None })
 }
 
 /// One connection's reader of the plan.
@@ -294,13 +313,18 @@ pub struct JobFeed {
     plan: Arc<WorkloadPlan>,
     rng: SmallRng,
     zipf: Option<Zipf<f64>>,
+    /// The current phase's hot documents.
+    hot: HotSet,
+    /// The run's start, shared by every feed: hot-spot phases count from it.
+    run_start: Instant,
 }
 
 impl JobFeed {
-    /// A feed for one connection; `seed` makes its random draws repeatable.
-    pub fn new(plan: Arc<WorkloadPlan>, seed: u64) -> JobFeed {
+    /// A feed for one connection; `seed` makes its random draws repeatable, and `run_start`
+    /// (the same for every connection of the run) is when the hot spot's phases start.
+    pub fn new(plan: Arc<WorkloadPlan>, seed: u64, run_start: Instant) -> JobFeed {
         let n = match &plan.jobs {
-            JobPlan::Sampled { docs, popularity: Popularity::Zipf { .. } } => docs.len(),
+            JobPlan::Sampled { docs, popularity: Popularity::Zipf { .. }, .. } => docs.len(),
             JobPlan::SiteSessions { pages, popularity: Popularity::Zipf { .. }, .. } => pages.len(),
             _ => 0,
         };
@@ -310,7 +334,7 @@ impl JobFeed {
             _ => 0.0,
         };
         let zipf = (n > 0).then(|| Zipf::new(n as f64, alpha).ok()).flatten();
-        JobFeed { plan, rng: SmallRng::seed_from_u64(seed), zipf }
+        JobFeed { plan, rng: SmallRng::seed_from_u64(seed), zipf, hot: HotSet::default(), run_start }
     }
 
     /// The plan this feed reads.
@@ -322,11 +346,15 @@ impl JobFeed {
     /// The next single request; `None` when the workload is used up. Session plans yield
     /// their first requests one by one here.
     pub fn next_request(&mut self) -> Option<u32> {
-        let JobFeed { plan, rng, zipf } = self;
+        let JobFeed { plan, rng, zipf, hot, run_start } = self;
         match &plan.jobs {
             JobPlan::Single(t) => Some(*t),
             JobPlan::Sequence { order, repeat } => plan.take_position(order.len(), *repeat).map(|i| order[i]),
-            JobPlan::Sampled { docs, .. } => Some(docs[draw(rng, zipf.as_ref(), docs.len())]),
+            JobPlan::Sampled { docs, mix: None, .. } => Some(docs[draw(rng, zipf.as_ref(), docs.len())]),
+            JobPlan::Sampled { docs, mix: Some(mix), .. } => {
+                let phase = if mix.is_clocked() { mix.phase(run_start.elapsed()) } else { 0 };
+                Some(mix.draw(rng, hot, phase, docs, |rng| draw(rng, zipf.as_ref(), docs.len())))
+            }
             JobPlan::Sessions { sessions, repeat } => {
                 plan.take_position(sessions.len(), *repeat).and_then(|i| sessions[i].first().copied())
             }
@@ -339,7 +367,7 @@ impl JobFeed {
     /// workload is used up. Plans without sessions give one request.
     pub fn next_session(&mut self, out: &mut Vec<u32>) -> Option<bool> {
         out.clear();
-        let JobFeed { plan, rng, zipf } = self;
+        let JobFeed { plan, rng, zipf, .. } = self;
         match &plan.jobs {
             JobPlan::Sessions { sessions, repeat } => {
                 let i = plan.take_position(sessions.len(), *repeat)?;
@@ -399,7 +427,7 @@ mod tests {
         assert_eq!(plan.templates.len(), 3);
         assert_eq!(&*plan.templates[0].line, b"GET /a HTTP/1.1\r\n");
         assert_eq!(&*plan.templates[2].target, "/a%20b");
-        let mut feed = JobFeed::new(Arc::new(plan), 1);
+        let mut feed = JobFeed::new(Arc::new(plan), 1, Instant::now());
         let order: Vec<u32> = std::iter::from_fn(|| feed.next_request()).collect();
         assert_eq!(targets(feed.plan(), &order), ["/a", "/b", "/a", "/a%20b"]);
     }
@@ -410,7 +438,7 @@ mod tests {
         let workload = Workload::Trace { source: TraceSource::Records(recs), repeat: false };
         let plan =
             Arc::new(WorkloadPlan::build(&LoadConfig { sessions: true, ..config(workload) }, 1).unwrap());
-        let mut feed = JobFeed::new(plan.clone(), 1);
+        let mut feed = JobFeed::new(plan.clone(), 1, Instant::now());
         let mut out = Vec::new();
         let mut got = Vec::new();
         while let Some(barrier) = feed.next_session(&mut out) {
@@ -425,11 +453,11 @@ mod tests {
         let workload =
             Workload::Trace { source: TraceSource::Records(records(&[(0, "/a"), (0, "/b")])), repeat: true };
         let plan = Arc::new(WorkloadPlan::build(&config(workload), 1).unwrap());
-        let mut feed = JobFeed::new(plan.clone(), 1);
+        let mut feed = JobFeed::new(plan.clone(), 1, Instant::now());
         let got: Vec<u32> = (0..5).filter_map(|_| feed.next_request()).collect();
         assert_eq!(targets(&plan, &got), ["/a", "/b", "/a", "/b", "/a"]);
         let plan = Arc::new(WorkloadPlan::build(&config(Workload::SingleUrl), 1).unwrap());
-        let mut feed = JobFeed::new(plan.clone(), 1);
+        let mut feed = JobFeed::new(plan.clone(), 1, Instant::now());
         assert!((0..100).all(|_| feed.next_request() == Some(0)));
         assert_eq!(&*plan.templates[0].target, "/x");
     }
@@ -442,13 +470,13 @@ mod tests {
             Arc::new(WorkloadPlan::build(&config(synthetic(Popularity::Zipf { alpha: 1.0 })), 1).unwrap());
         let JobPlan::Sampled { docs, .. } = &plan.jobs else { panic!("sampled plan") };
         let top = docs[0];
-        let mut feed = JobFeed::new(plan.clone(), 3);
+        let mut feed = JobFeed::new(plan.clone(), 3, Instant::now());
         let n = 50_000;
         let hits = (0..n).filter(|_| feed.next_request() == Some(top)).count() as f64 / n as f64;
         let harmonic: f64 = (1..=100).map(|k| 1.0 / k as f64).sum();
         assert!((hits - 1.0 / harmonic).abs() < 0.01, "top document share {hits}");
         let plan = Arc::new(WorkloadPlan::build(&config(synthetic(Popularity::Uniform)), 1).unwrap());
-        let mut feed = JobFeed::new(plan, 3);
+        let mut feed = JobFeed::new(plan, 3, Instant::now());
         let hits = (0..n).filter(|_| feed.next_request() == Some(top)).count() as f64 / n as f64;
         assert!((hits - 0.01).abs() < 0.003, "uniform share {hits}");
     }
@@ -466,7 +494,7 @@ mod tests {
             let workload = Workload::Synthetic { popularity: Popularity::Uniform, documents };
             let plan =
                 Arc::new(WorkloadPlan::build(&LoadConfig { sessions: true, ..config(workload) }, 1).unwrap());
-            let mut feed = JobFeed::new(plan.clone(), 5);
+            let mut feed = JobFeed::new(plan.clone(), 5, Instant::now());
             let mut out = Vec::new();
             for _ in 0..50 {
                 assert_eq!(feed.next_session(&mut out), Some(true));
