@@ -1,10 +1,11 @@
 //! The admin listener: `GET /locus/health` (200), `GET /locus/status` (JSON counters, queue
-//! lengths, cache usage and the `load_report` the switch polls) and `GET /metrics`
-//! (Prometheus/OpenMetrics text, names prefixed `locus_node_`), served on its own thread so it
-//! answers even when the workers are busy.
+//! lengths, cache usage, the CPU model's queue and the `load_report` the switch polls) and
+//! `GET /metrics` (Prometheus/OpenMetrics text, names prefixed `locus_node_`), served on its
+//! own thread so it answers even when the workers are busy.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use locus_core::Method;
@@ -18,6 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::context::NodeContext;
+use crate::cpu_model::CpuModel;
 
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -61,7 +63,44 @@ pub fn status_json(node: &NodeContext) -> serde_json::Value {
         "cpu_running": node.cpu.running(),
         "statuses": statuses,
         "load_report": load,
+        "cpu_model": node.cpu_model.as_ref().map(cpu_model_json),
     })
+}
+
+/// The `cpu_model` object of `/locus/status`: the configuration and the queue now.
+fn cpu_model_json(model: &CpuModel) -> serde_json::Value {
+    let s = model.stats();
+    serde_json::json!({
+        "config": model.config(),
+        "active": s.active,
+        "busy_s": s.busy_s,
+        "served_s": s.served_s,
+        "charged": s.charged,
+        "cancelled": s.cancelled,
+    })
+}
+
+/// The CPU model's gauges and counters.
+fn register_cpu_model(registry: &mut Registry, model: &CpuModel) {
+    let s = model.stats();
+    let active: Gauge = Gauge::default();
+    active.set(s.active as i64);
+    registry.register("cpu_model_active", "Jobs in the modelled CPUs' processor-sharing queue", active);
+    let seconds = |registry: &mut Registry, name: &str, help: &str, v: f64| {
+        let c: Counter<f64, AtomicU64> = Counter::default();
+        c.inc_by(v);
+        registry.register(name, help, c);
+    };
+    seconds(registry, "cpu_model_busy_seconds", "Time the modelled CPUs had work", s.busy_s);
+    seconds(registry, "cpu_model_served_seconds", "Modelled CPU time served, summed over CPUs", s.served_s);
+    for (name, help, v) in [
+        ("cpu_model_charged", "Jobs served by the modelled CPUs", s.charged),
+        ("cpu_model_cancelled", "Jobs removed before completing (request gone)", s.cancelled),
+    ] {
+        let c: Counter = Counter::default();
+        c.inc_by(v);
+        registry.register(name, help, c);
+    }
 }
 
 /// The `/metrics` text.
@@ -123,6 +162,9 @@ pub fn metrics_text(node: &NodeContext) -> String {
         node.cpu.queue_length() as u64,
     );
     register_load_report(&mut registry, &load);
+    if let Some(model) = &node.cpu_model {
+        register_cpu_model(&mut registry, model);
+    }
     let responses = Family::<Vec<(String, String)>, Counter>::default();
     for (status, n) in &s.statuses {
         responses.get_or_create(&vec![("status".to_string(), status.clone())]).inc_by(*n);

@@ -10,6 +10,7 @@ use locus_cache::Replacement;
 use locus_io::{ConfigFileArgs, TerminationSignals};
 
 use crate::config::{NodeConfig, RehandoffPolicy, StorageConfig};
+use crate::cpu_model_config::CpuModelConfig;
 use crate::document_root::DocumentRoot;
 use crate::error::NodeError;
 use crate::server::NodeServer;
@@ -53,6 +54,10 @@ pub struct NodeArgs {
     /// Storage model: "lard98", "csld", or "seek_ms=28,mb_s=10,disks=2".
     #[arg(long, value_name = "MODEL")]
     pub storage: Option<StorageConfig>,
+    /// CPU model: "lard98", or "conn_us=145,request_us=0,kb_us=80,cpus=1" (after a preset,
+    /// keys override it).
+    #[arg(long, value_name = "MODEL")]
+    pub cpu: Option<CpuModelConfig>,
     /// Fetch misses from this origin (http://host:port).
     #[arg(long, value_name = "URL")]
     pub origin: Option<String>,
@@ -133,6 +138,9 @@ impl NodeArgs {
         }
         if self.storage.is_some() {
             c.storage = self.storage;
+        }
+        if self.cpu.is_some() {
+            c.cpu = self.cpu;
         }
         if self.origin.is_some() {
             c.origin = self.origin.clone();
@@ -233,6 +241,8 @@ mod tests {
             "seek_ms=5,mb_s=20,disks=2",
             "--server-name",
             "a.example",
+            "--cpu",
+            "lard98,request_us=20",
         ])
         .unwrap();
         let c = cli.node.to_config().unwrap();
@@ -242,6 +252,7 @@ mod tests {
         assert_eq!(c.cache.replacement, Replacement::Lru);
         assert_eq!(c.storage, Some(StorageConfig { seek_ms: 5.0, transfer_mb_s: 20.0, disks: 2 }));
         assert_eq!(c.server_names, vec!["a.example".to_string()]);
+        assert_eq!(c.cpu, Some(CpuModelConfig { request_us: 20.0, ..CpuModelConfig::lard98() }));
     }
 
     #[test]
@@ -276,5 +287,6 @@ mod tests {
         assert!(Cli::try_parse_from(["node", "--cache-size", "lots"]).is_err());
         assert!(Cli::try_parse_from(["node", "--cache-policy", "fifo"]).is_err());
         assert!(Cli::try_parse_from(["node", "--storage", "floppy"]).is_err());
+        assert!(Cli::try_parse_from(["node", "--cpu", "kb_us=-1"]).is_err());
     }
 }

@@ -1,5 +1,5 @@
-//! Node configuration: `NodeConfig` and its sections (cache, storage model, limits, dynamic
-//! classes; the handoff agent's is in `handoff_config`), read from TOML with every unknown key
+//! Node configuration: `NodeConfig` and its sections (cache, storage and CPU models, limits,
+//! dynamic classes; the handoff agent's is in `handoff_config`), read from TOML with every unknown key
 //! refused (the error names the key, line and file), with defaults for everything, and
 //! `ConfigError`.
 
@@ -11,6 +11,7 @@ use locus_cache::Replacement;
 use serde::{Deserialize, Serialize};
 
 use crate::class_table::ClassTable;
+use crate::cpu_model_config::CpuModelConfig;
 pub use crate::handoff_config::{HandoffConfig, RehandoffPolicy};
 use crate::origin::OriginAddr;
 use locus_classify::ByteSize;
@@ -69,6 +70,9 @@ pub struct NodeConfig {
     pub cache: CacheConfig,
     /// Storage model charging modelled disk time per miss; `None`: real reads only.
     pub storage: Option<StorageConfig>,
+    /// CPU model (`[cpu]`) charging every request's CPU cost as modelled time; `None`: real
+    /// CPU only (dynamic costs burnt on the CPU pool).
+    pub cpu: Option<CpuModelConfig>,
     /// Fetch misses from this origin (`http://host:port`) instead of the document root.
     pub origin: Option<String>,
     /// Dynamic classes (matched before static files, in order).
@@ -95,6 +99,7 @@ impl Default for NodeConfig {
             cpu_threads: available_cpus(),
             cache: CacheConfig::default(),
             storage: None,
+            cpu: None,
             origin: None,
             classes: Vec::new(),
             class_file: None,
@@ -342,6 +347,9 @@ impl NodeConfig {
         }
         if let Some(storage) = &self.storage {
             storage.validate().map_err(ConfigError::Invalid)?;
+        }
+        if let Some(cpu) = &self.cpu {
+            cpu.validate().map_err(ConfigError::Invalid)?;
         }
         if let Some(origin) = &self.origin {
             origin.parse::<OriginAddr>().map_err(ConfigError::Invalid)?;

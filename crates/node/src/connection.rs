@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use locus_core::Method;
 use locus_handoff::dump_connection;
-use locus_http::{BodyKind, BodyTracker, RequestHead, TargetForm, Version, authority_host, parse_request};
+use locus_http::{BodyKind, BodyTracker, RequestHead, TargetForm, Version, parse_request};
 use locus_io::try_read_drained;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
@@ -27,6 +27,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::backend_forward::PEER_IO_TIMEOUT;
 use crate::context::{WorkerContext, count};
+use crate::cpu_charge::ConnectionCharge;
 use crate::doc_store::LargeFile;
 use crate::document_root::decode_request_path;
 use crate::dynamic::serve_dynamic;
@@ -35,7 +36,7 @@ use crate::node_metrics::ActiveRequest;
 use crate::origin::OriginBody;
 use crate::out_queue::OutQueue;
 use crate::request_router::RequestRouter;
-use crate::request_view::{BodySource, RequestView, Served};
+use crate::request_view::{BodySource, RequestView, Served, authority_allowed};
 use crate::response::{Persistence, simple};
 use crate::shared_pages::SharedPages;
 use crate::static_files::{serve_cached, serve_miss};
@@ -167,6 +168,7 @@ struct Connection<'w> {
     shutdown: watch::Receiver<bool>,
     /// Per-request routing by the switch, if the connection has it.
     router: Option<RequestRouter>,
+    charge: ConnectionCharge,
 }
 
 /// Serve one connection until it closes or (with a `router`) is handed back to the switch.
@@ -179,6 +181,7 @@ pub async fn serve(stream: TcpStream, w: &WorkerContext, router: Option<RequestR
         sleep: Box::pin(tokio::time::sleep_until(first_deadline)),
         shutdown: w.shutdown.clone(),
         router,
+        charge: ConnectionCharge::default(),
     };
     let (end, router) = match conn.run().await {
         Close::Now => (ConnectionEnd::Closed, conn.router),
@@ -238,14 +241,6 @@ fn forwardable(head: &RequestHead) -> bool {
 
 fn invalid_data(e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e.to_string())
-}
-
-/// An absolute-form target is accepted only for the request's own Host or a server name.
-fn authority_allowed(head: &RequestHead, buf: &[u8], server_names: &[String]) -> bool {
-    let Some(authority) = head.authority else { return false };
-    let host = authority_host(authority.get(buf));
-    head.host.is_some_and(|h| authority_host(h.get(buf)).eq_ignore_ascii_case(host))
-        || server_names.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(host))
 }
 
 impl Connection<'_> {
@@ -481,9 +476,11 @@ impl Connection<'_> {
         } else {
             Persistence::KeepAlive
         };
+        let bodies_before = out.bodies_queued();
         let served = self.respond(&read[*start..*end], head, persistence, out, keys, &mut active).await;
         let (status, sent) = match served {
             Ok(Served { status, body }) => {
+                self.charge.charge(node, &body, out.bodies_queued().wrapping_sub(bodies_before)).await;
                 let sent = match body {
                     BodySource::Queued => Ok(()),
                     BodySource::Pages { pages, offset, len } => {

@@ -1,5 +1,5 @@
 //! `NodeContext`: everything the connections of a running node share (configuration limits,
-//! document root, document store, storage model, origin, class table, CPU pool, counters,
+//! document root, document store, storage model, origin, class table, CPU pool or model, counters,
 //! listeners' accept queues) and the load it reports (`NodeReport`);
 //! `WorkerContext`: what belongs to one worker thread (its counters, origin and peer
 //! connections, the handoff agent, shutdown signal).
@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use crate::backend_forward::PeerConnections;
 use crate::class_table::ClassTable;
 use crate::config::NodeLimits;
+use crate::cpu_model::CpuModel;
 use crate::cpu_pool::CpuPool;
 use crate::doc_store::DocStore;
 use crate::document_root::DocumentRoot;
@@ -45,6 +46,9 @@ pub struct NodeContext {
     pub class_disk: DiskSet,
     pub classes: ClassTable,
     pub cpu: CpuPool,
+    /// The modelled CPUs (`[cpu]`): with them every request's CPU cost, dynamic ones
+    /// included, is waited in a processor-sharing queue instead of burnt on `cpu`.
+    pub cpu_model: Option<CpuModel>,
     pub metrics: NodeMetrics,
     /// The HTTP listeners accepting now, for the accept-queue length.
     pub listen_queue: ListenQueue,

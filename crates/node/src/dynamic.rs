@@ -1,9 +1,9 @@
 //! Dynamic responses: a request matched by the class table first waits for its class's disk
 //! read (`disk_ms`: one FIFO read on the storage model's disk holding the path, or on the
-//! node-local class disk without a storage model), then costs its drawn CPU time on the
-//! node's CPU pool, then gets the class's deterministic body, with `X-Locus-Class`, the disk
-//! time waited (`X-Locus-Disk-Us`, when the class has a disk cost) and the CPU time actually
-//! spent (`X-Locus-Cpu-Us`).
+//! node-local class disk without a storage model), then costs its drawn CPU time — burnt on
+//! the node's CPU pool, or served by its CPU model — then gets the class's deterministic body,
+//! with `X-Locus-Class`, the disk time waited (`X-Locus-Disk-Us`, when the class has a disk
+//! cost) and the CPU time spent, actual or modelled (`X-Locus-Cpu-Us`).
 
 use std::io::Write;
 
@@ -33,9 +33,13 @@ pub async fn serve_dynamic(
         node.read_class_disk(req.path, disk).await;
         Some(start.elapsed())
     };
-    let spent = match node.cpu.run(cost).await {
+    let spent = match &node.cpu_model {
+        Some(model) => model.run(cost).await.map(|_| cost).map_err(|_| ()),
+        None => node.cpu.run(cost).await.map_err(|_| ()),
+    };
+    let spent = match spent {
         Ok(spent) => spent,
-        Err(_) => {
+        Err(()) => {
             simple(out, &node.node_headers, 503, req.persistence, req.head_only(), b"");
             return Served::queued(503);
         }

@@ -1,6 +1,7 @@
 //! The Locus back-end web server (`locus node`): static files from a document root through a
 //! byte-bounded document cache (LRU/LFU/GDS/GDSF), an optional storage model or origin for
-//! misses, dynamic endpoints with real CPU cost from a class table, an admin listener, and an
+//! misses, dynamic endpoints with real CPU cost from a class table (or an optional CPU model
+//! that charges every request's CPU cost as modelled time), an admin listener, and an
 //! optional handoff agent for the one-way switch (`[handoff]`). Start one in-process with
 //! `NodeServer::start(NodeConfig)`.
 
@@ -13,6 +14,8 @@ mod conditional;
 mod config;
 mod connection;
 mod context;
+mod cpu_charge;
+mod cpu_model;
 mod cpu_model_config;
 mod cpu_pool;
 mod doc_store;
@@ -40,6 +43,7 @@ pub use config::{
     CacheConfig, ConfigError, HandoffConfig, NodeConfig, NodeLimits, RehandoffPolicy, StorageConfig,
     available_cpus,
 };
+pub use cpu_model::{CpuJob, CpuModel, CpuModelClosed, CpuModelStats};
 pub use cpu_model_config::CpuModelConfig;
 pub use cpu_pool::{burn_cpu, thread_cpu_time};
 pub use document_root::{DocumentRoot, PathError, Resolved, decode_request_path};

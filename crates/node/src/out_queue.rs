@@ -48,6 +48,9 @@ pub struct OutQueue {
     first: usize,
     offset: usize,
     pending: usize,
+    /// Body bytes ever queued (`push_body`, `extend_body`); never reset, so the body of one
+    /// response is the difference of two readings.
+    bodies_queued: u64,
 }
 
 impl OutQueue {
@@ -76,8 +79,20 @@ impl OutQueue {
         self.sealed = end;
     }
 
+    /// Append body bytes (copied), counted in `bodies_queued`.
+    pub fn extend_body(&mut self, bytes: &[u8]) {
+        self.bodies_queued = self.bodies_queued.wrapping_add(bytes.len() as u64);
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Body bytes queued since the queue was made (wrapping).
+    pub fn bodies_queued(&self) -> u64 {
+        self.bodies_queued
+    }
+
     /// Append a body: copied if small, referenced if large.
     pub fn push_body(&mut self, body: Bytes) {
+        self.bodies_queued = self.bodies_queued.wrapping_add(body.len() as u64);
         if body.len() <= COPY_LIMIT {
             self.buf.extend_from_slice(&body);
             return;

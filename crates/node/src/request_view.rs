@@ -1,10 +1,12 @@
 //! `RequestView`: the parts of a parsed request head that responders use (borrowed from the
-//! connection's read buffer), and `Served`: the status a responder chose and whatever body
-//! the connection must still stream after the queued head.
+//! connection's read buffer), whether an absolute-form target's authority is accepted, and
+//! `Served`: the status a responder chose and whatever body the connection must still stream
+//! after the queued head.
 
 use std::sync::Arc;
 
 use locus_core::Method;
+use locus_http::{RequestHead, authority_host};
 
 use crate::doc_store::LargeFile;
 use crate::origin::OriginBody;
@@ -62,4 +64,12 @@ impl Served {
     pub fn queued(status: u16) -> Served {
         Served { status, body: BodySource::Queued }
     }
+}
+
+/// An absolute-form target is accepted only for the request's own Host or a server name.
+pub fn authority_allowed(head: &RequestHead, buf: &[u8], server_names: &[String]) -> bool {
+    let Some(authority) = head.authority else { return false };
+    let host = authority_host(authority.get(buf));
+    head.host.is_some_and(|h| authority_host(h.get(buf)).eq_ignore_ascii_case(host))
+        || server_names.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(host))
 }

@@ -77,7 +77,7 @@ pub fn simple(
     content_length(out, body_len as u64);
     end_head(out, persistence);
     if !head_only {
-        let _ = writeln!(out.buf(), "{status} {reason}");
+        out.extend_body(format!("{status} {reason}\n").as_bytes());
     }
 }
 

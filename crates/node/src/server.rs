@@ -30,6 +30,7 @@ use crate::class_table::ClassTable;
 use crate::config::{ConfigError, HandoffConfig, NodeConfig, available_cpus};
 use crate::connection;
 use crate::context::{NodeContext, WorkerContext, count};
+use crate::cpu_model::CpuModel;
 use crate::cpu_pool::CpuPool;
 use crate::doc_store::DocStore;
 use crate::document_root::DocumentRoot;
@@ -323,6 +324,7 @@ fn node_context(
         class_disk: DiskSet::new(1),
         classes,
         cpu: CpuPool::new(cpu_threads, "node").map_err(NodeError::Start)?,
+        cpu_model: config.cpu.map(|c| CpuModel::new(c, "node")).transpose().map_err(NodeError::Start)?,
         metrics: NodeMetrics::new(workers, config.limits.max_connections),
         listen_queue: ListenQueue::default(),
         server_names: config.server_names.clone(),
@@ -466,6 +468,9 @@ impl NodeServer {
             let _ = t.join();
         }
         self.node.cpu.shutdown();
+        if let Some(model) = &self.node.cpu_model {
+            model.shutdown();
+        }
         tracing::info!(name = %self.node.name, "node stopped");
     }
 }
