@@ -280,9 +280,10 @@ mod tests {
             let start = Instant::now();
             let (a, b, c) = tokio::join!(m.run(ms(10)), m.run(ms(10)), m.run(ms(10)));
             for r in [a, b, c] {
-                assert!(r.unwrap() >= ms(29), "shared one CPU three ways");
+                assert!(r.unwrap() >= ms(10));
             }
-            assert!(start.elapsed() >= ms(29));
+            // 30 ms of work on one modelled CPU, none of it before `start`.
+            assert!(start.elapsed() >= ms(30), "{:?}", start.elapsed());
         });
         let s = m.stats();
         assert_eq!((s.active, s.charged, s.cancelled), (0, 4, 0));
