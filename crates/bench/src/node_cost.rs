@@ -215,6 +215,7 @@ pub fn run_node_cost(args: &NodeCostArgs) -> anyhow::Result<NodeCostReport> {
         cpu_threads: 1,
         ..NodeConfig::default()
     };
+    config.limits.max_connections = 1000;
     config.cache.max_object = locus_node::ByteSize(largest.max(config.cache.max_object.bytes()));
     config.cache.capacity = locus_node::ByteSize(config.cache.capacity.bytes().max(4 * largest));
     let node = NodeServer::start(config).context("starting the node")?;
@@ -250,7 +251,7 @@ pub fn fit_report(mut cells: Vec<CostCell>, cpus: u32) -> NodeCostReport {
         c.fitted_us = dot(r, &beta);
         sse += (c.node_cpu_us - c.fitted_us).powi(2);
     }
-    let round = |v: f64| (v * 10.0).round() / 10.0;
+    let round = |v: f64| (v * 100.0).round() / 100.0;
     let (conn_us, request_us, kb_us) = (round(beta[0]), round(beta[1]), round(beta[2]));
     let spec = format!("conn_us={conn_us},request_us={request_us},kb_us={kb_us},cpus={}", cpus.max(1));
     let rms_residual_us = (sse / cells.len().max(1) as f64).sqrt();

@@ -144,6 +144,9 @@ impl Drop for CpuModel {
 /// The driver: complete the jobs whose service is done, wake their tasks, sleep until the
 /// next completion.
 fn drive(shared: &Shared) {
+    // Wake at the completion asked for, not up to 50 µs after (this thread's own setting).
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and touches no memory of ours.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong) };
     let mut done = Vec::new();
     let mut wake = Vec::new();
     let mut st = shared.state.lock();
