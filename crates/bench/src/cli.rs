@@ -17,6 +17,8 @@ pub enum BenchCommand {
     Clubweb(crate::clubweb::ClubwebArgs),
     /// Multiple handoff on keep-alive connections against back-end forwarding (lab, root).
     Rehandoff(crate::rehandoff::RehandoffArgs),
+    /// The real node's CPU time per connection, request and KiB, fitted into a `--cpu` spec.
+    NodeCost(crate::node_cost::NodeCostArgs),
 }
 
 /// Flags of `locus bench load`.
@@ -133,6 +135,15 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Handoff(a) => crate::handoff::run(a),
         BenchCommand::Clubweb(a) => crate::clubweb::run(a),
         BenchCommand::Rehandoff(a) => crate::rehandoff::run(a),
+        BenchCommand::NodeCost(a) => {
+            let report = crate::node_cost::run_node_cost(&a)?;
+            if a.json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", report.render_text());
+            }
+            Ok(())
+        }
         BenchCommand::Load(a) => {
             let c = crate::load_vs_wrk::run_load_bench(a.size, a.connections, a.seconds, a.threads)?;
             if a.json {

@@ -3,7 +3,8 @@
 //! the same run, directly to one node, through Locus, through HAProxy and from NGINX directly;
 //! and the switch's resident memory while it holds thousands of idle keep-alive client
 //! connections; the load generator beside wrk; the handoff's latency; ClubWeb and multiple
-//! handoff in the lab's namespaces.
+//! handoff in the lab's namespaces; and the node's CPU cost per connection, request and KiB
+//! (`node-cost`), the calibration of its CPU model.
 
 pub mod cli;
 pub mod clubweb;
@@ -12,6 +13,7 @@ pub mod handoff_latency;
 mod idle;
 mod lab_rig;
 pub mod load_vs_wrk;
+pub mod node_cost;
 mod proxy;
 pub mod rehandoff;
 pub mod wrk;
