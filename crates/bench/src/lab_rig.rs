@@ -141,6 +141,7 @@ impl Rig {
             l4_selection: None,
             class_file: None,
             site_root: None,
+            node_admins: Vec::new(),
         };
         let named: Vec<(String, SocketAddr)> = self.nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
         let listen = net.switch_addr(HTTP_PORT)?;

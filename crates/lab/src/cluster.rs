@@ -120,6 +120,7 @@ impl<'n> LabCluster<'n> {
                     l4_selection: None,
                     class_file: spec.class_file.clone(),
                     site_root: spec.class_file.as_ref().map(|_| spec.root.clone()),
+                    node_admins: nodes.iter().filter_map(|n| n.admin).collect(),
                 };
                 servers::locus_switch(net, locus, scratch, listen, &named, &s)?
             }

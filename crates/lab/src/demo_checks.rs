@@ -189,3 +189,78 @@ pub fn checks_markdown(checks: &[DemoCheck]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::{point, sample_report};
+
+    fn at(
+        workload: &str,
+        switch: SwitchKind,
+        policy: &str,
+        rps: f64,
+        mean_ms: f64,
+        p99_ms: f64,
+    ) -> crate::results::PointResult {
+        let mut p = point(switch, policy, 4, rps, 0.9);
+        p.workload = workload.into();
+        p.mean_ms = mean_ms;
+        p.p99_ms = p99_ms;
+        p
+    }
+
+    #[test]
+    fn checks_compare_lard_r_with_wrr_and_find_every_switch() {
+        let checks = demo_checks(&sample_report());
+        assert_eq!(checks.len(), 4, "{checks:?}");
+        assert_eq!(checks[0].met, Some(true), "{:?}", checks[0]);
+        assert!(checks[0].detail.contains("500 vs 250"), "{}", checks[0].detail);
+        assert_eq!(checks[1].met, Some(true));
+        assert_eq!(checks[2].met, Some(true), "LARD/R 500 vs NGINX 280: {:?}", checks[2]);
+        assert_eq!(checks[3].met, Some(true));
+        let md = checks_markdown(&checks);
+        assert!(
+            md.contains("| zipf: LARD/R throughput ≥ 2× WRR at 2 nodes | met | 500 vs 250 req/s = 2.00× |"),
+            "{md}"
+        );
+        let mut r = sample_report();
+        r.points.retain(|p| p.switch == SwitchKind::Locus && p.policy != "lard-r");
+        let checks = demo_checks(&r);
+        assert_eq!(checks[0].met, None);
+        assert_eq!(checks.last().unwrap().met, Some(false));
+    }
+
+    #[test]
+    fn hotspot_checks_need_both_throughput_ratios_and_a_p99_no_higher() {
+        let mut r = sample_report();
+        r.points.push(at("hotspot", SwitchKind::Locus, "lard-r", 3000.0, 40.0, 100.0));
+        r.points.push(at("hotspot", SwitchKind::Nginx, "uri-chash", 1900.0, 60.0, 300.0));
+        r.points.push(at("hotspot", SwitchKind::Haproxy, "uri-chash-bounded", 2600.0, 45.0, 90.0));
+        let checks: Vec<DemoCheck> =
+            demo_checks(&r).into_iter().filter(|c| c.name.starts_with("hotspot")).collect();
+        let verdicts: Vec<Option<bool>> = checks.iter().map(|c| c.met).collect();
+        // 3000 ≥ 1.5 × 1900; p99 100 ≤ 300; 3000 < 1.2 × 2600; p99 100 > 90.
+        assert_eq!(verdicts, [Some(true), Some(true), Some(false), Some(false)], "{checks:?}");
+        assert!(checks[2].detail.contains("1.15×"), "{}", checks[2].detail);
+    }
+
+    #[test]
+    fn dynamic_checks_compare_csld_means_and_errors() {
+        let mut r = sample_report();
+        r.points.push(at("dynamic", SwitchKind::Locus, "csld", 700.0, 20.0, 80.0));
+        r.points.push(at("dynamic", SwitchKind::Locus, "rr", 700.0, 30.0, 200.0));
+        let mut lc = at("dynamic", SwitchKind::Haproxy, "leastconn", 700.0, 21.0, 90.0);
+        lc.errors = 2;
+        r.points.push(lc);
+        let checks: Vec<DemoCheck> =
+            demo_checks(&r).into_iter().filter(|c| c.name.starts_with("dynamic")).collect();
+        let verdicts: Vec<Option<bool>> = checks.iter().map(|c| c.met).collect();
+        // 20 > 0.7 × 30 = 21? No: 20 ≤ 21, met; 20 ≤ 21 met; 0 errors ≤ 0 and ≤ 2.
+        assert_eq!(verdicts, [Some(true), Some(true), Some(true)], "{checks:?}");
+        r.points.retain(|p| !(p.workload == "dynamic" && p.policy == "rr"));
+        let checks: Vec<DemoCheck> =
+            demo_checks(&r).into_iter().filter(|c| c.name.starts_with("dynamic")).collect();
+        assert_eq!((checks[0].met, checks[2].met), (None, None), "no round robin point: not measured");
+    }
+}

@@ -15,11 +15,14 @@ pub fn hotspot_and_dynamic_note(report: &LabReport) -> String {
         if let Some(h) = &w.hot_spot {
             let _ = write!(
                 out,
-                "The `{}` workload gives every node a modelled CPU of its own (`{cpu}`): each request's CPU cost — the LARD \
-                 paper's per-connection cost charged per request plus its cost per KiB sent — is served as a \
-                 processor-sharing queue that lets time pass without burning the machine's CPUs, so one node has one \
-                 CPU's worth and a node that a hot spot overloads cannot borrow the others'. {} hot document{} draw{} {:.0}% \
-                 of the document requests{}; a URI hash pins each to one node, LARD/R gives a hot target more nodes. ",
+                "The `{}` workload gives every node a modelled CPU of its own (`{cpu}`): each request's CPU cost — per \
+                 connection, per request and per KiB sent, roughly 10–30× what `locus bench node-cost` measures for a real \
+                 node on this machine, so that four modelled nodes saturate well below what the 2 real CPUs carry — is \
+                 served as a processor-sharing queue that lets time pass without burning the machine's CPUs, so one node \
+                 has one CPU's worth and a node that a hot spot overloads cannot borrow the others'. {} hot document{} \
+                 draw{} {:.0}% of the document requests{}; a URI hash pins each to one node, HAProxy's bounded load \
+                 spills whatever hashes to the busiest node (cold documents too, which then miss) to the next, LARD/R \
+                 gives a hot target more nodes and leaves the rest where they are cached. ",
                 w.name,
                 h.documents,
                 if h.documents == 1 { "" } else { "s" },

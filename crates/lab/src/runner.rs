@@ -79,22 +79,36 @@ fn check_programs(experiment: &Experiment, locus: &Path) -> Result<(), LabError>
     // (l4) an interface for the forwarder.
     let scratch = tempfile::tempdir().map_err(|e| LabError::io(std::env::temp_dir(), e))?;
     let key = scratch.path().join("handoff.key");
-    for row in experiment.switches.iter().filter(|r| r.kind == SwitchKind::Locus) {
+    for (r, row) in experiment.switches.iter().enumerate().filter(|(_, r)| r.kind == SwitchKind::Locus) {
+        // The classes of a workload the row runs on, as its points will have them.
+        let classes =
+            match experiment.workloads.iter().find(|w| row.runs_on(&w.name) && !w.dynamic.is_empty()) {
+                Some(w) => {
+                    let path = scratch.path().join(format!("row{r}.classes.toml"));
+                    std::fs::write(&path, w.class_file_text()).map_err(|e| LabError::io(&path, e))?;
+                    Some(path)
+                }
+                None => None,
+            };
         for policy in &row.policies {
             for mode in &row.modes {
                 let mut cmd = Command::new(locus);
                 cmd.args(["switch", "--check", "--policy", policy, "--mode", mode]);
+                if let Some(path) = &classes {
+                    cmd.arg("--class-file").arg(path);
+                }
                 if crate::servers::is_one_way_mode(mode) {
                     if !key.exists() {
                         crate::servers::write_handoff_key(&key)?;
                     }
-                    cmd.args(["--node", "node1=127.0.0.1:1@127.0.0.1:2"]);
+                    cmd.args(["--node", "node1=127.0.0.1:1@127.0.0.1:2+127.0.0.1:3"]);
                     cmd.arg("--handoff-key-file").arg(&key);
                     if mode == "l4" {
                         cmd.args(["--handoff-interface", "lo"]);
                     }
                 } else {
-                    cmd.args(["--node", "node1=127.0.0.1:1"]);
+                    // An admin listener too, for the policies fed by node reports.
+                    cmd.args(["--node", "node1=127.0.0.1:1+127.0.0.1:3"]);
                 }
                 let command = format!("{} switch --check --policy {policy} --mode {mode}", locus.display());
                 let out = cmd

@@ -263,6 +263,8 @@ pub struct SwitchSpec {
     pub class_file: Option<PathBuf>,
     /// `--site-root`: the documents whose sizes the policy reads.
     pub site_root: Option<PathBuf>,
+    /// The nodes' admin listeners (in node order), for policies fed by node reports.
+    pub node_admins: Vec<SocketAddr>,
 }
 
 /// `locus switch` on the switch host, listening on `listen`, in front of `nodes` (name and
@@ -304,10 +306,9 @@ pub fn locus_switch(
         cmd.args(["--admin", &a.to_string()]);
     }
     for (i, (name, addr)) in nodes.iter().enumerate() {
-        match spec.handoff_agents.get(i) {
-            Some(agent) => cmd.args(["--node", &format!("{name}={addr}@{agent}")]),
-            None => cmd.args(["--node", &format!("{name}={addr}")]),
-        };
+        let agent = spec.handoff_agents.get(i).map_or(String::new(), |a| format!("@{a}"));
+        let admin = spec.node_admins.get(i).map_or(String::new(), |a| format!("+{a}"));
+        cmd.args(["--node", &format!("{name}={addr}{agent}{admin}")]);
     }
     if let Some(key) = &spec.handoff_key_file {
         cmd.arg("--handoff-key-file").arg(key);

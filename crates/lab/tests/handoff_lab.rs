@@ -148,6 +148,7 @@ impl HandoffLab {
             l4_selection: None,
             class_file: None,
             site_root: None,
+            node_admins: Vec::new(),
         };
         let named: Vec<(String, SocketAddr)> = self.nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
         let listen = self.net.switch_addr(HTTP_PORT).unwrap();

@@ -28,7 +28,7 @@ pub use bounded::BoundedLoadPolicy;
 pub use cap::CapPolicy;
 pub use cluster::Cluster;
 pub use config::{ChashKind, PolicyConfig, PolicyConfigError, build, build_with};
-pub use csld::{CsldParams, CsldPolicy};
+pub use csld::{CsldParams, CsldPick, CsldPolicy};
 pub use estimates::LoadEstimates;
 pub use hash::StaticHashPolicy;
 pub use inputs::{FileInfo, FileTable, PolicyInputs};

@@ -6,6 +6,8 @@
 
 use std::path::PathBuf;
 
+use locus_policy::{CsldPick, PolicyConfig};
+
 use crate::config::{Arrivals, Backend, CpuModel, SimConfig};
 use crate::error::SimError;
 use crate::plot_lines::{Axes, Series, plot_lines};
@@ -157,8 +159,13 @@ pub fn csld_label(name: &str) -> Result<String, SimError> {
 /// CSLD paper's costs, with `opts`' nodes, seed, durations and CPU model.
 pub(crate) fn point_config(opts: &CsldOptions, policy: &str, rate: f64) -> Result<SimConfig, SimError> {
     let (_, warmup) = opts.durations.requests(rate);
+    let mut policy = SimPolicy::from_name(policy)?;
+    if let SimPolicy::Switch(PolicyConfig::Csld(p)) = &mut policy {
+        // The paper's CSLD: smooth WRR over each period's weights.
+        p.pick = CsldPick::Wrr;
+    }
     let mut c = SimConfig {
-        policy: SimPolicy::from_name(policy)?,
+        policy,
         nodes: opts.nodes,
         seed: opts.seed,
         backend: Backend::Apache,

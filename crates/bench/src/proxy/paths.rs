@@ -149,6 +149,7 @@ fn locus_switch(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started>
         l4_selection: None,
         class_file: None,
         site_root: None,
+        node_admins: Vec::new(),
     };
     // Each switch gets a scratch folder of its own: the lab names logs by program.
     let scratch = env.scratch.join(format!("switch-{mode}"));
@@ -201,6 +202,7 @@ fn one_way(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started> {
         l4_selection: None,
         class_file: None,
         site_root: None,
+        node_admins: Vec::new(),
     };
     let listen = env.net.switch_addr(port)?;
     let switch = servers::locus_switch(env.net, env.locus, &scratch, listen, &nodes, &spec)?;

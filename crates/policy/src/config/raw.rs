@@ -42,6 +42,7 @@ macro_rules! csld_keys {
 }
 
 csld_keys! {
+    pick: crate::csld::CsldPick,
     period_ms: u64,
     slot_ms: u64,
     slots: u32,
@@ -303,6 +304,7 @@ mod tests {
     #[test]
     fn every_csld_parameter_is_configurable_and_round_trips_through_toml() {
         let p = CsldParams {
+            pick: crate::csld::CsldPick::Wrr,
             period_ms: 400,
             slot_ms: 100,
             slots: 40,

@@ -3,10 +3,26 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How CSLD picks a node for a request it sees.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CsldPick {
+    /// The paper's: smooth WRR over the weights of the latest period.
+    Wrr,
+    /// Request by request, the node whose requests in flight would share the least work
+    /// with this one by the sniffer's estimate (Σ min(c_i, x)); the period's weights split
+    /// an idle cluster. Needs the request's end, which the two-way modes see.
+    #[default]
+    SharedWork,
+}
+
 /// CSLD's parameters. Costs are the means of the paper's cost table, in ns.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CsldParams {
+    /// How a request's node is picked (`wrr`: the paper's; `shared-work`: by the work in
+    /// flight, the default).
+    pub pick: CsldPick,
     /// Estimation period P (weights are recomputed every P), ms.
     pub period_ms: u64,
     /// Length of one cost-board slot, ms.
@@ -55,6 +71,7 @@ pub struct CsldParams {
 impl Default for CsldParams {
     fn default() -> CsldParams {
         CsldParams {
+            pick: CsldPick::SharedWork,
             period_ms: 200,
             slot_ms: 50,
             slots: 200,

@@ -1,11 +1,13 @@
 //! `CsldPolicy`: the CSLD front-end — the sniffer turns connections and forwarded requests
 //! into tasks, the load estimator runs lazily whenever `now` crosses a period boundary, and
-//! new connections go by smooth WRR over the weights it derives.
+//! new connections go by smooth WRR over the weights it derives (the paper's pick), or each
+//! request to the node whose requests in flight would share the least work with it.
 
-use super::CsldParams;
 use super::estimator::Estimator;
+use super::inflight::InFlightWork;
 use super::task::Task;
 use super::weights::{SmoothWrr, weights_from_loads};
+use super::{CsldParams, CsldPick};
 use crate::{LoadEstimates, Policy, PolicyInputs};
 use locus_core::{NodeId, NodeStatus, RequestInfo, Time};
 use std::time::Duration;
@@ -19,6 +21,10 @@ pub struct CsldPolicy {
     /// W_k after the latest period.
     weights: Vec<f64>,
     wrr: SmoothWrr,
+    /// The requests each node holds now, by the sniffer's expected cost.
+    inflight: InFlightWork,
+    /// Where the next tie-break scan starts (rotates, so ties spread).
+    cursor: usize,
 }
 
 impl CsldPolicy {
@@ -31,7 +37,47 @@ impl CsldPolicy {
             estimator: Estimator::new(node_count, params),
             weights: vec![0.0; node_count],
             wrr: SmoothWrr::default(),
+            inflight: InFlightWork::new(node_count),
+            cursor: 0,
         }
+    }
+
+    /// The CPU work (ns) the sniffer expects of `req`: its class's CPU and disk time, or the
+    /// basic cost plus the cost of sending the document.
+    fn expected_ns(&self, req: &RequestInfo<'_>, now: Time) -> u64 {
+        let t = Task::request(req, Duration::ZERO, now.as_nanos(), &self.params, &self.inputs);
+        let send = t.size.div_ceil(512).saturating_mul(self.params.send_ns_per_512);
+        t.ccost.saturating_add(t.dcost).saturating_add(send).max(1)
+    }
+
+    /// The up node whose requests in flight share the least work with a request of `x` ns,
+    /// scaled by its slow-start ramp; ties go round the nodes. `None` when the cluster holds
+    /// no request (then the period's weights split it).
+    fn least_shared_work(&mut self, x: u64, nodes: &[NodeStatus]) -> Option<NodeId> {
+        for (i, n) in nodes.iter().enumerate() {
+            if n.load == 0 && self.inflight.count(i) > 0 {
+                self.inflight.clear(i);
+            }
+        }
+        if nodes.iter().all(|n| n.load == 0) {
+            return None;
+        }
+        let len = nodes.len();
+        let mut best: Option<(f64, usize)> = None;
+        for step in 0..len {
+            let i = (self.cursor + step) % len;
+            let n = &nodes[i];
+            if !n.up {
+                continue;
+            }
+            let score = self.inflight.shared_with(i, x) as f64 / n.ramp.clamp(0.05, 1.0);
+            if best.is_none_or(|(b, _)| score < b) {
+                best = Some((score, i));
+            }
+        }
+        let (_, i) = best?;
+        self.cursor = (i + 1) % len;
+        Some(nodes[i].id)
     }
 
     /// Run the estimator for every period boundary up to `now` and refresh the weights.
@@ -73,24 +119,36 @@ impl Policy for CsldPolicy {
         "csld"
     }
 
-    fn pick(&mut self, _req: &RequestInfo<'_>, nodes: &[NodeStatus], now: Time) -> Option<NodeId> {
+    fn pick(&mut self, req: &RequestInfo<'_>, nodes: &[NodeStatus], now: Time) -> Option<NodeId> {
         self.tick(now);
+        if self.params.pick == CsldPick::SharedWork {
+            let x = self.expected_ns(req, now);
+            if let Some(node) = self.least_shared_work(x, nodes) {
+                return Some(node);
+            }
+        }
         self.wrr.pick(&self.weights, nodes)
     }
 
-    fn on_assign(&mut self, node: NodeId, _req: &RequestInfo<'_>, _nodes: &[NodeStatus], now: Time) {
+    fn on_assign(&mut self, node: NodeId, req: &RequestInfo<'_>, _nodes: &[NodeStatus], now: Time) {
         self.tick(now);
         self.estimator.conn_opened(node.index(), now.as_nanos());
+        if self.params.pick == CsldPick::SharedWork {
+            let x = self.expected_ns(req, now);
+            self.inflight.add(node.index(), req.target_hash, x);
+        }
     }
 
-    fn on_complete(&mut self, node: NodeId, _target_hash: u64, _nodes: &[NodeStatus], now: Time) {
+    fn on_complete(&mut self, node: NodeId, target_hash: u64, _nodes: &[NodeStatus], now: Time) {
         self.tick(now);
         self.estimator.push(node.index(), Task::conn(now.as_nanos(), &self.params));
+        self.inflight.remove(node.index(), target_hash);
     }
 
     fn on_node_down(&mut self, node: NodeId, _nodes: &[NodeStatus], now: Time) {
         self.tick(now);
         self.estimator.set_up(node.index(), false);
+        self.inflight.clear(node.index());
         if let Some(w) = self.weights.get_mut(node.index()) {
             *w = 0.0;
         }
@@ -159,10 +217,44 @@ mod tests {
         PolicyInputs { classes: vec![class(1), class(40)].into(), files: None }
     }
 
-    fn cluster(nodes: usize) -> Cluster {
+    fn cluster_picking(nodes: usize, pick: CsldPick) -> Cluster {
         let weights = vec![1; nodes];
-        let policy = CsldPolicy::new(nodes, &CsldParams::default(), &inputs());
+        let params = CsldParams { pick, ..CsldParams::default() };
+        let policy = CsldPolicy::new(nodes, &params, &inputs());
         Cluster::new(Box::new(policy), &weights, Duration::ZERO)
+    }
+
+    /// The paper's pick: smooth WRR over the period's weights.
+    fn cluster(nodes: usize) -> Cluster {
+        cluster_picking(nodes, CsldPick::Wrr)
+    }
+
+    fn of_class(target: &str, class: u16) -> RequestInfo<'_> {
+        let mut req = RequestInfo::get(target);
+        req.class = Some(class);
+        req
+    }
+
+    #[test]
+    fn shared_work_sends_a_light_request_away_from_a_crowd_and_a_heavy_one_away_from_heavy_work() {
+        let mut c = cluster_picking(2, CsldPick::SharedWork);
+        let now = Time(MS);
+        // Node 0 holds one 40 ms request, node 1 three 1 ms requests.
+        c.assign_to(NodeId(0), &of_class("/heavy?id=0", 1), now);
+        for i in 0..3 {
+            c.assign_to(NodeId(1), &of_class(&format!("/light?id={i}"), 0), now);
+        }
+        // A 1 ms request shares 1 ms with node 0 and 3 ms with node 1.
+        let light = of_class("/light?id=9", 0);
+        assert_eq!(c.assign(&light, now), Some(NodeId(0)));
+        c.complete(NodeId(0), light.target_hash, now);
+        // A 40 ms request shares 40 ms with node 0 and 3 ms with node 1.
+        let heavy = of_class("/heavy?id=9", 1);
+        assert_eq!(c.assign(&heavy, now), Some(NodeId(1)));
+        c.complete(NodeId(1), heavy.target_hash, now);
+        // Once the heavy request completes, node 0 holds nothing and takes the heavy one.
+        c.complete(NodeId(0), RequestInfo::get("/heavy?id=0").target_hash, now);
+        assert_eq!(c.assign(&heavy, now), Some(NodeId(0)));
     }
 
     #[test]
