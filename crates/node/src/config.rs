@@ -14,6 +14,7 @@ use crate::class_table::ClassTable;
 use crate::cpu_model_config::CpuModelConfig;
 pub use crate::handoff_config::{HandoffConfig, RehandoffPolicy};
 use crate::origin::OriginAddr;
+use crate::preset_spec::{parse_preset_spec, spec_integer, spec_number};
 use locus_classify::ByteSize;
 use locus_classify::{ClassConfig, ClassFile};
 
@@ -221,27 +222,21 @@ impl FromStr for StorageConfig {
     /// `"lard98"`, `"csld"`, or `key=value` pairs separated by commas, optionally starting
     /// with a preset: `"seek_ms=28,mb_s=10,disks=2"`, `"lard98,disks=4"`.
     fn from_str(s: &str) -> Result<StorageConfig, String> {
-        let mut c = StorageConfig::lard98();
-        for (i, item) in s.split(',').map(str::trim).filter(|x| !x.is_empty()).enumerate() {
-            let Some((key, value)) = item.split_once('=') else {
-                if i == 0
-                    && let Some(p) = StorageConfig::preset(item)
-                {
-                    c = p;
-                    continue;
+        let c = parse_preset_spec(
+            s,
+            "storage",
+            StorageConfig::lard98(),
+            StorageConfig::preset,
+            |c, key, value, item| {
+                match key {
+                    "seek_ms" | "seek" => c.seek_ms = spec_number(value, item)?,
+                    "transfer_mb_s" | "mb_s" => c.transfer_mb_s = spec_number(value, item)?,
+                    "disks" => c.disks = spec_integer(value, item)?,
+                    other => return Err(format!("unknown storage key {other:?} (seek_ms, mb_s, disks)")),
                 }
-                return Err(format!("invalid storage item {item:?}: expected a preset or key=value"));
-            };
-            let num = || value.trim().parse::<f64>().map_err(|_| format!("invalid number in {item:?}"));
-            match key.trim() {
-                "seek_ms" | "seek" => c.seek_ms = num()?,
-                "transfer_mb_s" | "mb_s" => c.transfer_mb_s = num()?,
-                "disks" => {
-                    c.disks = value.trim().parse().map_err(|_| format!("invalid integer in {item:?}"))?
-                }
-                other => return Err(format!("unknown storage key {other:?} (seek_ms, mb_s, disks)")),
-            }
-        }
+                Ok(())
+            },
+        )?;
         c.validate()?;
         Ok(c)
     }

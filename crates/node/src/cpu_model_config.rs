@@ -6,6 +6,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::preset_spec::{parse_preset_spec, spec_integer, spec_number};
+
 /// The CPU model: with it, a node serves the CPU cost of every request — `conn_us` once per
 /// connection, `request_us` per request, `kb_us` per KiB of response body, and a dynamic
 /// class's drawn cost — as a processor-sharing queue of `cpus` modelled CPUs: time passes,
@@ -92,28 +94,24 @@ impl FromStr for CpuModelConfig {
     /// `"lard98"`, or `key=value` pairs separated by commas, optionally after a preset:
     /// `"conn_us=100,request_us=300,kb_us=40,cpus=1"`, `"lard98,request_us=145"`.
     fn from_str(s: &str) -> Result<CpuModelConfig, String> {
-        let mut c = CpuModelConfig::lard98();
-        for (i, item) in s.split(',').map(str::trim).filter(|x| !x.is_empty()).enumerate() {
-            let Some((key, value)) = item.split_once('=') else {
-                if i == 0
-                    && let Some(p) = CpuModelConfig::preset(item)
-                {
-                    c = p;
-                    continue;
+        let c = parse_preset_spec(
+            s,
+            "cpu",
+            CpuModelConfig::lard98(),
+            CpuModelConfig::preset,
+            |c, key, value, item| {
+                match key {
+                    "conn_us" => c.conn_us = spec_number(value, item)?,
+                    "request_us" => c.request_us = spec_number(value, item)?,
+                    "kb_us" => c.kb_us = spec_number(value, item)?,
+                    "cpus" => c.cpus = spec_integer(value, item)?,
+                    other => {
+                        return Err(format!("unknown cpu key {other:?} (conn_us, request_us, kb_us, cpus)"));
+                    }
                 }
-                return Err(format!("invalid cpu item {item:?}: expected a preset or key=value"));
-            };
-            let num = || value.trim().parse::<f64>().map_err(|_| format!("invalid number in {item:?}"));
-            match key.trim() {
-                "conn_us" => c.conn_us = num()?,
-                "request_us" => c.request_us = num()?,
-                "kb_us" => c.kb_us = num()?,
-                "cpus" => {
-                    c.cpus = value.trim().parse().map_err(|_| format!("invalid integer in {item:?}"))?
-                }
-                other => return Err(format!("unknown cpu key {other:?} (conn_us, request_us, kb_us, cpus)")),
-            }
-        }
+                Ok(())
+            },
+        )?;
         c.validate()?;
         Ok(c)
     }

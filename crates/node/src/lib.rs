@@ -29,6 +29,7 @@ mod node_metrics;
 mod open_files;
 mod origin;
 mod out_queue;
+mod preset_spec;
 mod request_router;
 mod request_view;
 mod response;
