@@ -30,12 +30,15 @@ fn defaults_measure_three_sizes_for_a_few_seconds() {
 
 #[test]
 fn a_tiny_run_fits_finite_non_negative_costs_and_a_spec_that_parses() {
-    let report = run_node_cost(&args(&["--requests", "5", "--sizes", "1k,64k", "--cpus", "2"])).unwrap();
+    let report = run_node_cost(&args(&["--requests", "40", "--sizes", "1k,64k", "--cpus", "2"])).unwrap();
     assert_eq!(report.cells.len(), 4);
+    // A cell's node CPU is the process's CPU less the client thread's: over a few requests
+    // the clocks' granularity can leave one at 0, never below, and the run as a whole some.
     for c in &report.cells {
-        assert!(c.node_cpu_us.is_finite() && c.node_cpu_us > 0.0, "{c:?}");
-        assert_eq!(c.connections, if c.keepalive { 1 } else { 5 });
+        assert!(c.node_cpu_us.is_finite() && c.node_cpu_us >= 0.0, "{c:?}");
+        assert_eq!(c.connections, if c.keepalive { 1 } else { 40 });
     }
+    assert!(report.cells.iter().map(|c| c.node_cpu_us).sum::<f64>() > 0.0, "{report:?}");
     for v in [report.conn_us, report.request_us, report.kb_us, report.rms_residual_us] {
         assert!(v.is_finite() && v >= 0.0, "{report:?}");
     }
