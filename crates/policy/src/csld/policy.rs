@@ -25,6 +25,9 @@ pub struct CsldPolicy {
     inflight: InFlightWork,
     /// Where the next tie-break scan starts (rotates, so ties spread).
     cursor: usize,
+    /// The target hash and expected cost of the request `pick` last costed, which `on_assign`
+    /// of the same request reuses instead of costing it again.
+    last_cost: Option<(u64, u64)>,
 }
 
 impl CsldPolicy {
@@ -39,6 +42,7 @@ impl CsldPolicy {
             wrr: SmoothWrr::default(),
             inflight: InFlightWork::new(node_count),
             cursor: 0,
+            last_cost: None,
         }
     }
 
@@ -123,6 +127,7 @@ impl Policy for CsldPolicy {
         self.tick(now);
         if self.params.pick == CsldPick::SharedWork {
             let x = self.expected_ns(req, now);
+            self.last_cost = Some((req.target_hash, x));
             if let Some(node) = self.least_shared_work(x, nodes) {
                 return Some(node);
             }
@@ -134,7 +139,10 @@ impl Policy for CsldPolicy {
         self.tick(now);
         self.estimator.conn_opened(node.index(), now.as_nanos());
         if self.params.pick == CsldPick::SharedWork {
-            let x = self.expected_ns(req, now);
+            let x = match self.last_cost.take() {
+                Some((hash, x)) if hash == req.target_hash => x,
+                _ => self.expected_ns(req, now),
+            };
             self.inflight.add(node.index(), req.target_hash, x);
         }
     }
