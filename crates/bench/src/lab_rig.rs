@@ -131,6 +131,7 @@ impl Rig {
             max_connections: 9000,
             admin: true,
             splice_min_bytes: None,
+            policy_table: None,
             handoff_key_file: handoff.then(|| self.key.clone()),
             handoff_agents: if handoff {
                 self.nodes.iter().filter_map(|n| n.agent).collect()

@@ -29,6 +29,8 @@ pub struct ClusterSpec {
     pub workers: u32,
     /// Locus switch `splice_min_bytes` (`None`: its default).
     pub splice_min_bytes: Option<u64>,
+    /// The Locus switch's `[policy]` table (TOML) with the row's parameters, if any.
+    pub policy_table: Option<String>,
     /// The workload's dynamic classes (`[[classes]]` file), for the nodes and a Locus switch.
     pub class_file: Option<std::path::PathBuf>,
 }
@@ -114,6 +116,7 @@ impl<'n> LabCluster<'n> {
                     max_connections: 9000,
                     admin: true,
                     splice_min_bytes: spec.splice_min_bytes,
+                    policy_table: spec.policy_table.clone(),
                     handoff_key_file: key_file.clone(),
                     handoff_agents: nodes.iter().filter_map(|n| n.agent).collect(),
                     handoff_pin_dir: None,

@@ -172,6 +172,8 @@ pub struct ExperimentPoint {
     pub workers: u32,
     /// Locus switch `splice_min_bytes`, if the row sets it.
     pub splice_min_bytes: Option<u64>,
+    /// The Locus switch's `[policy]` table (TOML), if the row sets parameters.
+    pub policy_table: Option<String>,
 }
 
 impl ExperimentPoint {
@@ -234,7 +236,7 @@ impl Experiment {
             return Err("at least one [[switch]] row is needed".into());
         }
         for (i, row) in self.switches.iter().enumerate() {
-            row.validate().map_err(|m| format!("switch[{i}] ({}).{m}", row.kind.name()))?;
+            row.validate().map_err(|m| format!("switch[{i}].{m} (a {} row)", row.kind.name()))?;
         }
         if self.workloads.is_empty() {
             return Err("at least one [[workload]] is needed".into());
@@ -280,6 +282,7 @@ impl Experiment {
                                     nodes,
                                     workers: row.workers,
                                     splice_min_bytes: row.splice_min_bytes,
+                                    policy_table: row.policy_table(policy),
                                 });
                             }
                         }
@@ -430,8 +433,8 @@ files = 100
             ("nodes = [1, 2]", "nodes = []", "nodes"),
             ("nodes = [1, 2]", "nodes = [0]", "nodes[0]"),
             ("repeat = 2", "repeat = 0", "repeat"),
-            ("\"wrr\", \"lard\"", "\"wrr\", \"lardd\"", "switch[0] (locus).policies[1]"),
-            ("\"uri-chash-bounded\"", "\"uri\"", "switch[1] (haproxy).policies[0]"),
+            ("\"wrr\", \"lard\"", "\"wrr\", \"lardd\"", "switch[0].policies[1]"),
+            ("\"uri-chash-bounded\"", "\"uri\"", "switch[1].policies[0]"),
             ("cache = \"4MiB\"", "cache = \"4 parsecs\"", "node.cache"),
             ("seek_ms=2", "seek_ms=x", "node.storage"),
             ("files = 100", "files = 0", "workload[0].files"),
@@ -441,7 +444,7 @@ files = 100
             (
                 "policies = [\"uri-chash-bounded\"]",
                 "policies = [\"roundrobin\"]\nsplice_min_bytes = 0",
-                "switch[1] (haproxy).splice_min_bytes",
+                "switch[1].splice_min_bytes",
             ),
         ];
         for (from, to, key) in cases {
@@ -566,5 +569,33 @@ size = "2KiB"
             MIXED.replace("policies = [\"leastconn\"]", "policies = [\"leastconn\"]\nworkloads = [\"hot\"]");
         let err = Experiment::from_toml(&bad, "bad.toml").unwrap_err().to_string();
         assert!(err.contains("no [[switch]] row runs on `dyn`"), "{err}");
+    }
+
+    #[test]
+    fn policy_parameters_go_into_the_switchs_policy_table_and_nonsense_is_refused_with_its_line() {
+        let text = SMALL.replace(
+            "policies = [\"wrr\", \"lard\"]",
+            "policies = [\"lard\", \"lard-r\"]\npolicy_params = { t_low = 4, t_high = 16 }",
+        );
+        let e = Experiment::from_toml(&text, "p.toml").unwrap();
+        let point = e.points().into_iter().find(|p| p.policy == "lard-r").unwrap();
+        let table = point.policy_table.expect("a [policy] table");
+        let parsed: toml::Table = toml::from_str(&table).unwrap();
+        assert_eq!(parsed["policy"]["name"].as_str(), Some("lard-r"));
+        assert_eq!(parsed["policy"]["t_high"].as_integer(), Some(16));
+        assert!(
+            e.points().iter().filter(|p| p.switch == SwitchKind::Haproxy).all(|p| p.policy_table.is_none())
+        );
+        let line = text.lines().position(|l| l.starts_with("policy_params")).unwrap() + 1;
+        for (params, what) in
+            [("t_low = 20, t_high = 16", "t_low"), ("t_lo = 4", "t_lo"), ("variant = \"a\"", "variant")]
+        {
+            let bad = text.replace("t_low = 4, t_high = 16", params);
+            let err = Experiment::from_toml(&bad, "p.toml").unwrap_err().to_string();
+            assert!(
+                err.contains("policy_params") && err.contains(what) && err.contains(&format!("line {line}:")),
+                "{err}"
+            );
+        }
     }
 }

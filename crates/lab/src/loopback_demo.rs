@@ -87,6 +87,7 @@ pub fn loopback_experiment(opts: &DemoOptions) -> Experiment {
             workers: 1,
             splice_min_bytes: None,
             workloads: Vec::new(),
+            policy_params: None,
         }],
         workloads: vec![WorkloadSpec {
             alpha: opts.zipf_alpha,

@@ -191,5 +191,9 @@ fn describe_row(row: &crate::experiment::SwitchRow) -> String {
             row.policies.join(", ")
         ),
     };
-    format!("{what}{on}")
+    let params = row.policy_params.as_ref().map_or(String::new(), |t| {
+        let items: Vec<String> = t.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+        format!(", policy parameters `{}`", items.join(", "))
+    });
+    format!("{what}{params}{on}")
 }

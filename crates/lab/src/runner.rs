@@ -93,7 +93,17 @@ fn check_programs(experiment: &Experiment, locus: &Path) -> Result<(), LabError>
         for policy in &row.policies {
             for mode in &row.modes {
                 let mut cmd = Command::new(locus);
-                cmd.args(["switch", "--check", "--policy", policy, "--mode", mode]);
+                cmd.args(["switch", "--check", "--mode", mode]);
+                match row.policy_table(policy) {
+                    Some(table) => {
+                        let path = scratch.path().join(format!("row{r}-{policy}.toml"));
+                        std::fs::write(&path, table).map_err(|e| LabError::io(&path, e))?;
+                        cmd.arg("--config").arg(&path);
+                    }
+                    None => {
+                        cmd.args(["--policy", policy]);
+                    }
+                }
                 if let Some(path) = &classes {
                     cmd.arg("--class-file").arg(path);
                 }
@@ -440,6 +450,7 @@ fn run_point(
         mode: point.mode.clone(),
         workers: point.workers,
         splice_min_bytes: point.splice_min_bytes,
+        policy_table: point.policy_table.clone(),
     };
     let in_point = |e: LabError| LabError::Point { point: point.label(), message: e.to_string() };
     let mut cluster = LabCluster::start(net, &options.locus, &scratch, &spec).map_err(in_point)?;

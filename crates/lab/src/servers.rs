@@ -252,6 +252,8 @@ pub struct SwitchSpec {
     pub admin: bool,
     /// `[limits] splice_min_bytes` (0 turns splice(2) relaying off); `None`: the default.
     pub splice_min_bytes: Option<u64>,
+    /// A `[policy]` table (TOML) naming `policy` with its parameters; `None`: `--policy`.
+    pub policy_table: Option<String>,
     /// Handoff and l4 modes: the key file, the nodes' agent addresses (in node order), and a
     /// bpffs directory to pin the forwarder's maps in.
     pub handoff_key_file: Option<PathBuf>,
@@ -283,18 +285,22 @@ pub fn locus_switch(
     // pools and listeners, so the switch does not lower its limit to fit the machine's.
     give_open_files(&mut cmd, spec.max_connections as u64 * 6 + 4096);
     cmd.arg("switch");
+    // No flags for these: a configuration file holds them, and the flags below override the rest.
+    let mut file = spec.policy_table.clone().unwrap_or_default();
     if let Some(bytes) = spec.splice_min_bytes {
-        // No flag for it: a configuration file holds it, and the flags below override the rest.
+        file.push_str(&format!("[limits]\nsplice_min_bytes = {bytes}\n"));
+    }
+    if !file.is_empty() {
         let path = scratch.join("locus-switch.toml");
-        std::fs::write(&path, format!("[limits]\nsplice_min_bytes = {bytes}\n"))
-            .map_err(|e| LabError::io(&path, e))?;
+        std::fs::write(&path, file).map_err(|e| LabError::io(&path, e))?;
         cmd.arg("--config").arg(&path);
+    }
+    if spec.policy_table.is_none() {
+        cmd.args(["--policy", &spec.policy]);
     }
     cmd.args([
         "--listen",
         &listen.to_string(),
-        "--policy",
-        &spec.policy,
         "--mode",
         &spec.mode,
         "--workers",

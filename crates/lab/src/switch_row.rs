@@ -58,9 +58,30 @@ pub struct SwitchRow {
     /// The workloads (by name) this row runs on; empty: every workload.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<String>,
+    /// Locus only: parameters of the row's policies (keys of the switch's `[policy]` table,
+    /// e.g. `{ t_low = 8, t_high = 24 }`); absent: their defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_params: Option<toml::Table>,
+}
+
+/// The switch's `[policy]` table, as the row's parameters are checked against it.
+#[derive(Deserialize)]
+struct PolicyTable {
+    #[allow(dead_code)]
+    policy: locus_policy::PolicyConfig,
 }
 
 impl SwitchRow {
+    /// The switch's `[policy]` table for `policy` with the row's parameters (TOML), if the
+    /// row sets any.
+    pub fn policy_table(&self, policy: &str) -> Option<String> {
+        let mut table = self.policy_params.clone()?;
+        table.insert("name".into(), toml::Value::String(policy.to_string()));
+        let mut file = toml::Table::new();
+        file.insert("policy".into(), toml::Value::Table(table));
+        toml::to_string(&file).ok()
+    }
+
     /// Whether the row runs on the workload named `name`.
     pub fn runs_on(&self, name: &str) -> bool {
         self.workloads.is_empty() || self.workloads.iter().any(|w| w == name)
@@ -80,6 +101,15 @@ impl SwitchRow {
         }
         if self.splice_min_bytes.is_some() && self.kind != SwitchKind::Locus {
             return Err("splice_min_bytes: a setting of the Locus switch only".into());
+        }
+        if self.policy_params.is_some() && self.kind != SwitchKind::Locus {
+            return Err("policy_params: a setting of the Locus switch only".into());
+        }
+        for p in &self.policies {
+            if let Some(text) = self.policy_table(p) {
+                toml::from_str::<PolicyTable>(&text)
+                    .map_err(|e| format!("policy_params ({p}): {}", e.message().trim()))?;
+            }
         }
         for (i, p) in self.policies.iter().enumerate() {
             let known = match self.kind {

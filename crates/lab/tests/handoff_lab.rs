@@ -142,6 +142,7 @@ impl HandoffLab {
             max_connections: 1000,
             admin: true,
             splice_min_bytes: None,
+            policy_table: None,
             handoff_key_file: self.agents.then(|| key.unwrap_or(&self.key).to_path_buf()),
             handoff_agents: self.nodes.iter().filter_map(|n| n.agent).collect(),
             handoff_pin_dir: self.pins.as_ref().map(|p| p.0.join("locus")),

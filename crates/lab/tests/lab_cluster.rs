@@ -55,6 +55,7 @@ impl SmallLab {
             mode: "proxy".into(),
             workers: 1,
             splice_min_bytes,
+            policy_table: None,
             class_file: None,
         };
         let scratch = self.dir.path().join(format!("logs-{policy}-{splice_min_bytes:?}"));
