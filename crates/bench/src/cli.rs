@@ -81,13 +81,16 @@ pub struct ProxyArgs {
     #[arg(long, default_value_t = 10_000)]
     pub idle_connections: usize,
     /// Paths to measure, comma-separated (default: all): direct, direct-nginx, locus (the
-    /// switch's proxy mode; `proxy` also names it), splice, handoff, l4, haproxy, nginx.
+    /// switch's proxy mode; `proxy` also names it), cf, splice, handoff, l4, haproxy, nginx.
     /// `direct` (the efficiency's denominator) is always measured.
     #[arg(long, value_delimiter = ',')]
     pub paths: Vec<String>,
     /// Keep configurations and server logs in this folder.
     #[arg(long)]
     pub keep: Option<PathBuf>,
+    /// Also draw efficiency against file size (log scale), a line per path, to this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
     /// Network: namespaces (a host per role on a bridge, needs root), loopback, or auto.
     #[arg(long, default_value = "auto")]
     pub net: crate::proxy::NetChoice,
@@ -157,6 +160,10 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             let opts = a.options()?;
             let json = a.json;
             let rows = run_proxy_bench(&opts, |line| eprintln!("{line}"))?;
+            if let Some(path) = &a.plot {
+                crate::proxy::write_plot(&rows, path)?;
+                eprintln!("plot: {}", path.display());
+            }
             if json {
                 for r in &rows {
                     println!("{}", serde_json::to_string(r)?);

@@ -6,6 +6,7 @@
 //! memory with thousands of idle keep-alive connections.
 
 mod paths;
+mod plot;
 mod table;
 
 use crate::idle::hold_idle_connections;
@@ -13,6 +14,7 @@ use crate::wrk::{WrkLoad, WrkResult, run_wrk};
 use anyhow::Context;
 use locus_lab::{LabNetwork, Net, NodeSpec, ScratchFolder, find_program, rss_mb, servers};
 pub use paths::{DIRECT, IDLE_PATH, PATHS, PathKind, resolve_paths};
+pub use plot::write_plot;
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -33,6 +33,8 @@ pub struct ClusterSpec {
     pub policy_table: Option<String>,
     /// The workload's dynamic classes (`[[classes]]` file), for the nodes and a Locus switch.
     pub class_file: Option<std::path::PathBuf>,
+    /// The nodes cache cooperatively with this replacement (`lru`, `lfu`), if set.
+    pub coop: Option<String>,
 }
 
 /// The started servers of one point.
@@ -68,6 +70,38 @@ fn admin_url(addr: SocketAddr) -> Result<TargetUrl, LabError> {
     Ok(format!("http://{addr}/").parse::<TargetUrl>()?)
 }
 
+/// A one-way switch connects a control channel per worker and node as it starts: wait for
+/// them all, or the first connections would take the proxy path.
+fn wait_for_control_channels(net: &Net, switch: &Server, workers: u32, nodes: usize) -> Result<(), LabError> {
+    let want = u64::from(workers.max(1)) * nodes as u64;
+    let admin = switch.admin.ok_or_else(|| LabError::Point {
+        point: "switch".into(),
+        message: "a one-way switch started without an admin listener".into(),
+    })?;
+    let url = admin_url(admin)?;
+    let up = net.on_host("client", || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = fetch_status(&url, ADMIN_TIMEOUT);
+            let up = status.ok().and_then(|s| s["handoff"]["channels_up"].as_u64()).unwrap_or(0);
+            if up >= want || std::time::Instant::now() > deadline {
+                return Ok::<u64, LabError>(up);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })?;
+    if up < want {
+        return Err(LabError::Point {
+            point: "switch".into(),
+            message: format!(
+                "{up} of {want} control channels to the agents came up (see {})",
+                switch.log.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
 impl<'n> LabCluster<'n> {
     /// Start the nodes, then the switch in front of them.
     pub fn start(
@@ -77,8 +111,11 @@ impl<'n> LabCluster<'n> {
         spec: &ClusterSpec,
     ) -> Result<LabCluster<'n>, LabError> {
         std::fs::create_dir_all(scratch).map_err(|e| LabError::io(scratch, e))?;
-        let handoff = spec.switch == SwitchKind::Locus && spec.mode == "handoff";
-        let key_file = if handoff {
+        let one_way = spec.switch == SwitchKind::Locus && servers::is_one_way_mode(&spec.mode);
+        // l4: the forwarder steers each SYN to a node, which clones the connection to the
+        // node the policy picks for each request (socket cloning).
+        let cloning = one_way && spec.mode == "l4";
+        let key_file = if one_way {
             let path = scratch.join("handoff.key");
             servers::write_handoff_key(&path)?;
             Some(path)
@@ -86,17 +123,27 @@ impl<'n> LabCluster<'n> {
             None
         };
         let mut nodes = Vec::with_capacity(spec.nodes);
+        let addrs = (1..=spec.nodes)
+            .map(|i| net.listen_addr(&format!("node{i}"), HTTP_PORT))
+            .collect::<Result<Vec<_>, _>>()?;
         for i in 1..=spec.nodes {
+            let coop_peers = match spec.coop {
+                Some(_) => addrs.iter().enumerate().filter(|(j, _)| j + 1 != i).map(|(_, a)| *a).collect(),
+                None => Vec::new(),
+            };
             let node = NodeSpec {
                 workers: spec.node.workers,
                 cache_size: Some(spec.node.cache.clone()),
-                cache_policy: Some(spec.node.cache_policy.clone()),
+                cache_policy: Some(spec.coop.clone().unwrap_or_else(|| spec.node.cache_policy.clone())),
+                coop_peers,
                 max_object: Some(spec.node.max_object.clone()),
                 storage: spec.node.storage.clone(),
                 cpu: spec.node.cpu.clone(),
                 class_file: spec.class_file.clone(),
                 admin: true,
                 handoff_key_file: key_file.clone(),
+                handoff_clone: cloning,
+                listen_any: cloning,
                 ..NodeSpec::new(&format!("node{i}"), &spec.root)
             };
             nodes.push(servers::locus_node(net, locus, scratch, &node)?);
@@ -125,7 +172,11 @@ impl<'n> LabCluster<'n> {
                     site_root: spec.class_file.as_ref().map(|_| spec.root.clone()),
                     node_admins: nodes.iter().filter_map(|n| n.admin).collect(),
                 };
-                servers::locus_switch(net, locus, scratch, listen, &named, &s)?
+                let switch = servers::locus_switch(net, locus, scratch, listen, &named, &s)?;
+                if one_way {
+                    wait_for_control_channels(net, &switch, spec.workers, nodes.len())?;
+                }
+                switch
             }
             SwitchKind::Haproxy => {
                 let balance = haproxy_balance(&spec.policy).ok_or_else(|| unknown("HAProxy"))?;

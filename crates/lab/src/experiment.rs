@@ -174,15 +174,25 @@ pub struct ExperimentPoint {
     pub splice_min_bytes: Option<u64>,
     /// The Locus switch's `[policy]` table (TOML), if the row sets parameters.
     pub policy_table: Option<String>,
+    /// The nodes' cooperative caching replacement (`lru`, `lfu`), if the row sets it.
+    pub coop: Option<String>,
 }
 
 impl ExperimentPoint {
+    /// The policy as results name it: `rr`, or `rr+cf-lru` when the nodes cache cooperatively.
+    pub fn policy_label(&self) -> String {
+        match &self.coop {
+            Some(c) => format!("{}+cf-{c}", self.policy),
+            None => self.policy.clone(),
+        }
+    }
+
     /// `locus lard-r proxy, 4 nodes` for messages.
     pub fn label(&self) -> String {
         format!(
             "{} {} {}, {} node{}",
             self.switch.name(),
-            self.policy,
+            self.policy_label(),
             self.mode,
             self.nodes,
             if self.nodes == 1 { "" } else { "s" }
@@ -283,6 +293,7 @@ impl Experiment {
                                     workers: row.workers,
                                     splice_min_bytes: row.splice_min_bytes,
                                     policy_table: row.policy_table(policy),
+                                    coop: row.coop.clone(),
                                 });
                             }
                         }
@@ -460,6 +471,18 @@ files = 100
         let err = Experiment::from_toml("nodes = [1]\n", "x").unwrap_err().to_string();
         assert!(err.contains("switch"), "missing rows are named: {err}");
         assert!(Experiment::from_toml("not toml at all [", "x").is_err());
+    }
+
+    #[test]
+    fn a_coop_row_names_its_points_by_policy_and_replacement_and_refuses_an_unknown_one() {
+        let text = SMALL.replace("policies = [\"wrr\", \"lard\"]", "policies = [\"rr\"]\ncoop = \"lfu\"");
+        let e = Experiment::from_toml(&text, "x").unwrap();
+        let p = &e.points()[0];
+        assert_eq!((p.policy.as_str(), p.coop.as_deref()), ("rr", Some("lfu")));
+        assert_eq!(p.label(), "locus rr+cf-lfu proxy, 1 node");
+        let bad = SMALL.replace("policies = [\"wrr\", \"lard\"]", "policies = [\"rr\"]\ncoop = \"fifo\"");
+        let err = Experiment::from_toml(&bad, "x").unwrap_err().to_string();
+        assert!(err.contains("switch[0].coop") && err.contains("line 13"), "{err}");
     }
 
     #[test]

@@ -88,6 +88,7 @@ pub fn loopback_experiment(opts: &DemoOptions) -> Experiment {
             splice_min_bytes: None,
             workloads: Vec::new(),
             policy_params: None,
+            coop: None,
         }],
         workloads: vec![WorkloadSpec {
             alpha: opts.zipf_alpha,

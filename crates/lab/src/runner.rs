@@ -323,7 +323,7 @@ fn run_point_twice(
     }
     Err(PointFailure::Failed(FailedPoint {
         switch: point.switch,
-        policy: point.policy.clone(),
+        policy: point.policy_label(),
         mode: point.mode.clone(),
         nodes: point.nodes,
         workload: experiment.workloads[point.workload].name.clone(),
@@ -435,7 +435,7 @@ fn run_point(
         point.index + 1,
         experiment.workloads[point.workload].name,
         point.switch.name(),
-        point.policy,
+        point.policy_label(),
         point.nodes,
         point.repetition,
         if attempt > 1 { format!("-try{attempt}") } else { String::new() }
@@ -451,6 +451,7 @@ fn run_point(
         workers: point.workers,
         splice_min_bytes: point.splice_min_bytes,
         policy_table: point.policy_table.clone(),
+        coop: point.coop.clone(),
     };
     let in_point = |e: LabError| LabError::Point { point: point.label(), message: e.to_string() };
     let mut cluster = LabCluster::start(net, &options.locus, &scratch, &spec).map_err(in_point)?;
@@ -493,7 +494,7 @@ pub fn point_result(
     }
     PointResult {
         switch: point.switch,
-        policy: point.policy.clone(),
+        policy: point.policy_label(),
         mode: point.mode.clone(),
         nodes: point.nodes,
         workload: experiment.workloads[point.workload].name.clone(),

@@ -138,6 +138,8 @@ pub struct NodeSpec {
     pub agent_port: Option<u16>,
     /// Agent option: relay handed-off connections to this unmodified server (e.g. NGINX).
     pub handoff_upstream: Option<SocketAddr>,
+    /// Cooperative caching with these other nodes (their HTTP listeners); empty: off.
+    pub coop_peers: Vec<SocketAddr>,
 }
 
 impl NodeSpec {
@@ -161,6 +163,7 @@ impl NodeSpec {
             port: None,
             agent_port: None,
             handoff_upstream: None,
+            coop_peers: Vec::new(),
         }
     }
 }
@@ -217,6 +220,10 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
     }
     if let Some(f) = &spec.class_file {
         cmd.arg("--classes").arg(f);
+    }
+    if !spec.coop_peers.is_empty() {
+        let peers: Vec<String> = spec.coop_peers.iter().map(|p| format!("http://{p}")).collect();
+        cmd.args(["--coop-peers", &peers.join(","), "--coop-self", &format!("http://{addr}")]);
     }
     let agent = match &spec.handoff_key_file {
         Some(key) => {

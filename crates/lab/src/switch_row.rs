@@ -62,6 +62,10 @@ pub struct SwitchRow {
     /// e.g. `{ t_low = 8, t_high = 24 }`); absent: their defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_params: Option<toml::Table>,
+    /// The nodes cache cooperatively (a miss is fetched from a peer's memory before storage)
+    /// with this replacement (`lru`, `lfu`, …) in place of the workload's; absent: they do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coop: Option<String>,
 }
 
 /// The switch's `[policy]` table, as the row's parameters are checked against it.
@@ -104,6 +108,9 @@ impl SwitchRow {
         }
         if self.policy_params.is_some() && self.kind != SwitchKind::Locus {
             return Err("policy_params: a setting of the Locus switch only".into());
+        }
+        if let Some(c) = &self.coop {
+            c.parse::<locus_node::Replacement>().map_err(|e| format!("coop: {e}"))?;
         }
         for p in &self.policies {
             if let Some(text) = self.policy_table(p) {

@@ -57,6 +57,7 @@ impl SmallLab {
             splice_min_bytes,
             policy_table: None,
             class_file: None,
+            coop: None,
         };
         let scratch = self.dir.path().join(format!("logs-{policy}-{splice_min_bytes:?}"));
         LabCluster::start(&self.net, &self.locus, &scratch, &spec).unwrap()

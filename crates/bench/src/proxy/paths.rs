@@ -69,6 +69,12 @@ pub const PATHS: &[PathKind] = &[
         exclusive: false,
     },
     PathKind {
+        name: "cf",
+        about: "cache forwarding: a Locus node without a cache of its own fetching every request from a peer node's memory (cooperative caching) over a pooled keep-alive connection",
+        start: cache_forwarding,
+        exclusive: false,
+    },
+    PathKind {
         name: "locus",
         about: "Locus switch, proxy mode (two-way, pooled keep-alive node connections)",
         start: |env| locus_switch(env, "proxy", 80),
@@ -132,6 +138,52 @@ fn direct(env: &Env<'_>) -> anyhow::Result<Started> {
 fn nginx_static(env: &Env<'_>) -> anyhow::Result<Started> {
     let s = servers::nginx_static(env.net, env.scratch, &env.nodes[0].0, env.root)?;
     Ok(Started { addr: s.addr, servers: vec![s] })
+}
+
+/// HTTP ports of the cache-forwarding path's two nodes: the one without a cache (on node1,
+/// measured) and the peer whose memory holds the documents (on node2).
+const CF_PORTS: (u16, u16) = (87, 88);
+
+/// Cache forwarding (the CF of the Socket Cloning paper): two more nodes caching
+/// cooperatively, the measured one with no cache, so that every request it serves is fetched
+/// from the other's memory; the peer loads every document before the bench starts.
+fn cache_forwarding(env: &Env<'_>) -> anyhow::Result<Started> {
+    let scratch = env.scratch.join("cf-nodes");
+    std::fs::create_dir_all(&scratch)?;
+    let forwarder = env.net.listen_addr("node1", CF_PORTS.0)?;
+    let holder_addr = env.net.listen_addr("node2", CF_PORTS.1)?;
+    let holder = NodeSpec {
+        workers: env.opts.node_workers,
+        port: Some(CF_PORTS.1),
+        coop_peers: vec![forwarder],
+        ..NodeSpec::new("node2", env.root)
+    };
+    let holder = servers::locus_node(env.net, env.locus, &scratch, &holder)?;
+    for size in &env.opts.sizes {
+        let path = format!("/{size}.bin");
+        env.net.on_host("client", || load_document(holder_addr, &path))?;
+    }
+    let spec = NodeSpec {
+        workers: env.opts.node_workers,
+        port: Some(CF_PORTS.0),
+        cache_size: Some("0".into()),
+        coop_peers: vec![holder_addr],
+        ..NodeSpec::new("node1", env.root)
+    };
+    let node = servers::locus_node(env.net, env.locus, &scratch, &spec)?;
+    Ok(Started { addr: forwarder, servers: vec![node, holder] })
+}
+
+/// GET `path` from `addr` (HTTP/1.0) and read the whole response, so the node caches it.
+fn load_document(addr: SocketAddr, path: &str) -> anyhow::Result<()> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut response = Vec::new();
+    s.read_to_end(&mut response)?;
+    anyhow::ensure!(response.starts_with(b"HTTP/1.1 200"), "loading {path} on {addr}: not a 200 response");
+    Ok(())
 }
 
 /// The Locus switch in `mode` on the switch host (`port` in the lab), in front of both nodes.
