@@ -24,7 +24,10 @@ fn defaults_measure_1k_and_64k_with_and_without_keepalive_on_every_path() {
     let o = proxy_args(&[]).options().unwrap();
     assert_eq!(o.sizes, [1024, 65536]);
     assert_eq!(o.keepalive, [true, false]);
-    assert_eq!(o.paths, ["direct", "direct-nginx", "cf", "locus", "splice", "handoff", "l4", "haproxy", "nginx"]);
+    assert_eq!(
+        o.paths,
+        ["direct", "direct-nginx", "cf", "locus", "splice", "handoff", "l4", "haproxy", "nginx"]
+    );
     assert_eq!((o.rounds, o.seconds, o.connections), (5, 3, 32));
     assert_eq!(o.congestion_control, None, "the lab's own (cubic), not the machine's");
     assert_eq!(

@@ -24,6 +24,7 @@ mod report_setup;
 mod results;
 mod runner;
 pub mod servers;
+mod sim_twin;
 mod site;
 mod stale_labs;
 mod switch_row;
@@ -54,6 +55,7 @@ pub use runner::{
     LabOptions, LabRun, measure, point_result, preflight, run_experiment, run_experiment_on_loopback,
 };
 pub use servers::{HaproxyBalance, Net, NginxBalance, NodeSpec, Server, SwitchSpec};
+pub use sim_twin::{TwinPoint, simulate_twin, strategy_of, twin_config, twin_workload};
 pub use site::LabSite;
 pub use stale_labs::{CleanReport, bridge_owner, clean_stale_labs, namespace_owner, scratch_folder_owner};
 pub use teardown::{InterruptWatch, ScratchFolder, TeardownSummary, tear_down_everything};
