@@ -11,9 +11,6 @@ use crate::error::LabError;
 use crate::experiment::{NodeSettings, SwitchKind, WorkloadSpec};
 use crate::site::LabSite;
 
-/// Requests the twin simulates per strategy (the first third warm the caches).
-pub const TWIN_REQUESTS: u64 = 300_000;
-
 /// One lab row and what the simulator predicts for it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TwinPoint {
@@ -96,7 +93,7 @@ pub fn twin_config(
 /// dynamic requests.
 pub fn twin_workload(workload: &WorkloadSpec, site: &LabSite, requests: u64) -> Result<Workload, LabError> {
     let manifest = SiteManifest::load(&site.manifest())
-        .map_err(|e| LabError::io(&site.manifest(), std::io::Error::other(e.to_string())))?;
+        .map_err(|e| LabError::io(site.manifest(), std::io::Error::other(e.to_string())))?;
     let files = manifest
         .files
         .iter()
