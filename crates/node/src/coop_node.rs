@@ -133,11 +133,16 @@ impl CoopNode {
     /// a skip is counted.
     pub fn usable(&self, member: usize) -> bool {
         let Some(peer) = self.peer(member) else { return false };
-        let ok = peer.avoid_until_ms.load(Ordering::Relaxed) <= self.now_ms();
-        if !ok {
+        let avoided = self.avoided(peer);
+        if avoided {
             add(&self.stats.peers_skipped, 1);
         }
-        ok
+        !avoided
+    }
+
+    /// Whether `peer` failed within the backoff.
+    pub fn avoided(&self, peer: &CoopPeer) -> bool {
+        peer.avoid_until_ms.load(Ordering::Relaxed) > self.now_ms()
     }
 
     /// A try at member `member` failed for `why`: count it, and avoid the peer for a while

@@ -93,7 +93,7 @@ async fn send_batch(coop: &CoopNode, pools: &[Option<OriginPool>], batch: Vec<No
     for (home, notices) in per_home {
         let count = notices.len() as u64;
         let Some(pool) = pools.get(home).and_then(Option::as_ref) else { continue };
-        if !coop.usable(home) {
+        if coop.peer(home).is_none_or(|p| coop.avoided(p)) {
             add(&coop.stats.notices_dropped, count);
             continue;
         }

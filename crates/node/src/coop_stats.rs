@@ -10,7 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 
-/// Why a try at a peer gave nothing usable.
+/// Why a try at a peer (a lookup, a fetch, or a batch of notices) gave nothing usable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PeerFailure {
     /// No answer within `timeout_ms`.
@@ -62,7 +62,7 @@ pub struct CoopStats {
     pub documents_from_peers: AtomicU64,
     pub bytes_from_peers: AtomicU64,
     failures: [AtomicU64; 5],
-    /// Tries not made because the peer was being avoided after a failure.
+    /// Lookups and fetches not tried because the peer was being avoided after a failure.
     pub peers_skipped: AtomicU64,
     /// Documents sent to peers from memory (answers to lookups and fetches).
     pub fetches_served: AtomicU64,
