@@ -1,5 +1,6 @@
 //! The admin listener: `GET /locus/health` (200), `GET /locus/status` (JSON counters, queue
-//! lengths, cache usage, the CPU model's queue and the `load_report` the switch polls) and
+//! lengths, cache usage, the CPU model's queue, cooperative caching's `coop` object and the
+//! `load_report` the switch polls) and
 //! `GET /metrics` (Prometheus/OpenMetrics text, names prefixed `locus_node_`), served on its
 //! own thread so it answers even when the workers are busy.
 
@@ -64,6 +65,7 @@ pub fn status_json(node: &NodeContext) -> serde_json::Value {
         "statuses": statuses,
         "load_report": load,
         "cpu_model": node.cpu_model.as_ref().map(cpu_model_json),
+        "coop": node.coop.as_ref().map(|c| c.status_json(s.hits)),
     })
 }
 
@@ -164,6 +166,9 @@ pub fn metrics_text(node: &NodeContext) -> String {
     register_load_report(&mut registry, &load);
     if let Some(model) = &node.cpu_model {
         register_cpu_model(&mut registry, model);
+    }
+    if let Some(coop) = &node.coop {
+        coop.stats.snapshot(coop.directory.size()).register(&mut registry, s.hits);
     }
     let responses = Family::<Vec<(String, String)>, Counter>::default();
     for (status, n) in &s.statuses {

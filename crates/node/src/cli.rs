@@ -102,6 +102,19 @@ pub struct NodeArgs {
     /// (fetch it from that node).
     #[arg(long, value_name = "POLICY")]
     pub handoff_rehandoff: Option<RehandoffPolicy>,
+    /// Cooperative caching: the other nodes' HTTP listeners (http://H:P,http://H:P); a local
+    /// miss is fetched from a peer's memory before storage is read.
+    #[arg(long, value_name = "URLS", value_delimiter = ',')]
+    pub coop_peers: Option<Vec<String>>,
+    /// This node as its peers reach it (http://H:P; default: the listen address).
+    #[arg(long, value_name = "URL")]
+    pub coop_self: Option<String>,
+    /// Time a peer gets to answer before storage is read instead (default 200).
+    #[arg(long, value_name = "MS")]
+    pub coop_timeout_ms: Option<u64>,
+    /// Keep a copy of a document fetched from a peer (true|false, default true).
+    #[arg(long, value_name = "BOOL")]
+    pub coop_keep_copy: Option<bool>,
 }
 
 impl NodeArgs {
@@ -165,6 +178,19 @@ impl NodeArgs {
                 h.upstream = self.handoff_upstream;
             }
             h.clone |= self.handoff_clone;
+        }
+        let coop_flags = self.coop_peers.is_some()
+            || self.coop_self.is_some()
+            || self.coop_timeout_ms.is_some()
+            || self.coop_keep_copy.is_some();
+        if coop_flags {
+            let coop = c.coop.get_or_insert_with(Default::default);
+            set!(self.coop_peers => coop.peers);
+            set!(self.coop_timeout_ms => coop.timeout_ms);
+            set!(self.coop_keep_copy => coop.keep_copy);
+            if self.coop_self.is_some() {
+                coop.self_url = self.coop_self.clone();
+            }
         }
         c.validate()?;
         Ok(c)
@@ -280,6 +306,37 @@ mod tests {
         let h = Cli::try_parse_from(["node", "--handoff-clone"]).unwrap().node.to_config().unwrap().handoff;
         assert!(h.unwrap().clone);
         assert!(Cli::try_parse_from(["node", "--handoff-rehandoff", "bounce"]).is_err());
+    }
+
+    #[test]
+    fn coop_flags_make_the_coop_table_and_conflicts_are_refused() {
+        let c = Cli::try_parse_from([
+            "node",
+            "--listen",
+            "127.0.0.1:8000",
+            "--coop-peers",
+            "http://127.0.0.1:8001,http://127.0.0.1:8002",
+            "--coop-timeout-ms",
+            "50",
+            "--coop-keep-copy",
+            "false",
+        ])
+        .unwrap()
+        .node
+        .to_config()
+        .unwrap();
+        let coop = c.coop.unwrap();
+        assert_eq!(coop.peers, vec!["http://127.0.0.1:8001", "http://127.0.0.1:8002"]);
+        assert_eq!((coop.timeout_ms, coop.keep_copy, coop.self_url), (50, false, None));
+        let cli =
+            Cli::try_parse_from(["node", "--coop-peers", "http://127.0.0.1:8001", "--origin", "http://b:80"]);
+        let e = cli.unwrap().node.to_config().unwrap_err().to_string();
+        assert!(e.contains("coop") && e.contains("origin") && e.contains("exclude"), "{e}");
+        let cli =
+            Cli::try_parse_from(["node", "--listen", "0.0.0.0:80", "--coop-peers", "http://10.0.0.2:80"]);
+        let e = cli.unwrap().node.to_config().unwrap_err().to_string();
+        assert!(e.contains("coop.self"), "{e}");
+        assert!(Cli::try_parse_from(["node", "--coop-keep-copy", "maybe"]).is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@ use locus_cache::Replacement;
 use serde::{Deserialize, Serialize};
 
 use crate::class_table::ClassTable;
+use crate::coop_config::CoopConfig;
 use crate::cpu_model_config::CpuModelConfig;
 pub use crate::handoff_config::{HandoffConfig, RehandoffPolicy};
 use crate::origin::OriginAddr;
@@ -87,6 +88,8 @@ pub struct NodeConfig {
     pub seed: u64,
     /// The handoff agent (`[handoff]`): take over connections handed off by a one-way switch.
     pub handoff: Option<HandoffConfig>,
+    /// Cooperative caching (`[coop]`): misses fetched from peers' memory before storage.
+    pub coop: Option<CoopConfig>,
 }
 
 impl Default for NodeConfig {
@@ -108,6 +111,7 @@ impl Default for NodeConfig {
             server_names: Vec::new(),
             seed: 0,
             handoff: None,
+            coop: None,
         }
     }
 }
@@ -370,6 +374,15 @@ impl NodeConfig {
         if let Some(h) = &self.handoff {
             h.validate()?;
         }
+        if let Some(coop) = &self.coop {
+            if let Some(origin) = &self.origin {
+                return invalid(format!(
+                    "coop and origin {origin:?} exclude each other: cooperative caching reads misses \
+                     from the document root, an origin node from its origin; configure one of them"
+                ));
+            }
+            coop.validate(self.listen).map_err(ConfigError::Invalid)?;
+        }
         ClassTable::new(&self.classes, self.seed)?;
         Ok(())
     }
@@ -548,6 +561,21 @@ mod tests {
         assert!(e.contains("exclude"), "{e}");
         let e = parse_err("[handoff]\nrehandoff = \"bounce\"\n");
         assert!(e.contains("bounce") && e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn coop_table_parses_with_defaults_and_refuses_unknown_keys_and_self() {
+        let c = NodeConfig::from_toml_str(
+            "listen = \"127.0.0.1:8000\"\n[coop]\npeers = [\"http://127.0.0.1:8001\"]\nself = \"http://127.0.0.1:8000\"\n",
+        )
+        .unwrap();
+        let coop = c.coop.unwrap();
+        assert_eq!(coop.self_url.as_deref(), Some("http://127.0.0.1:8000"));
+        assert_eq!((coop.timeout_ms, coop.keep_copy), (200, true));
+        let e = parse_err("[coop]\npeers = []\nkeep = true\n");
+        assert!(e.contains("keep") && e.contains("line 3"), "{e}");
+        let e = parse_err("listen = \"127.0.0.1:8000\"\n[coop]\npeers = [\"http://127.0.0.1:8000\"]\n");
+        assert!(e.contains("coop.peers[0]") && e.contains("itself"), "{e}");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! streams large bodies, discards request bodies to keep framing, and enforces the header,
 //! keep-alive and send timeouts with one lazily reset timer. With a `RequestRouter` (handed-
 //! off connections), each request is first routed by the switch: served here, fetched from
-//! another node, or the connection is dumped and handed back.
+//! another node, or the connection is dumped and handed back. Cooperative-caching requests
+//! from peers are answered apart (`coop_serve`), outside the client request counters.
 
 use std::cell::RefCell;
 use std::io;
@@ -27,6 +28,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::backend_forward::PEER_IO_TIMEOUT;
 use crate::context::{WorkerContext, count};
+use crate::coop_serve::is_coop_request;
 use crate::cpu_charge::ConnectionCharge;
 use crate::doc_store::LargeFile;
 use crate::document_root::decode_request_path;
@@ -258,6 +260,18 @@ impl Connection<'_> {
                 && b.end > b.start
             {
                 match parse_request(&b.read[b.start..b.end], &node.parse_limits, &mut b.head) {
+                    Ok(true) if is_coop_request(self.w, &b.head, &b.read[b.start..b.end]) => {
+                        if !self.answer_coop(b) {
+                            return if self.flush(&mut b.out).await.is_ok() {
+                                Close::Linger
+                            } else {
+                                Close::Now
+                            };
+                        }
+                        last_active = Instant::now();
+                        head_started = (b.end > b.start).then_some(last_active);
+                        continue;
+                    }
                     Ok(true) => {
                         let decision = match self.route(b).await {
                             Ok(decision) => decision,
@@ -446,6 +460,19 @@ impl Connection<'_> {
             (from, to) = (0, n);
         }
         Ok(exact && !tracker.is_until_close())
+    }
+
+    /// Answer a cooperative-caching request from a peer (not a client request: no request
+    /// counter moves). False: close after it (a body, or the peer asked to).
+    fn answer_coop(&mut self, b: &mut ConnBuffers) -> bool {
+        let Ok(peer) = self.stream.peer_addr() else { return false };
+        let keep = crate::coop_serve::answer(self.w, peer.ip(), &b.head, &b.read[b.start..b.end], &mut b.out);
+        b.start += b.head.head_len;
+        if b.start == b.end {
+            b.start = 0;
+            b.end = 0;
+        }
+        keep && b.head.body == BodyKind::Empty
     }
 
     /// Answer a request head that could not be parsed (or did not arrive in time), then close.

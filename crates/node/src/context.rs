@@ -2,7 +2,7 @@
 //! document root, document store, storage model, origin, class table, CPU pool or model, counters,
 //! listeners' accept queues) and the load it reports (`NodeReport`);
 //! `WorkerContext`: what belongs to one worker thread (its counters, origin and peer
-//! connections, the handoff agent, shutdown signal).
+//! connections, the handoff agent, cooperative caching's peer connections, shutdown signal).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,6 +17,8 @@ use tokio::sync::watch;
 use crate::backend_forward::PeerConnections;
 use crate::class_table::ClassTable;
 use crate::config::NodeLimits;
+use crate::coop_fetch::CoopWorker;
+use crate::coop_node::CoopNode;
 use crate::cpu_model::CpuModel;
 use crate::cpu_pool::CpuPool;
 use crate::doc_store::DocStore;
@@ -54,6 +56,8 @@ pub struct NodeContext {
     pub listen_queue: ListenQueue,
     /// Hosts accepted in absolute-form targets besides the request's own Host.
     pub server_names: Vec<String>,
+    /// Cooperative caching's shared state, when `[coop]` is on.
+    pub coop: Option<Arc<CoopNode>>,
     pub shutting_down: AtomicBool,
 }
 
@@ -112,6 +116,8 @@ pub struct WorkerContext {
     pub origin_pool: Option<OriginPool>,
     /// Connections to other nodes for back-end forwarding, owned by this worker.
     pub peer_pool: PeerConnections,
+    /// Cooperative caching's connections to peers, owned by this worker.
+    pub coop: Option<CoopWorker>,
     /// The handoff agent, when the node runs one.
     pub handoff: Option<Arc<HandoffAgent>>,
     /// Turns true when the node shuts down.

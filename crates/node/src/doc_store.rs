@@ -1,19 +1,20 @@
 //! `DocStore`: the node's document cache — a byte-bounded `locus_cache::DocCache` of
 //! `CachedDoc`s behind one short lock — with revalidation of cached files against the file
 //! system at most once per interval, and single flight: concurrent misses for one document
-//! share one load (`LoadOutcome`).
+//! share one load (`LoadOutcome`). An optional `CacheObserver` hears of every insert and
+//! removal (cooperative caching tells the documents' homes).
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::future::Future;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
-use locus_cache::{CacheStats, DocCache, Replacement};
+use locus_cache::{CacheStats, DocCache, InsertOutcome, Replacement};
 use parking_lot::Mutex;
 use tokio::sync::OnceCell;
 
@@ -149,6 +150,8 @@ pub struct RelayedResponse {
 pub enum LoadOutcome {
     /// Loaded (and cached if it fit).
     Doc(Arc<CachedDoc>),
+    /// Fetched from a peer's memory (cooperative caching), verified, and kept if wanted.
+    Remote(Arc<CachedDoc>),
     /// A file over the object limit: stream it.
     LargeFile(Arc<LargeFile>),
     /// An origin response over the object limit: each request fetches and relays its own.
@@ -173,6 +176,12 @@ pub enum Freshness {
 
 type Flight = Arc<OnceCell<Arc<LoadOutcome>>>;
 
+/// Told of the keys that enter and leave the cache (after the cache's lock is released).
+pub trait CacheObserver: Send + Sync {
+    fn inserted(&self, key: &str);
+    fn removed(&self, key: &str);
+}
+
 /// The document cache of a node.
 pub struct DocStore {
     cache: Option<Mutex<DocCache<String, Arc<CachedDoc>>>>,
@@ -180,6 +189,7 @@ pub struct DocStore {
     revalidate_ms: u64,
     epoch: Instant,
     flights: Mutex<HashMap<String, Flight>>,
+    observer: OnceLock<Arc<dyn CacheObserver>>,
 }
 
 impl DocStore {
@@ -193,7 +203,13 @@ impl DocStore {
             revalidate_ms,
             epoch: Instant::now(),
             flights: Mutex::new(HashMap::new()),
+            observer: OnceLock::new(),
         }
+    }
+
+    /// Tell `observer` of every insert and removal from now on (the first observer set stays).
+    pub fn set_observer(&self, observer: Arc<dyn CacheObserver>) {
+        let _ = self.observer.set(observer);
     }
 
     /// Milliseconds since the store was created.
@@ -234,8 +250,11 @@ impl DocStore {
         if let Some(cache) = &self.cache {
             let mut cache = cache.lock();
             // Remove only the entry that was checked, not a fresher one loaded meanwhile.
-            if cache.peek(key).is_some_and(|d| std::ptr::eq(Arc::as_ptr(d), doc)) {
-                cache.remove(key);
+            let removed = cache.peek(key).is_some_and(|d| std::ptr::eq(Arc::as_ptr(d), doc))
+                && cache.remove(key).is_some();
+            drop(cache);
+            if removed && let Some(o) = self.observer.get() {
+                o.removed(key);
             }
         }
         Freshness::Stale
@@ -245,8 +264,16 @@ impl DocStore {
     pub fn insert(&self, key: String, doc: Arc<CachedDoc>, cost: f64) -> bool {
         let Some(cache) = &self.cache else { return false };
         let size = doc.body.len() as u64;
+        let observer = self.observer.get();
+        let told = observer.map(|_| key.clone());
         // Evicted documents are dropped after the lock is released.
         let outcome = cache.lock().insert(key, doc, size, cost);
+        if let (Some(o), Some(key), InsertOutcome::Stored { evicted }) = (observer, told, &outcome) {
+            for (gone, _) in evicted {
+                o.removed(gone);
+            }
+            o.inserted(&key);
+        }
         outcome.is_stored()
     }
 

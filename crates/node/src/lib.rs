@@ -2,8 +2,9 @@
 //! byte-bounded document cache (LRU/LFU/GDS/GDSF), an optional storage model or origin for
 //! misses, dynamic endpoints with real CPU cost from a class table (or an optional CPU model
 //! that charges every request's CPU cost as modelled time), an admin listener, and an
-//! optional handoff agent for the one-way switch (`[handoff]`). Start one in-process with
-//! `NodeServer::start(NodeConfig)`.
+//! optional handoff agent for the one-way switch (`[handoff]`), and optional cooperative
+//! caching (`[coop]`: misses fetched from peers' memory before storage). Start one in-process
+//! with `NodeServer::start(NodeConfig)`.
 
 mod admin;
 mod backend_forward;
@@ -14,6 +15,14 @@ mod conditional;
 mod config;
 mod connection;
 mod context;
+mod coop_config;
+mod coop_directory;
+mod coop_fetch;
+mod coop_node;
+mod coop_notices;
+mod coop_serve;
+mod coop_stats;
+mod coop_wire;
 mod cpu_charge;
 mod cpu_model;
 mod cpu_model_config;
@@ -44,6 +53,7 @@ pub use config::{
     CacheConfig, ConfigError, HandoffConfig, NodeConfig, NodeLimits, RehandoffPolicy, StorageConfig,
     available_cpus,
 };
+pub use coop_config::CoopConfig;
 pub use cpu_model::{CpuJob, CpuModel, CpuModelClosed, CpuModelStats};
 pub use cpu_model_config::CpuModelConfig;
 pub use cpu_pool::{burn_cpu, thread_cpu_time};

@@ -24,6 +24,8 @@ pub enum CacheStatus {
     Miss,
     /// Not cacheable (too large, or the cache is disabled).
     Bypass,
+    /// A local miss served from a peer's memory (cooperative caching); counted as a miss.
+    Remote,
 }
 
 impl CacheStatus {
@@ -33,6 +35,7 @@ impl CacheStatus {
             CacheStatus::Hit => b"X-Locus-Cache: hit\r\n",
             CacheStatus::Miss => b"X-Locus-Cache: miss\r\n",
             CacheStatus::Bypass => b"X-Locus-Cache: bypass\r\n",
+            CacheStatus::Remote => b"X-Locus-Cache: remote\r\n",
         }
     }
 }
@@ -87,7 +90,7 @@ impl WorkerCounters {
     pub fn cache(&self, status: CacheStatus) {
         match status {
             CacheStatus::Hit => bump(&self.hits, 1),
-            CacheStatus::Miss => bump(&self.misses, 1),
+            CacheStatus::Miss | CacheStatus::Remote => bump(&self.misses, 1),
             CacheStatus::Bypass => bump(&self.bypass, 1),
         }
     }

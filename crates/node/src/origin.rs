@@ -2,7 +2,8 @@
 //! server): `OriginAddr` parses `http://host:port`, `OriginPool` keeps idle keep-alive
 //! connections (one pool per worker thread, as sockets belong to one event loop), and
 //! `OriginPool::fetch` sends a GET and reads the response, buffering bodies up to a limit and
-//! handing larger ones back to be relayed as they arrive.
+//! handing larger ones back to be relayed as they arrive. Peers answering cooperative fetches
+//! are reached the same way (`fetch_with`, extra request headers, the coop reply headers kept).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -99,6 +100,10 @@ pub struct OriginHeaders {
     pub status: u16,
     pub content_type: Option<String>,
     pub last_modified: Option<String>,
+    /// `X-Locus-Coop-Validator`, from a peer answering a cooperative fetch.
+    pub coop_validator: Option<String>,
+    /// `X-Locus-Coop-Holders`, from a home answering a cooperative lookup.
+    pub coop_holders: Option<String>,
 }
 
 /// An origin response.
@@ -165,6 +170,16 @@ impl OriginPool {
     /// bodies without a length) are read completely; larger ones are handed back to relay.
     /// A pooled connection that turns out to be closed is replaced once.
     pub async fn fetch(&self, target: &str, buffer_limit: u64) -> Result<OriginReply, OriginError> {
+        self.fetch_with(target, b"", buffer_limit).await
+    }
+
+    /// `fetch` with `extra` header lines (each ending in CRLF) in the request.
+    pub async fn fetch_with(
+        &self,
+        target: &str,
+        extra: &[u8],
+        buffer_limit: u64,
+    ) -> Result<OriginReply, OriginError> {
         let mut retried = false;
         loop {
             let pooled = self.idle.lock().pop();
@@ -173,7 +188,7 @@ impl OriginPool {
                 Some(s) => s,
                 None => self.connect().await?,
             };
-            match self.exchange(stream, target, buffer_limit).await {
+            match self.exchange(stream, target, extra, buffer_limit).await {
                 Err(Exchange::BeforeResponse(e)) if reused && !retried => {
                     tracing::debug!(error = %e, "stale origin connection; reconnecting");
                     retried = true;
@@ -188,12 +203,14 @@ impl OriginPool {
         &self,
         mut stream: TcpStream,
         target: &str,
+        extra: &[u8],
         buffer_limit: u64,
     ) -> Result<OriginReply, Exchange> {
-        let mut request = Vec::with_capacity(target.len() + 80);
+        let mut request = Vec::with_capacity(target.len() + extra.len() + 80);
         request.extend_from_slice(b"GET ");
         request.extend_from_slice(target.as_bytes());
         request.extend_from_slice(b" HTTP/1.1\r\n");
+        request.extend_from_slice(extra);
         request.extend_from_slice(&self.request_prefix);
         with_timeout(stream.write_all(&request)).await.map_err(Exchange::BeforeResponse)?;
 
@@ -233,6 +250,8 @@ impl OriginPool {
             status: head.status,
             content_type: text("content-type"),
             last_modified: text("last-modified"),
+            coop_validator: text("x-locus-coop-validator"),
+            coop_holders: text("x-locus-coop-holders"),
         };
         let reusable = head.keep_alive;
         let after_head = head.head_len;
@@ -263,7 +282,7 @@ impl OriginPool {
         };
         let progress = collect(&mut tracker, &buf[after_head..filled], &mut body)
             .map_err(|e| Exchange::During(OriginError::Malformed(e.to_string())))?;
-        let mut extra = progress.done && after_head + progress.consumed < filled;
+        let mut trailing = progress.done && after_head + progress.consumed < filled;
         while !tracker.is_done() {
             let n = with_timeout(stream.read(&mut buf)).await.map_err(Exchange::During)?;
             if n == 0 {
@@ -272,12 +291,12 @@ impl OriginPool {
             }
             let p = collect(&mut tracker, &buf[..n], &mut body)
                 .map_err(|e| Exchange::During(OriginError::Malformed(e.to_string())))?;
-            extra = p.done && p.consumed < n;
+            trailing = p.done && p.consumed < n;
         }
         if too_large {
             return Err(Exchange::During(OriginError::TooLarge(limit)));
         }
-        if reusable && !extra && !tracker.is_until_close() {
+        if reusable && !trailing && !tracker.is_until_close() {
             self.put(stream);
         }
         Ok(OriginReply::Buffered { headers, body: Bytes::from(body) })

@@ -8,7 +8,8 @@
 //! connections shed with a 503 when descriptors run short (`Shedding`), other accept errors
 //! backed off from (`AcceptBackoff`), one `ConnectionSlot` per open connection, and shutdown
 //! by `drain` (stop accepting, close idle connections, let in-flight requests finish within
-//! the drain timeout), after which it all is joined.
+//! the drain timeout), after which it all is joined. With `[coop]`, a thread of its own
+//! checks the peers and sends the cache's insert/evict notices.
 
 use std::io;
 use std::net::SocketAddr;
@@ -30,6 +31,9 @@ use crate::class_table::ClassTable;
 use crate::config::{ConfigError, HandoffConfig, NodeConfig, available_cpus};
 use crate::connection;
 use crate::context::{NodeContext, WorkerContext, count};
+use crate::coop_fetch::CoopWorker;
+use crate::coop_node::{CoopNode, observer};
+use crate::coop_notices::run_coop_background;
 use crate::cpu_model::CpuModel;
 use crate::cpu_pool::CpuPool;
 use crate::doc_store::DocStore;
@@ -294,6 +298,7 @@ fn node_context(
     config: &NodeConfig,
     workers: usize,
     origin: Option<OriginAddr>,
+    coop: Option<Arc<CoopNode>>,
 ) -> Result<NodeContext, NodeError> {
     let cpu_threads = if config.cpu_threads == 0 { available_cpus() } else { config.cpu_threads };
     let root = match DocumentRoot::new(&config.root) {
@@ -328,6 +333,7 @@ fn node_context(
         metrics: NodeMetrics::new(workers, config.limits.max_connections),
         listen_queue: ListenQueue::default(),
         server_names: config.server_names.clone(),
+        coop,
         shutting_down: Default::default(),
     })
 }
@@ -356,9 +362,18 @@ impl NodeServer {
             Some(o) => Some(o.parse::<OriginAddr>().map_err(ConfigError::Invalid)?),
             None => None,
         };
-        let node = Arc::new(node_context(&config, workers, origin.clone())?);
         let listeners = Listeners::bind(&config, workers)?;
         let (addr, admin_addr, handoff_addr) = listeners.addrs().map_err(NodeError::Start)?;
+        let coop = match &config.coop {
+            Some(c) => Some(Arc::new(
+                CoopNode::new(c, addr, config.cache.max_object.bytes()).map_err(ConfigError::Invalid)?,
+            )),
+            None => None,
+        };
+        let node = Arc::new(node_context(&config, workers, origin.clone(), coop.clone())?);
+        if let Some(coop) = &coop {
+            node.store.set_observer(observer(coop));
+        }
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut server =
             NodeServer { addr, admin_addr, handoff_addr, node: node.clone(), shutdown, threads: Vec::new() };
@@ -370,6 +385,7 @@ impl NodeServer {
                 node: node.clone(),
                 origin_pool: origin.clone().map(OriginPool::new),
                 peer_pool: Default::default(),
+                coop: coop.clone().map(CoopWorker::new),
                 handoff: agent.clone(),
                 shutdown: shutdown_rx.clone(),
             });
@@ -395,6 +411,10 @@ impl NodeServer {
                 Ok(move || agent.run(listener, key, rx))
             };
             server.spawn("node-handoff".into(), setup, &ready_tx)?;
+        }
+        if let Some(coop) = coop {
+            let rx = shutdown_rx.clone();
+            server.spawn("node-coop".into(), move || Ok(move || run_coop_background(coop, rx)), &ready_tx)?;
         }
         drop(ready_tx);
         for _ in 0..server.threads.len() {

@@ -1,17 +1,24 @@
 //! Static responses: cache hits answered without leaving the event loop (pre-rendered head
 //! plus shared body), and misses loaded once per document (single flight) from the document
-//! root — charged to the storage model if there is one — or from the origin. Handles
+//! root — charged to the storage model if there is one — or from the origin; with cooperative
+//! caching a peer's memory is tried first (`CoopWorker`), once the file's identity is known. Handles
 //! `If-Modified-Since` (304), single byte ranges (206/416), directory redirects (301) and
 //! files too large to cache (streamed).
 
+use std::fs::{File, Metadata};
 use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::UNIX_EPOCH;
 
 use bytes::Bytes;
 
 use crate::byte_range::{RangeOutcome, evaluate_range};
 use crate::conditional::{if_range_allows, not_modified, parse_http_date_secs};
 use crate::context::{NodeContext, WorkerContext};
+use crate::coop_fetch::CoopWorker;
+use crate::coop_stats::add;
+use crate::coop_wire::Validator;
 use crate::doc_store::{CachedDoc, DocMeta, DocSource, Freshness, LargeFile, LoadOutcome, RelayedResponse};
 use crate::document_root::Resolved;
 use crate::node_metrics::CacheStatus;
@@ -138,11 +145,19 @@ pub async fn serve_miss(w: &WorkerContext, req: &RequestView<'_>, out: &mut OutQ
     if let Some(pool) = &w.origin_pool {
         return serve_origin_miss(w, pool, req, out).await;
     }
-    let outcome = node.store.single_flight(req.cache_key, || load_file(node, req.cache_key)).await;
+    let coop = w.coop.as_ref();
+    let outcome = node.store.single_flight(req.cache_key, || load_file(node, req.cache_key, coop)).await;
     let status = match &*outcome {
         LoadOutcome::Doc(doc) => {
             w.counters().cache(CacheStatus::Miss);
             return queue_doc(node, req, doc, CacheStatus::Miss, out);
+        }
+        LoadOutcome::Remote(doc) => {
+            w.counters().cache(CacheStatus::Remote);
+            if let Some(c) = coop {
+                add(&c.coop.stats.remote_hits, 1);
+            }
+            return queue_doc(node, req, doc, CacheStatus::Remote, out);
         }
         LoadOutcome::LargeFile(file) => {
             w.counters().cache(CacheStatus::Bypass);
@@ -192,23 +207,46 @@ enum ReadResult {
     Other(LoadOutcome),
 }
 
-/// Resolve and read `key` from the document root (blocking).
-fn read_document(node: &NodeContext, key: &str) -> ReadResult {
+/// A file found for a key: open, with what `stat` said, and the name its type comes from.
+struct OpenedFile {
+    file: File,
+    path: PathBuf,
+    meta: Metadata,
+    name: String,
+}
+
+/// Resolve `key` in the document root and open it (blocking); otherwise the outcome.
+fn resolve_document(node: &NodeContext, key: &str) -> Result<OpenedFile, LoadOutcome> {
     let Some(root) = &node.root else {
-        return ReadResult::Other(LoadOutcome::Failed(500, "no document root".into()));
+        return Err(LoadOutcome::Failed(500, "no document root".into()));
     };
     let (file, path, meta) = match root.resolve(key) {
         Resolved::File { file, path, meta } => (file, path, meta),
-        Resolved::Redirect => return ReadResult::Other(LoadOutcome::Redirect),
-        Resolved::NotFound => return ReadResult::Other(LoadOutcome::NotFound),
-        Resolved::Forbidden => return ReadResult::Other(LoadOutcome::Forbidden),
+        Resolved::Redirect => return Err(LoadOutcome::Redirect),
+        Resolved::NotFound => return Err(LoadOutcome::NotFound),
+        Resolved::Forbidden => return Err(LoadOutcome::Forbidden),
         Resolved::Error(e) => {
             // Out of descriptors is this node's passing shortage, not a broken document.
             let status = if locus_io::is_out_of_descriptors(&e) { 503 } else { 500 };
-            return ReadResult::Other(LoadOutcome::Failed(status, e.to_string()));
+            return Err(LoadOutcome::Failed(status, e.to_string()));
         }
     };
-    let name = if key.ends_with('/') { "index.html" } else { key };
+    let name = if key.ends_with('/') { "index.html" } else { key }.to_string();
+    Ok(OpenedFile { file, path, meta, name })
+}
+
+/// Resolve and read `key` from the document root (blocking).
+fn read_document(node: &NodeContext, key: &str) -> ReadResult {
+    match resolve_document(node, key) {
+        Ok(opened) => read_opened(node, opened),
+        Err(outcome) => ReadResult::Other(outcome),
+    }
+}
+
+/// Read a file just opened (blocking).
+fn read_opened(node: &NodeContext, opened: OpenedFile) -> ReadResult {
+    let OpenedFile { file, path, meta, name } = opened;
+    let name = name.as_str();
     let doc_meta = DocMeta::for_file(name, meta.modified().ok());
     if !node.store.cacheable(meta.len()) {
         return ReadResult::Large(LargeFile { file, len: meta.len(), meta: doc_meta });
@@ -232,12 +270,21 @@ fn read_document(node: &NodeContext, key: &str) -> ReadResult {
     ReadResult::Small { body: cached_body(body), source: DocSource::file(path, &meta), meta: doc_meta }
 }
 
-/// Load a document from the document root after a miss, charge the storage model, cache it.
-async fn load_file(node: &Arc<NodeContext>, key: &str) -> LoadOutcome {
-    let (task_node, task_key) = (node.clone(), key.to_owned());
-    let read = match tokio::task::spawn_blocking(move || read_document(&task_node, &task_key)).await {
-        Ok(r) => r,
-        Err(e) => return LoadOutcome::Failed(500, e.to_string()),
+/// Load a document after a miss — from a peer's memory with `coop`, otherwise (or if no
+/// peer has it) from the document root, charging the storage model — and cache it.
+async fn load_file(node: &Arc<NodeContext>, key: &str, coop: Option<&CoopWorker>) -> LoadOutcome {
+    let read = match coop {
+        None => {
+            let (task_node, task_key) = (node.clone(), key.to_owned());
+            match tokio::task::spawn_blocking(move || read_document(&task_node, &task_key)).await {
+                Ok(r) => r,
+                Err(e) => return LoadOutcome::Failed(500, e.to_string()),
+            }
+        }
+        Some(coop) => match fetch_or_read(node, key, coop).await {
+            Ok(doc) => return LoadOutcome::Remote(doc),
+            Err(read) => read,
+        },
     };
     match read {
         ReadResult::Small { body, source, meta } => {
@@ -251,6 +298,40 @@ async fn load_file(node: &Arc<NodeContext>, key: &str) -> LoadOutcome {
         }
         ReadResult::Large(file) => LoadOutcome::LargeFile(Arc::new(file)),
         ReadResult::Other(outcome) => outcome,
+    }
+}
+
+/// With cooperative caching: find the file (its length and mtime are the version asked of
+/// peers), try the peers' memory, and read storage only if that gives nothing.
+async fn fetch_or_read(
+    node: &Arc<NodeContext>,
+    key: &str,
+    coop: &CoopWorker,
+) -> Result<Arc<CachedDoc>, ReadResult> {
+    let (task_node, task_key) = (node.clone(), key.to_owned());
+    let opened = match tokio::task::spawn_blocking(move || resolve_document(&task_node, &task_key)).await {
+        Ok(Ok(opened)) => opened,
+        Ok(Err(outcome)) => return Err(ReadResult::Other(outcome)),
+        Err(e) => return Err(ReadResult::Other(LoadOutcome::Failed(500, e.to_string()))),
+    };
+    let v = Validator::new(opened.meta.len(), opened.meta.modified().unwrap_or(UNIX_EPOCH));
+    if let Some(body) = coop.fetch_remote(key, v).await {
+        let len = body.len() as u64;
+        let keep = coop.coop.keep_copy && node.store.cacheable(len);
+        let body = if keep { cached_body(body.to_vec()) } else { (body, None) };
+        let meta = DocMeta::for_file(&opened.name, opened.meta.modified().ok());
+        let source = DocSource::file(opened.path, &opened.meta);
+        let doc = Arc::new(CachedDoc::new(&node.node_headers, body, meta, source, node.store.now_ms()));
+        if keep {
+            node.store.insert(key.to_owned(), doc.clone(), node.miss_cost(len));
+        }
+        return Ok(doc);
+    }
+    add(&coop.coop.stats.storage_reads, 1);
+    let task_node = node.clone();
+    match tokio::task::spawn_blocking(move || read_opened(&task_node, opened)).await {
+        Ok(read) => Err(read),
+        Err(e) => Err(ReadResult::Other(LoadOutcome::Failed(500, e.to_string()))),
     }
 }
 
@@ -379,6 +460,7 @@ async fn serve_origin_miss(
             Served::queued(error(node, req, *status, out))
         }
         LoadOutcome::Redirect
+        | LoadOutcome::Remote(_)
         | LoadOutcome::NotFound
         | LoadOutcome::Forbidden
         | LoadOutcome::LargeFile(_) => Served::queued(error(node, req, 500, out)),

@@ -1,0 +1,127 @@
+//! The cooperative-caching background task (its own thread and event loop): first a
+//! connection check of every peer (an unreachable one is warned about, one line naming it
+//! and the OS error, and shown in status, but the node runs on: peers start in any order),
+//! then the sender of insert/evict notices, batched per home — whatever queued while the
+//! last batch was being sent goes in the next — over its own keep-alive connections. Best
+//! effort: notices for a home that is down are dropped and counted.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::coop_node::{CoopNode, Notice};
+use crate::coop_stats::{PeerFailure, add};
+use crate::coop_wire::notice_targets;
+use crate::origin::{OriginPool, OriginReply};
+
+/// Notices taken from the queue for one batch, at most.
+const MAX_BATCH: usize = 4096;
+/// Length of one notice request's target, about.
+const MAX_TARGET: usize = 4096;
+/// Time a peer gets to accept the start-up check's connection (at least; `timeout_ms` if longer).
+const START_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Check the peers, then send notices until shutdown.
+pub async fn run_coop_background(coop: Arc<CoopNode>, mut shutdown: watch::Receiver<bool>) {
+    tokio::select! {
+        biased;
+        _ = shutdown.changed() => return,
+        () = check_peers(&coop) => {}
+    }
+    let Some(mut queue) = coop.take_notice_queue() else { return };
+    let pools = coop.pools();
+    loop {
+        let first = tokio::select! {
+            biased;
+            _ = shutdown.changed() => break,
+            notice = queue.recv() => match notice {
+                Some(n) => n,
+                None => break,
+            },
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(n) => batch.push(n),
+                Err(_) => break,
+            }
+        }
+        tokio::select! {
+            biased;
+            _ = shutdown.changed() => break,
+            () = send_batch(&coop, &pools, batch) => {}
+        }
+    }
+}
+
+/// Connect to every peer once, at the same time; warn about each one that does not accept.
+async fn check_peers(coop: &Arc<CoopNode>) {
+    let limit = START_CHECK_TIMEOUT.max(coop.timeout);
+    let mut checks = tokio::task::JoinSet::new();
+    for (i, peer) in coop.peers.iter().enumerate() {
+        let (host, port) = (peer.addr.host.clone(), peer.addr.port);
+        checks.spawn(async move {
+            let result = match tokio::time::timeout(limit, TcpStream::connect((host.as_str(), port))).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {} ms", limit.as_millis())),
+            };
+            (i, result)
+        });
+    }
+    while let Some(Ok((i, result))) = checks.join_next().await {
+        if let Err(e) = &result {
+            tracing::warn!(
+                "coop peer {} is unreachable at start: {e} (the node runs on and tries it again on demand)",
+                coop.peers[i].url
+            );
+        }
+        coop.set_start_check(i, result);
+    }
+}
+
+/// Send `batch`, grouped by home, in queue order within each home.
+async fn send_batch(coop: &CoopNode, pools: &[Option<OriginPool>], batch: Vec<Notice>) {
+    let mut per_home: BTreeMap<usize, Vec<Notice>> = BTreeMap::new();
+    for n in batch {
+        per_home.entry(n.home).or_default().push(n);
+    }
+    let me = coop.membership.authority(coop.membership.me());
+    for (home, notices) in per_home {
+        let count = notices.len() as u64;
+        let Some(pool) = pools.get(home).and_then(Option::as_ref) else { continue };
+        if coop.peer(home).is_none_or(|p| coop.avoided(p)) {
+            add(&coop.stats.notices_dropped, count);
+            continue;
+        }
+        let targets = notice_targets(me, notices.iter().map(|n| (n.insert, n.key.as_str())), MAX_TARGET);
+        let mut unsent = count;
+        for target in &targets {
+            let carried = target.matches('&').count() as u64;
+            match send_one(coop, pool, target).await {
+                Ok(()) => {
+                    add(&coop.stats.notices_sent, carried);
+                    unsent -= carried.min(unsent);
+                }
+                Err(why) => {
+                    coop.failed(home, why);
+                    break;
+                }
+            }
+        }
+        add(&coop.stats.notices_dropped, unsent);
+    }
+}
+
+async fn send_one(coop: &CoopNode, pool: &OriginPool, target: &str) -> Result<(), PeerFailure> {
+    match tokio::time::timeout(coop.timeout, pool.fetch_with(target, b"", 0)).await {
+        Err(_) => Err(PeerFailure::Timeout),
+        Ok(Ok(OriginReply::Buffered { headers, .. })) if headers.status == 200 => Ok(()),
+        Ok(Ok(_)) => Err(PeerFailure::BadReply),
+        Ok(Err(crate::origin::OriginError::Timeout)) => Err(PeerFailure::Timeout),
+        Ok(Err(_)) => Err(PeerFailure::Refused),
+    }
+}

@@ -1,0 +1,134 @@
+//! The answering side of cooperative caching: requests under `/locus/coop/` on the main
+//! listener (see `coop_wire`), accepted only from the configured peers' IP addresses (403
+//! otherwise) and answered from memory only — never storage, never a further peer. They are
+//! counted in the coop counters, never as client requests.
+
+use std::net::IpAddr;
+
+use locus_core::Method;
+use locus_http::{RequestHead, Version};
+
+use crate::context::WorkerContext;
+use crate::coop_node::CoopNode;
+use crate::coop_stats::add;
+use crate::coop_wire::{CoopAsk, HOLDERS_HEADER, PREFIX, VALIDATOR_HEADER, Validator, query_pairs};
+use crate::out_queue::OutQueue;
+use crate::response::{Persistence, content_length, end_head, simple, start_head};
+
+/// Whether the request just parsed is a coop request this node answers.
+pub fn is_coop_request(w: &WorkerContext, head: &RequestHead, buf: &[u8]) -> bool {
+    w.node.coop.is_some() && head.path_str(buf).starts_with(PREFIX)
+}
+
+/// Queue the answer to a coop request from `ip`; false if the connection closes after it.
+pub fn answer(w: &WorkerContext, ip: IpAddr, head: &RequestHead, buf: &[u8], out: &mut OutQueue) -> bool {
+    let node = &*w.node;
+    let nh = &node.node_headers[..];
+    let persistence = if !head.keep_alive || node.is_shutting_down() {
+        Persistence::Close
+    } else if head.version == Version::Http10 {
+        Persistence::KeepAlive10
+    } else {
+        Persistence::KeepAlive
+    };
+    let Some(coop) = &node.coop else { return false };
+    let refuse = |out: &mut OutQueue, status: u16| {
+        add(&coop.stats.refused, 1);
+        simple(out, nh, status, persistence, false, b"");
+        persistence.keeps_open()
+    };
+    if !coop.is_peer_ip(ip) {
+        tracing::debug!(%ip, "coop request from an address that is no peer's; 403");
+        return refuse(out, 403);
+    }
+    if head.method != Method::Get {
+        return refuse(out, 405);
+    }
+    let target = head.path_str(buf);
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let Some(pairs) = query_pairs(query) else { return refuse(out, 400) };
+    let param = |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_ref());
+    match &path[PREFIX.len()..] {
+        "notice" => {
+            let Some(from) = param("from").and_then(|f| coop.membership.index_of(f)) else {
+                return refuse(out, 400);
+            };
+            let mut n = 0;
+            for (name, key) in &pairs {
+                match *name {
+                    "i" | "e" => {
+                        coop.apply_notice(from, *name == "i", key);
+                        n += 1;
+                    }
+                    _ => {}
+                }
+            }
+            add(&coop.stats.notices_received, n);
+            start_head(out, 200, nh);
+            content_length(out, 0);
+            end_head(out, persistence);
+        }
+        which @ ("lookup" | "fetch") => {
+            let ask = if which == "lookup" { CoopAsk::Lookup } else { CoopAsk::Fetch };
+            let (Some(key), Some(Ok(v))) = (param("k"), param("v").map(str::parse::<Validator>)) else {
+                return refuse(out, 400);
+            };
+            let from = param("from").and_then(|f| coop.membership.index_of(f));
+            answer_document(w, coop, ask, key, v, from, persistence, out);
+        }
+        _ => return refuse(out, 404),
+    }
+    persistence.keeps_open()
+}
+
+/// Answer a lookup or fetch of version `v` of `key`: the document if it is in memory in that
+/// version; else 404, with the holders this node knows of for a lookup.
+#[allow(clippy::too_many_arguments)]
+fn answer_document(
+    w: &WorkerContext,
+    coop: &CoopNode,
+    ask: CoopAsk,
+    key: &str,
+    v: Validator,
+    from: Option<usize>,
+    persistence: Persistence,
+    out: &mut OutQueue,
+) {
+    let node = &*w.node;
+    if ask == CoopAsk::Lookup {
+        add(&coop.stats.lookups_served, 1);
+    }
+    // Counted as a use, as a local hit would be.
+    let doc = node.store.lookup(key).filter(|d| Validator::of_source(&d.source) == Some(v));
+    if let Some(doc) = doc {
+        add(&coop.stats.fetches_served, 1);
+        add(&coop.stats.bytes_served, doc.body.len() as u64);
+        start_head(out, 200, &node.node_headers);
+        content_length(out, doc.body.len() as u64);
+        out.extend(VALIDATOR_HEADER.as_bytes());
+        out.extend(b": ");
+        out.extend(v.to_string().as_bytes());
+        out.extend(b"\r\n");
+        end_head(out, persistence);
+        out.push_body(doc.body.clone());
+        return;
+    }
+    add(&coop.stats.not_held_answers, 1);
+    start_head(out, 404, &node.node_headers);
+    content_length(out, 0);
+    if ask == CoopAsk::Lookup {
+        let me = coop.membership.me();
+        let holders: Vec<&str> = coop
+            .directory
+            .holders(key)
+            .into_iter()
+            .filter(|&h| h != me && Some(h) != from)
+            .map(|h| coop.membership.authority(h))
+            .collect();
+        out.extend(HOLDERS_HEADER.as_bytes());
+        out.extend(b": ");
+        out.extend(holders.join(",").as_bytes());
+        out.extend(b"\r\n");
+    }
+    end_head(out, persistence);
+}
