@@ -218,3 +218,25 @@ fn interrupt_a_proxy_bench(net: &str) {
     std::thread::sleep(Duration::from_millis(300));
     assert!(still_running(&servers).is_empty(), "still running: {:?}", still_running(&servers));
 }
+
+/// The cache-forwarding path: a node without a cache serves every request from its peer's
+/// memory (the path refuses to start otherwise), with no failed request, and its efficiency is
+/// measured against one node directly.
+#[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
+fn the_cf_path_serves_from_the_peers_memory_without_errors() {
+    require_namespaces("the lab's network namespaces");
+    watchdog("proxy bench cf path", Duration::from_secs(180), tear_down_everything);
+    let out = Command::new(locus_binary())
+        .args(["bench", "proxy", "--paths", "cf", "--sizes", "1k", "--keepalive", "off", "--json"])
+        .args(["--rounds", "1", "--seconds", "1", "--idle-connections", "0", "--net", "namespaces"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let rows: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let cf = rows.iter().find(|r| r["path"] == "cf").unwrap_or_else(|| panic!("no cf row: {rows:?}"));
+    assert_eq!(cf["errors"], 0, "{cf}");
+    assert!(cf["rps"].as_f64().unwrap() > 0.0 && cf["efficiency"].as_f64().unwrap() > 0.0, "{cf}");
+}

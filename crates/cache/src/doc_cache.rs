@@ -112,12 +112,28 @@ impl<K: Hash + Eq, V, S: BuildHasher> DocCache<K, V, S> {
             return None;
         };
         self.stats.hits += 1;
+        Some(self.use_slot(slot))
+    }
+
+    /// Record a use of the object in `slot` for the replacement policy.
+    fn use_slot(&mut self, slot: u32) -> &V {
         self.clock += 1;
         let entry = occupied_mut(&mut self.slots, slot);
         entry.freq = entry.freq.saturating_add(1);
         let rank = rank_of(self.replacement, self.inflation, entry);
         self.order.update(slot, rank, self.clock);
-        Some(&occupied(&self.slots, slot).value)
+        &occupied(&self.slots, slot).value
+    }
+
+    /// The value under `key`, counted as a use for the replacement policy but not as a hit or
+    /// miss (a copy handed to another cache: its popularity, not this cache's hit ratio).
+    pub fn touch<Q>(&mut self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let slot = self.find(key)?;
+        Some(self.use_slot(slot))
     }
 
     /// The value under `key`, without counting anything or changing any priority.
@@ -373,6 +389,17 @@ mod tests {
         let mut keys: Vec<_> = cache.iter().map(|(key, _, _)| *key).collect();
         keys.sort_unstable();
         keys
+    }
+
+    #[test]
+    fn touch_protects_an_object_from_lru_eviction_without_counting_a_hit_or_miss() {
+        let mut cache: DocCache<&str, ()> = DocCache::new(20, 20, Replacement::Lru);
+        cache.insert("a", (), 10, 1.0);
+        cache.insert("b", (), 10, 1.0);
+        assert!(cache.touch("a").is_some() && cache.touch("z").is_none());
+        assert_eq!((cache.stats().hits, cache.stats().misses), (0, 0));
+        cache.insert("c", (), 10, 1.0);
+        assert!(cache.contains("a") && !cache.contains("b"), "b, not the touched a, was least recent");
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub struct NodeCounters {
     /// Requests served so far.
     pub requests: u64,
     pub cache: CacheSnapshot,
+    /// Misses served from a peer's memory (cooperative caching; 0 without it).
+    pub remote_hits: u64,
 }
 
 /// Counters of the whole cluster at one moment.
@@ -242,7 +244,8 @@ impl<'n> LabCluster<'n> {
                 .ok_or_else(|| bad("status has no requests_total".into()))?;
             let cache = CacheSnapshot::from_status(&status)
                 .ok_or_else(|| bad("status has no cache counters".into()))?;
-            nodes.push(NodeCounters { name: n.name.clone(), requests, cache });
+            let remote_hits = status["coop"]["remote_hits"].as_u64().unwrap_or(0);
+            nodes.push(NodeCounters { name: n.name.clone(), requests, cache, remote_hits });
         }
         let switch = match (self.kind, self.switch.admin) {
             (SwitchKind::Locus, Some(addr)) => {
@@ -299,6 +302,8 @@ pub struct ClusterDelta {
     pub switch_requests: Option<Vec<u64>>,
     /// Cache hits over hits and misses on all nodes.
     pub hit_ratio: Option<f64>,
+    /// Misses served from a peer's memory over hits and misses on all nodes.
+    pub remote_hit_ratio: Option<f64>,
     /// Max over mean of the requests per node: the switch's counts for Locus, the nodes'
     /// own counts for HAProxy and NGINX.
     pub imbalance: Option<f64>,
@@ -333,8 +338,17 @@ impl ClusterDelta {
         // the rest: then the nodes' own counts are the requests.
         let switch_requests = switch_requests.filter(|c| c.iter().sum::<u64>() > 0);
         let counts = switch_requests.as_ref().unwrap_or(&node_requests);
+        let lookups: u64 =
+            a.iter().zip(&b).map(|(a, b)| (a.hits + a.misses).saturating_sub(b.hits + b.misses)).sum();
+        let remote: u64 = after
+            .nodes
+            .iter()
+            .zip(&before.nodes)
+            .map(|(a, b)| a.remote_hits.saturating_sub(b.remote_hits))
+            .sum();
         ClusterDelta {
             hit_ratio: locus_load::hit_ratio(&b, &a),
+            remote_hit_ratio: (lookups > 0).then(|| remote as f64 / lookups as f64),
             imbalance: max_over_mean(counts),
             switch_cpu: after.switch_cpu.saturating_sub(before.switch_cpu),
             node_requests,
@@ -363,11 +377,16 @@ mod tests {
     use super::*;
 
     fn node(name: &str, requests: u64, hits: u64, misses: u64) -> NodeCounters {
-        NodeCounters { name: name.into(), requests, cache: CacheSnapshot { hits, misses } }
+        NodeCounters {
+            name: name.into(),
+            requests,
+            cache: CacheSnapshot { hits, misses },
+            remote_hits: misses / 2,
+        }
     }
 
     #[test]
-    fn deltas_use_the_switch_counts_when_there_are_some_and_the_nodes_otherwise() {
+    fn deltas_use_the_switch_counts_when_there_are_some_and_the_nodes_otherwise_and_count_remote_hits() {
         let before = ClusterSnapshot {
             nodes: vec![node("node1", 100, 50, 50), node("node2", 10, 5, 5)],
             switch: Some(SwitchSnapshot {
@@ -388,6 +407,8 @@ mod tests {
         };
         let d = ClusterDelta::between(&before, &after);
         assert_eq!(d.node_requests, [300, 100]);
+        // Remote hits (25 + 10) over the cache lookups (300 + 100).
+        assert_eq!(d.remote_hit_ratio, Some(35.0 / 400.0));
         assert_eq!(d.switch_requests.as_deref(), Some(&[300, 100][..]));
         assert_eq!(d.forwarded(), 400);
         assert!((d.hit_ratio.unwrap() - 330.0 / 400.0).abs() < 1e-12);

@@ -30,6 +30,9 @@ pub struct PointResult {
     pub p99_ms: f64,
     /// Cache hits over hits and misses, summed over the nodes.
     pub hit_ratio: f64,
+    /// Misses served from a peer's memory (cooperative caching) over hits and misses.
+    #[serde(default)]
+    pub remote_hit_ratio: f64,
     /// Max over mean of the requests per node.
     pub imbalance: f64,
     /// Requests that failed (connection errors, timeouts, bad framing).

@@ -505,6 +505,7 @@ pub fn point_result(
         p90_ms: load.p90_ms,
         p99_ms: load.p99_ms,
         hit_ratio: delta.hit_ratio.unwrap_or(0.0),
+        remote_hit_ratio: delta.remote_hit_ratio.unwrap_or(0.0),
         imbalance: delta.imbalance.unwrap_or(0.0),
         errors: load.errors,
         mismatches: load.mismatches,

@@ -16,7 +16,7 @@ enum Command {
     /// Run the front-end switch.
     Switch(locus_switch::cli::SwitchArgs),
     /// Run a back-end node.
-    Node(locus_node::cli::NodeArgs),
+    Node(Box<locus_node::cli::NodeArgs>),
     /// A two-node cluster on loopback, compared across policies on a generated site.
     Demo(locus_lab::loopback_demo::LoopbackDemoArgs),
     /// Generate load: replay a trace or a synthetic workload, verify every response.
@@ -54,7 +54,7 @@ fn main() -> std::process::ExitCode {
         .init();
     let result = match cli.command {
         Command::Switch(args) => locus_switch::cli::run(args),
-        Command::Node(args) => locus_node::cli::run(args),
+        Command::Node(args) => locus_node::cli::run(*args),
         Command::Demo(args) => locus_lab::loopback_demo::run_loopback_demo_command(args),
         Command::Bench(cmd) => locus_bench::cli::run(cmd),
         Command::Trace(cmd) => locus_trace::cli::run(cmd),

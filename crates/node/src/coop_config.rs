@@ -23,11 +23,13 @@ pub struct CoopConfig {
     pub timeout_ms: u64,
     /// Keep a copy of a document fetched from a peer under this node's own replacement.
     pub keep_copy: bool,
+    /// How long a peer that timed out, refused or answered garbage is left alone.
+    pub backoff_ms: u64,
 }
 
 impl Default for CoopConfig {
     fn default() -> CoopConfig {
-        CoopConfig { peers: Vec::new(), self_url: None, timeout_ms: 200, keep_copy: true }
+        CoopConfig { peers: Vec::new(), self_url: None, timeout_ms: 200, keep_copy: true, backoff_ms: 1000 }
     }
 }
 
@@ -71,6 +73,9 @@ impl CoopConfig {
     pub fn validate(&self, listen: SocketAddr) -> Result<(), String> {
         if self.timeout_ms == 0 || self.timeout_ms > 60_000 {
             return Err(format!("coop.timeout_ms must be in 1..=60000, not {}", self.timeout_ms));
+        }
+        if self.backoff_ms > 3_600_000 {
+            return Err(format!("coop.backoff_ms must be in 0..=3600000, not {}", self.backoff_ms));
         }
         let peers = self.peer_entries()?;
         let me = self.self_addr(listen)?;

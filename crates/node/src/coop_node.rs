@@ -19,8 +19,6 @@ use crate::coop_stats::{CoopStats, PeerFailure, add};
 use crate::doc_store::CacheObserver;
 use crate::origin::{OriginAddr, OriginPool};
 
-/// A failed peer is not tried again for this long.
-pub const PEER_BACKOFF: Duration = Duration::from_secs(1);
 /// Notices waiting to be sent; beyond it they are dropped (and counted).
 const NOTICE_QUEUE: usize = 64 * 1024;
 
@@ -55,6 +53,8 @@ pub struct CoopNode {
     member_peer: Vec<Option<usize>>,
     allowed_ips: Vec<IpAddr>,
     pub timeout: Duration,
+    /// A failed peer is not tried again for this long (ms).
+    backoff_ms: u64,
     pub keep_copy: bool,
     /// Largest document fetched from peers (the cache's object limit, even with the cache off).
     pub max_object: u64,
@@ -102,6 +102,7 @@ impl CoopNode {
             member_peer,
             allowed_ips,
             timeout: Duration::from_millis(config.timeout_ms),
+            backoff_ms: config.backoff_ms,
             keep_copy: config.keep_copy,
             max_object,
             stats: CoopStats::default(),
@@ -152,7 +153,7 @@ impl CoopNode {
         if let Some(peer) = self.peer(member) {
             add(&peer.failures, 1);
             if why.backs_off() {
-                let until = self.now_ms() + PEER_BACKOFF.as_millis() as u64;
+                let until = self.now_ms() + self.backoff_ms;
                 peer.avoid_until_ms.store(until, Ordering::Relaxed);
             }
         }

@@ -98,8 +98,8 @@ fn answer_document(
     if ask == CoopAsk::Lookup {
         add(&coop.stats.lookups_served, 1);
     }
-    // Counted as a use, as a local hit would be.
-    let doc = node.store.lookup(key).filter(|d| Validator::of_source(&d.source) == Some(v));
+    // A use for the replacement policy, not a hit or miss of this node's clients.
+    let doc = node.store.lookup_for_peer(key).filter(|d| Validator::of_source(&d.source) == Some(v));
     if let Some(doc) = doc {
         add(&coop.stats.fetches_served, 1);
         add(&coop.stats.bytes_served, doc.body.len() as u64);

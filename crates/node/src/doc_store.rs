@@ -232,6 +232,12 @@ impl DocStore {
         self.cache.as_ref()?.lock().get(key).cloned()
     }
 
+    /// The cached document under `key` for a peer: a use for the replacement policy, but not a
+    /// hit or miss of this node's own clients.
+    pub fn lookup_for_peer(&self, key: &str) -> Option<Arc<CachedDoc>> {
+        self.cache.as_ref()?.lock().touch(key).cloned()
+    }
+
     /// Check a cached document against its source if the revalidation interval has passed
     /// since it was last known current (one request checks; the others serve it meanwhile).
     /// A stale document is removed from the cache.

@@ -127,7 +127,11 @@ fn an_eviction_notice_reaches_the_home_and_no_peer_is_asked_in_vain() {
 fn a_peer_that_is_down_costs_a_storage_read_and_is_then_avoided() {
     let root = tempfile::tempdir().unwrap();
     let (port, dead) = (free_port(), free_port());
-    let a = start_node("a", port, root.path(), &[dead], |_| {});
+    // A backoff far longer than the test, so the second miss falls within it however slow
+    // the machine is.
+    let a = start_node("a", port, root.path(), &[dead], |c| {
+        c.coop.as_mut().unwrap().backoff_ms = 600_000;
+    });
     wait_until("the start-up check ran", || a.status()["coop"]["peers"][0]["start_check"] != "pending");
     let check = a.status()["coop"]["peers"][0]["start_check"].as_str().unwrap().to_string();
     assert!(check.starts_with("unreachable") && check.contains("refused"), "{check}");

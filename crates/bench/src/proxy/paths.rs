@@ -146,7 +146,8 @@ const CF_PORTS: (u16, u16) = (87, 88);
 
 /// Cache forwarding (the CF of the Socket Cloning paper): two more nodes caching
 /// cooperatively, the measured one with no cache, so that every request it serves is fetched
-/// from the other's memory; the peer loads every document before the bench starts.
+/// from the other's memory; the peer loads every document before the bench starts, and the
+/// path starts only once the measured node answers from the peer's memory.
 fn cache_forwarding(env: &Env<'_>) -> anyhow::Result<Started> {
     let scratch = env.scratch.join("cf-nodes");
     std::fs::create_dir_all(&scratch)?;
@@ -159,10 +160,6 @@ fn cache_forwarding(env: &Env<'_>) -> anyhow::Result<Started> {
         ..NodeSpec::new("node2", env.root)
     };
     let holder = servers::locus_node(env.net, env.locus, &scratch, &holder)?;
-    for size in &env.opts.sizes {
-        let path = format!("/{size}.bin");
-        env.net.on_host("client", || load_document(holder_addr, &path))?;
-    }
     let spec = NodeSpec {
         workers: env.opts.node_workers,
         port: Some(CF_PORTS.0),
@@ -171,19 +168,51 @@ fn cache_forwarding(env: &Env<'_>) -> anyhow::Result<Started> {
         ..NodeSpec::new("node1", env.root)
     };
     let node = servers::locus_node(env.net, env.locus, &scratch, &spec)?;
+    for size in &env.opts.sizes {
+        let path = format!("/{size}.bin");
+        env.net.on_host("client", || get_cache_status(holder_addr, &path))?;
+        // The holder tells the document's home node that it holds it (a notice sent in the
+        // background): wait until the measured node finds it there.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let status = env.net.on_host("client", || get_cache_status(forwarder, &path))?;
+            if status == "remote" {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                bail!(
+                    "cf: {path} from {forwarder} was `{status}`, not fetched from the peer's memory (see {})",
+                    scratch.display()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
     Ok(Started { addr: forwarder, servers: vec![node, holder] })
 }
 
-/// GET `path` from `addr` (HTTP/1.0) and read the whole response, so the node caches it.
-fn load_document(addr: SocketAddr, path: &str) -> anyhow::Result<()> {
+/// GET `path` from `addr` (HTTP/1.0), read the whole response, and return its
+/// `X-Locus-Cache` (hit, miss, remote, ...); an error unless it is a 200.
+fn get_cache_status(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5))?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
     let mut response = Vec::new();
     s.read_to_end(&mut response)?;
-    anyhow::ensure!(response.starts_with(b"HTTP/1.1 200"), "loading {path} on {addr}: not a 200 response");
-    Ok(())
+    let head_end = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(response.len());
+    let head = String::from_utf8_lossy(&response[..head_end]);
+    anyhow::ensure!(
+        head.starts_with("HTTP/1.1 200"),
+        "GET {path} from {addr}: {}",
+        head.lines().next().unwrap_or("")
+    );
+    let status = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("x-locus-cache"))
+        .map(|(_, v)| v.trim().to_string());
+    Ok(status.unwrap_or_default())
 }
 
 /// The Locus switch in `mode` on the switch host (`port` in the lab), in front of both nodes.
