@@ -2,7 +2,8 @@
 //! switch's own policies (`locus_policy`) and the node's own cache (`locus_cache`) over the
 //! LARD paper's FIFO back end (with its idealised baselines LB/GC and WRR/GMS) or a
 //! process-driven Apache back end (`apache`, the CSLD paper's model), and reproduces the
-//! LARD, CSLD and CAP studies into JSON, CSV, SVG plots and Markdown reports.
+//! LARD, CSLD, CAP and Socket Cloning studies into JSON, CSV, SVG plots and Markdown reports.
+//! The FIFO back end can also model each node's network link and a shared file server.
 //!
 //! ```
 //! use locus_sim::{SimConfig, SimPolicy, Workload, simulate};
@@ -17,6 +18,7 @@
 //! ```
 
 pub mod apache;
+pub mod berkeley_like;
 pub mod cli;
 mod config;
 mod cost_model;
@@ -38,6 +40,9 @@ mod reproduce_cap_report;
 pub mod reproduce_csld;
 mod reproduce_csld_claims;
 mod reproduce_csld_report;
+pub mod reproduce_sc;
+mod reproduce_sc_claims;
+mod reproduce_sc_report;
 mod sim_policy;
 mod study;
 mod sweep;
