@@ -258,6 +258,9 @@ pub struct ReproduceArgs {
     /// sc: the share of the Berkeley trace's requests to simulate (e.g. 0.25).
     #[arg(long)]
     pub scale: Option<f64>,
+    /// sc: raw rate of the file server's TX link, Mbit/s (default 100).
+    #[arg(long)]
+    pub file_server_mbps: Option<u64>,
     /// Seed of the trace and the runs.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -436,6 +439,12 @@ fn run_sc(a: &ReproduceArgs) -> anyhow::Result<()> {
     opts.node_counts = a.node_counts.clone().unwrap_or(opts.node_counts);
     opts.seed = a.seed;
     opts.threads = a.threads;
+    if let Some(mbps) = a.file_server_mbps {
+        if mbps == 0 {
+            bail!("--file-server-mbps must be > 0");
+        }
+        opts.file_server_bps = mbps * 1_000_000;
+    }
     let r = reproduce_sc(&opts)?;
     for c in &r.claims {
         println!("[{}] {} — {}", if c.met { "met" } else { "NOT MET" }, c.statement, c.evidence);

@@ -32,6 +32,9 @@ pub const PAPER_RATIOS_AT_12: [(&str, f64); 3] = [("cf-lfu", 1.30), ("cf-lru", 1
 /// The clock ratio that scales the LARD model's CPU costs (PII-300) to the paper's PIII-733.
 pub const PIII_733_SPEED: f64 = 733.0 / 300.0;
 
+/// The file server's TX link by default (the design's choice; `--file-server-mbps` varies it).
+pub const FILE_SERVER_BPS: u64 = 100_000_000;
+
 /// Options of the reproduction.
 #[derive(Clone, Debug)]
 pub struct ScOptions {
@@ -41,6 +44,8 @@ pub struct ScOptions {
     pub node_counts: Vec<u32>,
     pub threads: usize,
     pub progress: bool,
+    /// Raw rate of the file server's TX link, bits per second.
+    pub file_server_bps: u64,
 }
 
 impl ScOptions {
@@ -53,6 +58,7 @@ impl ScOptions {
             node_counts: vec![1, 2, 4, 6, 8, 10, 12],
             threads: 2,
             progress: true,
+            file_server_bps: FILE_SERVER_BPS,
         }
     }
 
@@ -63,10 +69,10 @@ impl ScOptions {
 }
 
 /// The study's node model: the LARD costs ÷ 2.44 (PIII-733), 256 MB LRU page caches holding
-/// any file, 100 Mbps full-duplex links at 95% efficiency, one file server (100 Mbps TX,
-/// 0.5 ms per read) instead of local disks, 38 closed-loop clients, no admission limit (LVS
+/// any file, 100 Mbps full-duplex links at 95% efficiency, one file server (`file_server_bps`
+/// TX, 0.5 ms per read) instead of local disks, 38 closed-loop clients, no admission limit (LVS
 /// admits everything).
-pub fn sc_study_config(seed: u64) -> SimConfig {
+pub fn sc_study_config(seed: u64, file_server_bps: u64) -> SimConfig {
     SimConfig {
         seed,
         cpu_speed: PIII_733_SPEED,
@@ -79,7 +85,10 @@ pub fn sc_study_config(seed: u64) -> SimConfig {
         arrivals: Arrivals::Closed { clients: Some(38) },
         frontend_limit: FrontEndLimit::None,
         links: Some(LinkModel::default()),
-        storage: Storage::FileServer(FileServerModel::default()),
+        storage: Storage::FileServer(FileServerModel {
+            link_bits_per_s: file_server_bps,
+            ..FileServerModel::default()
+        }),
         ..SimConfig::lard98()
     }
 }
@@ -149,7 +158,7 @@ pub fn reproduce_sc(opts: &ScOptions) -> Result<ScReproduction, SimError> {
     let started = Instant::now();
     let spec = BerkeleyLikeSpec::new(opts.requests, opts.seed);
     let (workload, stats) = spec.build()?;
-    let base = sc_study_config(opts.seed);
+    let base = sc_study_config(opts.seed, opts.file_server_bps);
     let policies = SC_POLICIES.iter().map(|p| SimPolicy::from_name(p)).collect::<Result<Vec<_>, _>>()?;
     let sweep = SweepSpec {
         base: base.clone(),

@@ -154,7 +154,7 @@ fn model(o: &mut String, base: &SimConfig) {
     let _ = writeln!(
         o,
         "Parameters the paper leaves open, chosen (not tuned to the claims): link efficiency 0.95; file-server \
-         service 0.5 ms per read, its TX link 100 Mbps, files in its memory; cache 256 MiB of the 384 MB nodes; \
+         service 0.5 ms per read, its TX link rate (`--file-server-mbps`, 100 by default), files in its memory; cache 256 MiB of the 384 MB nodes; \
          CPU = LARD costs ÷ 2.44; clone cost split 50/50; ACK forwarding 5 µs per 2 segments; CF message costs \
          as above; the CF directory exact and free; the trace's Zipf α, size law and size–popularity noise \
          (next section).\n"
