@@ -100,11 +100,15 @@ fn links_bound_throughput_by_their_byte_rate() {
 #[test]
 fn without_links_and_file_server_cf_runs_on_the_lard_model() {
     let w = cyclic(31, 8_000, 4);
-    let config =
-        SimConfig { policy: SimPolicy::from_name("cf-lfu").unwrap(), nodes: 3, ..SimConfig::lard98() };
+    let config = SimConfig {
+        policy: SimPolicy::from_name("cf-lfu").unwrap(),
+        nodes: 3,
+        arrivals: locus_sim::Arrivals::Closed { clients: Some(1) },
+        ..SimConfig::lard98()
+    };
     let r = simulate(&w, &config).unwrap();
     assert!(r.file_server.is_none() && r.per_node.iter().all(|n| n.link.is_none()));
-    assert!(r.remote_hit_ratio > 0.0 && r.measured_requests == 124);
+    assert!(r.remote_hit_ratio > 0.0 && r.measured_requests == 124, "{r:?}");
 }
 
 fn read_json(dir: &std::path::Path, name: &str) -> serde_json::Value {
