@@ -1,5 +1,5 @@
 //! `locus sim`: the `SimCommand` subcommands — `run` one point, `sweep` policies × node
-//! counts, `reproduce lard | csld | cap` — their flags (a trace file or a synthetic spec; a TOML config
+//! counts, `reproduce lard | csld | cap | sc` — their flags (a trace file or a synthetic spec; a TOML config
 //! and/or flags on top of a preset), and `run`, which prints summaries and writes results.
 
 use std::path::PathBuf;
@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use locus_cache::Replacement;
 use locus_trace::{DocumentSizes, ReadOptions, SizeModel, TraceFormat, ZipfTraceSpec};
 
+use crate::berkeley_like::BERKELEY_REQUESTS;
 use crate::config::{Arrivals, CpuModel, Preset, SimConfig};
 use crate::cost_model::CostModel;
 use crate::engine::simulate;
@@ -17,6 +18,7 @@ use crate::plot::write_plots;
 use crate::reproduce::{ReproduceOptions, describe_outputs, reproduce_lard};
 use crate::reproduce_cap::reproduce_cap;
 use crate::reproduce_csld::{CsldOptions, StudyOutput, TABLE4, reproduce_csld};
+use crate::reproduce_sc::{ScOptions, reproduce_sc};
 use crate::sim_policy::SimPolicy;
 use crate::study::find_point;
 use crate::sweep::{SweepSpec, run_sweep, write_results};
@@ -236,6 +238,9 @@ pub enum Study {
     Csld,
     /// CAP beside LARD, LARD/R, LC and WRR on static and CPU/disk-bound dynamic mixes.
     Cap,
+    /// The Socket Cloning paper's Fig. 9: RR, CF-LRU, CF-LFU and SC with links and a file
+    /// server on a synthetic stand-in for the Berkeley trace, 1–12 nodes.
+    Sc,
 }
 
 /// Flags of `locus sim reproduce`.
@@ -247,19 +252,25 @@ pub struct ReproduceArgs {
     /// Directory for report.md, results.json, CSV and SVG plots.
     #[arg(long, short)]
     pub out: PathBuf,
-    /// Requests in the Rice-like trace.
-    #[arg(long, default_value_t = 2_000_000)]
-    pub requests: u64,
+    /// Requests in the trace (lard: 2 000 000 Rice-like; sc: the Berkeley trace's 3 940 707).
+    #[arg(long)]
+    pub requests: Option<u64>,
+    /// sc: the share of the Berkeley trace's requests to simulate (e.g. 0.25).
+    #[arg(long)]
+    pub scale: Option<f64>,
+    /// sc: raw rate of the file server's TX link, Mbit/s (default 100).
+    #[arg(long)]
+    pub file_server_mbps: Option<u64>,
     /// Seed of the trace and the runs.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Node counts, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16")]
-    pub node_counts: Vec<u32>,
+    /// Node counts, comma-separated (lard: 1–16; sc: 1,2,4,6,8,10,12).
+    #[arg(long, value_delimiter = ',')]
+    pub node_counts: Option<Vec<u32>>,
     /// Threads running points in parallel.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
-    /// csld, cap: a tiny version of every point (seconds of simulated time; for tests).
+    /// csld, cap, sc: a tiny version of every point (for tests).
     #[arg(long)]
     pub quick: bool,
     /// csld, cap: simulated warm-up and measured seconds per point (default 60 and 180).
@@ -386,12 +397,13 @@ fn run_reproduce(a: ReproduceArgs) -> anyhow::Result<()> {
             print_study(&out, &a.out, started.elapsed(), a.threads);
             Ok(())
         }
+        Study::Sc => run_sc(&a),
         Study::Lard => {
             let opts = ReproduceOptions {
                 out: a.out.clone(),
-                requests: a.requests,
+                requests: a.requests.unwrap_or(2_000_000),
                 seed: a.seed,
-                node_counts: a.node_counts.clone(),
+                node_counts: a.node_counts.clone().unwrap_or_else(|| (1..=16).collect()),
                 threads: a.threads,
                 progress: true,
             };
@@ -413,6 +425,39 @@ fn run_reproduce(a: ReproduceArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn run_sc(a: &ReproduceArgs) -> anyhow::Result<()> {
+    let mut opts = if a.quick { ScOptions::quick(&a.out) } else { ScOptions::full(&a.out) };
+    if let Some(scale) = a.scale {
+        if !(scale.is_finite() && scale > 0.0) {
+            bail!("--scale must be a positive share of the trace, not {scale}");
+        }
+        opts.requests = ((BERKELEY_REQUESTS as f64 * scale).round() as u64).max(1);
+    }
+    opts.requests = a.requests.unwrap_or(opts.requests);
+    opts.node_counts = a.node_counts.clone().unwrap_or(opts.node_counts);
+    opts.seed = a.seed;
+    opts.threads = a.threads;
+    if let Some(mbps) = a.file_server_mbps {
+        if mbps == 0 {
+            bail!("--file-server-mbps must be > 0");
+        }
+        opts.file_server_bps = mbps * 1_000_000;
+    }
+    let r = reproduce_sc(&opts)?;
+    for c in &r.claims {
+        println!("[{}] {} — {}", if c.met { "met" } else { "NOT MET" }, c.statement, c.evidence);
+    }
+    eprintln!(
+        "{} points, {} requests each, in {:.1} s on {} threads; wrote {}",
+        r.rows.len(),
+        opts.requests,
+        r.wall_s,
+        opts.threads,
+        describe_outputs(&r.files, &a.out)
+    );
+    Ok(())
 }
 
 #[cfg(test)]
@@ -466,6 +511,20 @@ mod tests {
         assert_eq!(a.node_counts, [1, 2]);
         let cli = Cli::try_parse_from(["sim", "reproduce", "lard", "--out", "d"]).unwrap();
         assert!(matches!(cli.cmd, SimCommand::Reproduce(ReproduceArgs { study: Study::Lard, .. })));
+        let cli = Cli::try_parse_from([
+            "sim",
+            "reproduce",
+            "sc",
+            "--out",
+            "d",
+            "--scale",
+            "0.5",
+            "--node-counts",
+            "1,12",
+        ])
+        .unwrap();
+        let SimCommand::Reproduce(a) = cli.cmd else { panic!("not reproduce") };
+        assert_eq!((a.study, a.scale, a.node_counts), (Study::Sc, Some(0.5), Some(vec![1, 12])));
         assert!(Cli::try_parse_from(["sim", "run", "--clients", "3", "--rate", "5"]).is_err());
     }
 

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::cost_model::CostModel;
 use crate::error::SimError;
 use crate::frontend::FrontEndLimit;
+use crate::network::{CloneCost, LinkModel, Storage, validate_link};
 use crate::sim_policy::SimPolicy;
 
 /// A set of defaults taken from a paper.
@@ -204,6 +205,17 @@ pub struct SimConfig {
     /// The process-driven back end's parameters (used with `backend = "apache"`).
     #[serde(default)]
     pub apache: ApacheModel,
+    /// Every node's network link (absent: an infinitely fast network, as in the LARD model).
+    /// Responses leave through the serving node's TX; remote-memory fetches cross the
+    /// holder's TX and the requester's RX; file-server reads the node's RX.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<LinkModel>,
+    /// Where nodes read files they do not hold (default: their own disks).
+    #[serde(default, skip_serializing_if = "Storage::is_local_disk")]
+    pub storage: Storage,
+    /// Socket Cloning's CPU costs (used by the `sc` strategy).
+    #[serde(default, skip_serializing_if = "CloneCost::is_default")]
+    pub cloning: CloneCost,
 }
 
 const KB: u64 = 1024;
@@ -238,6 +250,9 @@ impl SimConfig {
                 node_events: Vec::new(),
                 backend: Backend::Fifo,
                 apache: ApacheModel::default(),
+                links: None,
+                storage: Storage::LocalDisk,
+                cloning: CloneCost::default(),
             },
             Preset::Csld03 => SimConfig {
                 preset,
@@ -311,6 +326,21 @@ impl SimConfig {
         }
         if self.policy.needs_directory() && self.nodes as usize > crate::directory::MAX_DIRECTORY_NODES {
             return bad(format!("{} supports at most 64 nodes", self.policy.label()));
+        }
+        if let Some(l) = &self.links {
+            validate_link("links", l.bits_per_s, l.efficiency)?;
+        }
+        if let Storage::FileServer(f) = &self.storage {
+            validate_link("storage (file server)", f.link_bits_per_s, f.efficiency)?;
+        }
+        self.cloning.validate()?;
+        if self.backend == Backend::Apache && (self.links.is_some() || !self.storage.is_local_disk()) {
+            return bad("links and a file server are modelled only on the FIFO back end".into());
+        }
+        if self.backend == Backend::Apache
+            && matches!(self.policy, SimPolicy::CoopCache { .. } | SimPolicy::SocketCloning)
+        {
+            return bad(format!("{} runs only on the FIFO back end", self.policy.label()));
         }
         if !(self.cpu_speed.is_finite() && self.cpu_speed > 0.0) {
             return bad(format!("cpu_speed must be > 0, not {}", self.cpu_speed));

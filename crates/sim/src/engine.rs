@@ -1,11 +1,14 @@
 //! `Simulation`: the discrete-event engine. Requests from a closed loop of clients (or an
 //! open Poisson or trace-timed stream) pass the front-end (`FrontEnd`: the switch's own
 //! `Cluster` and policy, plus the admission limit S and its FIFO queue), then a node's CPU
-//! (setup), its cache, a disk (or another node's memory under WRR/GMS), the CPU again
-//! (transmit, teardown). Time is an integer ns clock; randomness comes only from the seed.
+//! (setup), its cache, a disk or the shared file server (or another node's memory under
+//! WRR/GMS and cooperative caching), the CPU again (transmit, teardown) and, with links, the
+//! node's TX link (`serve`). Time is an integer ns clock; randomness comes only from the seed.
+
+mod results;
+mod serve;
 
 use std::collections::VecDeque;
-use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,9 +24,12 @@ use crate::directory::CacheDirectory;
 use crate::error::SimError;
 use crate::event_queue::{EventCode, EventQueue};
 use crate::frontend::{FrontEnd, FrontEndEvent};
-use crate::node_model::{NO_SLOT, NodeModel, WaitList};
-use crate::report::{NodeReport, SimReport};
+use crate::network::{CloneCost, FileServer, NodeLink, Storage};
+use crate::node_model::{NO_SLOT, NodeModel};
+use crate::report::SimReport;
+use crate::sim_policy::SimPolicy;
 use crate::workload::Workload;
+use serve::Source;
 
 /// Something that happens at a point of simulated time; the payload is a request slot
 /// (or a node-event index).
@@ -37,8 +43,15 @@ enum Event {
     SetupDone(u32),
     /// The disk read started by this request is done.
     ReadDone(u32),
-    /// The remote-memory fetch (WRR/GMS) started by this request is done.
+    /// The remote-memory fetch (WRR/GMS, cooperative caching) started by this request is
+    /// done.
     FetchDone(u32),
+    /// Cooperative caching: the holder has the file ready to send over the links.
+    FetchSend(u32),
+    /// Socket Cloning: the entry node accepted, parsed and cloned; the owner takes over.
+    Cloned(u32),
+    /// The serving node's CPU is done; the response goes out through its TX link.
+    Transmit(u32),
     /// Transmit and teardown done: the request completes.
     Complete(u32),
     /// The next open-loop request arrives.
@@ -59,15 +72,18 @@ impl EventCode for Event {
             Event::Complete(s) => (5, s),
             Event::OpenArrival => (6, 0),
             Event::NodeChange(i) => (7, i),
+            Event::FetchSend(s) => (8, s),
+            Event::Cloned(s) => (9, s),
+            Event::Transmit(s) => (10, s),
         };
-        debug_assert!(payload < 1 << 29, "at most 2^29 requests in flight");
-        kind << 29 | payload
+        debug_assert!(payload < 1 << 28, "at most 2^28 requests in flight");
+        kind << 28 | payload
     }
 
     #[inline]
     fn decode(code: u32) -> Event {
-        let payload = code & ((1 << 29) - 1);
-        match code >> 29 {
+        let payload = code & ((1 << 28) - 1);
+        match code >> 28 {
             0 => Event::FrontEndDone(payload),
             1 => Event::Arrive(payload),
             2 => Event::SetupDone(payload),
@@ -75,7 +91,10 @@ impl EventCode for Event {
             4 => Event::FetchDone(payload),
             5 => Event::Complete(payload),
             6 => Event::OpenArrival,
-            _ => Event::NodeChange(payload),
+            7 => Event::NodeChange(payload),
+            8 => Event::FetchSend(payload),
+            9 => Event::Cloned(payload),
+            _ => Event::Transmit(payload),
         }
     }
 }
@@ -86,7 +105,12 @@ struct Slot {
     /// Position in the trace.
     request: u64,
     target: u32,
+    /// The node serving it (under Socket Cloning the owner once cloned).
     node: u32,
+    /// The node the front-end sent it to (its load is counted there).
+    entry: u32,
+    /// The node a cooperative fetch for it reads from.
+    holder: u32,
     /// When the client issued it.
     issued: u64,
     /// Next request waiting for the same file (`NO_SLOT`: none).
@@ -155,6 +179,18 @@ struct Engine<'w> {
     nodes: Vec<NodeModel>,
     dir: Option<Arc<CacheDirectory>>,
     gms: bool,
+    /// Cooperative caching, with whether the requester keeps the copy it fetched.
+    coop: Option<bool>,
+    /// Socket Cloning, and its costs (the clone's entry and owner shares).
+    cloning: bool,
+    cloning_cost: CloneCost,
+    clone_entry_ns: u64,
+    clone_owner_ns: u64,
+    /// Nodes have network links (`NodeModel::link`).
+    links: bool,
+    file_server: Option<FileServer>,
+    /// The file server's (service busy, TX busy, TX bytes, reads) at the start of measurement.
+    fs_at_start: [u64; 4],
     /// Keep the directory's "fetching" bits (only LB/GC reads them).
     track_fetching: bool,
     /// Nodes in the view, as a bit mask (nodes 0..64).
@@ -206,12 +242,16 @@ impl<'w> Engine<'w> {
             Duration::from_millis(cfg.slow_start_ms),
             dir.clone(),
         )?;
-        let replacement = cfg.cache.replacement;
-        let track = (dir.is_some() && matches!(replacement, Replacement::Lru | Replacement::Lfu))
-            .then_some(w.targets().len());
+        let replacement = cfg.policy.replacement().unwrap_or(cfg.cache.replacement);
+        let track = (matches!(cfg.policy, SimPolicy::LbGc | SimPolicy::WrrGms)
+            && matches!(replacement, Replacement::Lru | Replacement::Lfu))
+        .then_some(w.targets().len());
         let nodes = (0..n)
             .map(|_| {
-                NodeModel::new(cfg.disks, capacity, max_object, replacement, cfg.idle_threshold(), track)
+                let mut node =
+                    NodeModel::new(cfg.disks, capacity, max_object, replacement, cfg.idle_threshold(), track);
+                node.link = cfg.links.as_ref().map(NodeLink::new);
+                node
             })
             .collect();
         let admission_limit = fe.admission_limit();
@@ -236,8 +276,22 @@ impl<'w> Engine<'w> {
             costs,
             fe,
             nodes,
-            gms: matches!(cfg.policy, crate::SimPolicy::WrrGms),
-            track_fetching: matches!(cfg.policy, crate::SimPolicy::LbGc),
+            gms: matches!(cfg.policy, SimPolicy::WrrGms),
+            coop: match cfg.policy {
+                SimPolicy::CoopCache { keep_copy, .. } => Some(keep_copy),
+                _ => None,
+            },
+            cloning: matches!(cfg.policy, SimPolicy::SocketCloning),
+            cloning_cost: cfg.cloning.clone(),
+            clone_entry_ns: cfg.cloning.entry_ns(),
+            clone_owner_ns: cfg.cloning.owner_ns(),
+            links: cfg.links.is_some(),
+            file_server: match &cfg.storage {
+                Storage::LocalDisk => None,
+                Storage::FileServer(m) => Some(FileServer::new(m)),
+            },
+            fs_at_start: [0; 4],
+            track_fetching: matches!(cfg.policy, SimPolicy::LbGc),
             up_mask: if n >= 64 { u64::MAX } else { (1u64 << n) - 1 },
             dir,
             replacement,
@@ -283,8 +337,11 @@ impl<'w> Engine<'w> {
             match event {
                 Event::Complete(slot) => self.complete(slot, now),
                 Event::SetupDone(slot) => self.setup_done(slot, now),
-                Event::ReadDone(slot) => self.fetched(slot, now, true),
-                Event::FetchDone(slot) => self.fetched(slot, now, false),
+                Event::ReadDone(slot) => self.fetched(slot, now, Source::Storage),
+                Event::FetchDone(slot) => self.fetched(slot, now, Source::Remote),
+                Event::FetchSend(slot) => self.fetch_send(slot, now),
+                Event::Cloned(slot) => self.cloned(slot, now),
+                Event::Transmit(slot) => self.transmit(slot, now),
                 Event::Arrive(slot) => self.arrive(slot, now),
                 Event::FrontEndDone(slot) => self.admit(slot, now),
                 Event::OpenArrival => self.open_arrival(now),
@@ -299,7 +356,15 @@ impl<'w> Engine<'w> {
     /// Issue the next request of the trace at `now`; false when the trace is exhausted.
     fn issue_next(&mut self, now: u64) -> bool {
         let Some(&target) = self.w.requests().get(self.next_request) else { return false };
-        let slot = Slot { request: self.next_request as u64, target, node: 0, issued: now, next: NO_SLOT };
+        let slot = Slot {
+            request: self.next_request as u64,
+            target,
+            node: 0,
+            entry: 0,
+            holder: 0,
+            issued: now,
+            next: NO_SLOT,
+        };
         self.next_request += 1;
         let index = match self.free_slots.pop() {
             Some(i) => {
@@ -361,6 +426,7 @@ impl<'w> Engine<'w> {
         let Some(node) = self.fe.assign(&self.w.request_info(target), now) else { return false };
         let n = node.index();
         self.slots[slot as usize].node = node.0;
+        self.slots[slot as usize].entry = node.0;
         if let Some(log) = &mut self.log {
             let request = self.slots[slot as usize].request;
             log.push(FrontEndEvent::Assign { at: now, request, target, node: node.0 });
@@ -396,213 +462,18 @@ impl<'w> Engine<'w> {
         self.drain_waiting(now);
     }
 
-    // ---- a request on its node ----
-
-    /// The request reaches its node: a hit runs setup, transmit and teardown as one CPU
-    /// job; a miss runs setup and looks again.
-    #[inline]
-    fn arrive(&mut self, slot: u32, now: u64) {
-        let s = self.slots[slot as usize];
-        let n = s.node as usize;
-        let meta = self.w.targets()[s.target as usize];
-        let node = &mut self.nodes[n];
-        node.counters.requests += 1;
-        if let Some(class) = meta.class {
-            node.counters.dynamic += 1;
-            let cpu = self.setup_cpu
-                + self.costs.dynamic_fixed_ns
-                + self.costs.class_cpu_ns(class, &mut self.rng)
-                + self.costs.transmit_ns(meta.size)
-                + self.costs.conn_teardown_ns;
-            let done = node.cpu.submit(now, cpu);
-            self.events.push(done, Event::Complete(slot));
-            return;
-        }
-        if node.cache.get(&s.target).is_some() {
-            self.local_hit(n, s.target, now);
-            let cpu = self.setup_cpu + self.costs.transmit_ns(meta.size) + self.costs.conn_teardown_ns;
-            let done = self.nodes[n].cpu.submit(now, cpu);
-            self.events.push(done, Event::Complete(slot));
-        } else {
-            let done = node.cpu.submit(now, self.setup_cpu);
-            self.events.push(done, Event::SetupDone(slot));
-        }
-    }
-
-    #[inline]
-    fn local_hit(&mut self, n: usize, doc: u32, now: u64) {
-        let node = &mut self.nodes[n];
-        node.counters.local_hits += 1;
-        if !node.last_use.is_empty() {
-            node.last_use[doc as usize] = now;
-        }
-        if self.track_fetching
-            && let Some(dir) = &self.dir
-        {
-            dir.set_fetching(doc, n, false);
-        }
-    }
-
-    /// Setup done after a miss: hit now, join a read in progress, or start one (from disk,
-    /// or under WRR/GMS from another node's memory).
-    fn setup_done(&mut self, slot: u32, now: u64) {
-        let s = self.slots[slot as usize];
-        let n = s.node as usize;
-        let doc = s.target;
-        let size = self.w.targets()[doc as usize].size;
-        if self.nodes[n].cache.get(&doc).is_some() {
-            self.local_hit(n, doc, now);
-            let done =
-                self.nodes[n].cpu.submit(now, self.costs.transmit_ns(size) + self.costs.conn_teardown_ns);
-            self.events.push(done, Event::Complete(slot));
-            return;
-        }
-        match self.nodes[n].reads.entry(doc) {
-            Entry::Occupied(mut e) => {
-                let list = e.get_mut();
-                self.slots[list.tail as usize].next = slot;
-                list.tail = slot;
-                return;
-            }
-            Entry::Vacant(e) => {
-                e.insert(WaitList { head: slot, tail: slot });
-            }
-        }
-        if self.gms
-            && let Some(holder) = self.remote_holder(n, doc)
-        {
-            let cpu = self.costs.gms_sender_ns(size);
-            let h = &mut self.nodes[holder];
-            h.counters.remote_sends += 1;
-            h.cache.get(&doc);
-            if !h.last_use.is_empty() {
-                h.last_use[doc as usize] = now;
-            }
-            let sent = h.cpu.submit(now, cpu);
-            self.events.push(sent + self.costs.gms.latency_ns, Event::FetchDone(slot));
-            return;
-        }
-        let disk = self.w.targets()[doc as usize].popularity_rank as u64 % self.disks;
-        let node = &mut self.nodes[n];
-        node.counters.disk_reads += 1;
-        let done = node.disks[disk as usize].submit_read(now, size, &self.costs);
-        self.events.push(done, Event::ReadDone(slot));
-    }
-
-    /// Under WRR/GMS: another up node whose memory holds `doc`, the first after `n`.
-    fn remote_holder(&self, n: usize, doc: u32) -> Option<usize> {
-        let dir = self.dir.as_ref()?;
-        let mask = dir.holders(doc) & self.up_mask() & !(1u64 << n);
-        if mask == 0 {
-            return None;
-        }
-        let start = (n + 1) % 64;
-        let k = mask.rotate_right(start as u32).trailing_zeros() as usize;
-        Some((start + k) % 64)
-    }
-
-    #[inline]
-    fn up_mask(&self) -> u64 {
-        self.up_mask
-    }
-
-    /// The file is in memory: cache it, and every request waiting for it transmits.
-    fn fetched(&mut self, slot: u32, now: u64, from_disk: bool) {
-        let s = self.slots[slot as usize];
-        let n = s.node as usize;
-        let doc = s.target;
-        let size = self.w.targets()[doc as usize].size;
-        self.store(n, doc, now, true);
-        if self.track_fetching
-            && let Some(dir) = &self.dir
-        {
-            dir.set_fetching(doc, n, false);
-        }
-        let Some(list) = self.nodes[n].reads.remove(&doc) else { return };
-        let cpu = self.costs.transmit_ns(size) + self.costs.conn_teardown_ns;
-        let mut waiter = list.head;
-        while waiter != NO_SLOT {
-            let node = &mut self.nodes[n];
-            if from_disk {
-                node.counters.misses += 1;
-            } else {
-                node.counters.remote_hits += 1;
-            }
-            let done = node.cpu.submit(now, cpu);
-            self.events.push(done, Event::Complete(waiter));
-            let next = self.slots[waiter as usize].next;
-            self.slots[waiter as usize].next = NO_SLOT;
-            waiter = next;
-        }
-    }
-
-    /// Put `doc` in node `n`'s cache, keeping the directory current; under WRR/GMS a
-    /// document evicted while no other node holds it moves to the node with the globally
-    /// oldest content (`forward`; documents that leaves evicts are dropped).
-    fn store(&mut self, n: usize, doc: u32, now: u64, forward: bool) {
-        let size = self.w.targets()[doc as usize].size;
-        if size > self.max_object {
-            return;
-        }
-        self.evicted.clear();
-        let evicted = &mut self.evicted;
-        let node = &mut self.nodes[n];
-        node.cache.insert_with_evictions(doc, (), size, self.gds_cost, |k, ()| evicted.push(k));
-        let Some(dir) = &self.dir else { return };
-        dir.set_held(doc, n, true);
-        if self.track_fetching {
-            dir.set_fetching(doc, n, false);
-        }
-        let track = !node.last_use.is_empty();
-        if track {
-            node.last_use[doc as usize] = now;
-        }
-        let mut last_victim_use = None;
-        for &v in evicted.iter() {
-            dir.set_held(v, n, false);
-            if track {
-                last_victim_use = Some(node.last_use[v as usize]);
-            }
-        }
-        match self.replacement {
-            Replacement::Gds | Replacement::Gdsf => dir.set_age_floor(n, node.cache.inflation().to_bits()),
-            Replacement::Lru | Replacement::Lfu => {
-                if let Some(t) = last_victim_use {
-                    dir.set_age_floor(n, t);
-                }
-            }
-        }
-        dir.set_free_bytes(n, self.capacity.saturating_sub(node.cache.used_bytes()));
-        if !(forward && self.gms) {
-            return;
-        }
-        let mut singles = std::mem::take(&mut self.forward);
-        singles.clear();
-        singles.extend(self.evicted.iter().copied().filter(|&v| dir.holders(v) == 0));
-        if !singles.is_empty() {
-            let others = self.up_mask() & !(1u64 << n);
-            let dir = dir.clone();
-            for &v in &singles {
-                if let Some(j) = dir.oldest_node(others, self.w.targets()[v as usize].size, None) {
-                    self.store(j, v, now, false);
-                }
-            }
-        }
-        self.forward = singles;
-    }
-
     /// Transmit and teardown done: the request completes; the front-end admits the next
     /// and, in a closed loop, the client sends its next request.
     #[inline]
     fn complete(&mut self, slot: u32, now: u64) {
         let s = self.slots[slot as usize];
         let hash = self.w.targets()[s.target as usize].hash;
-        self.fe.complete(NodeId(s.node), hash, now);
+        self.fe.complete(NodeId(s.entry), hash, now);
         if let Some(log) = &mut self.log {
-            log.push(FrontEndEvent::Complete { at: now, node: s.node, target_hash: hash });
+            log.push(FrontEndEvent::Complete { at: now, node: s.entry, target_hash: hash });
         }
-        let load = self.fe.nodes()[s.node as usize].load;
-        self.nodes[s.node as usize].meter.set(now, load);
+        let load = self.fe.nodes()[s.entry as usize].load;
+        self.nodes[s.entry as usize].meter.set(now, load);
         if self.measuring {
             self.delays.push(now - s.issued);
         }
@@ -625,85 +496,10 @@ impl<'w> Engine<'w> {
         for node in &mut self.nodes {
             node.restart(now);
         }
+        if let Some(fs) = &self.file_server {
+            let (service, tx, bytes) = fs.busy();
+            self.fs_at_start = [service, tx, bytes, fs.reads()];
+        }
         self.delays.clear();
     }
-
-    // ---- results ----
-
-    fn finish(mut self) -> SimRun {
-        let end = self.last_completion.max(self.measure_start);
-        let span = end - self.measure_start;
-        let secs = span as f64 / 1e9;
-        let ratio = |part: f64, whole: f64| if whole > 0.0 { part / whole } else { 0.0 };
-        let mut per_node = Vec::with_capacity(self.nodes.len());
-        let (mut hits, mut remote, mut misses, mut reads) = (0u64, 0u64, 0u64, 0u64);
-        for (i, node) in self.nodes.iter_mut().enumerate() {
-            let (idle, mean_load, max_load) = node.meter.finish(end);
-            let c = node.counters;
-            hits += c.local_hits;
-            remote += c.remote_hits;
-            misses += c.misses;
-            reads += c.disk_reads;
-            let statics = (c.local_hits + c.remote_hits + c.misses) as f64;
-            let cpu = node.cpu.busy_ns().saturating_sub(node.busy_at_start.0);
-            let disk = node.disk_busy_ns().saturating_sub(node.busy_at_start.1);
-            per_node.push(NodeReport {
-                node: i as u32,
-                requests: c.requests,
-                hit_ratio: ratio(c.local_hits as f64, statics),
-                mean_load,
-                max_load,
-                idle_ratio: idle,
-                cpu_utilization: ratio(cpu as f64, span as f64),
-                disk_utilization: ratio(disk as f64, span as f64 * node.disks.len() as f64),
-                disk_reads: c.disk_reads,
-                remote_sends: c.remote_sends,
-            });
-        }
-        let statics = (hits + remote + misses) as f64;
-        let measured = self.completed - self.completed_at_start;
-        let (mean_delay, p99) = delay_stats(&mut self.delays);
-        let cfg = self.cfg;
-        let report = SimReport {
-            policy: cfg.policy.name().to_string(),
-            nodes: cfg.nodes,
-            rps: ratio(measured as f64, secs),
-            miss_ratio: ratio(misses as f64, statics),
-            idle_ratio: per_node.iter().map(|n| n.idle_ratio).sum::<f64>() / per_node.len() as f64,
-            mean_delay_ms: mean_delay / 1e6,
-            label: cfg.policy.label(),
-            p99_delay_ms: p99 / 1e6,
-            hit_ratio: ratio(hits as f64, statics),
-            remote_hit_ratio: ratio(remote as f64, statics),
-            requests: self.w.len() as u64,
-            measured_requests: measured,
-            sim_seconds: secs,
-            disk_reads: reads,
-            idle_threshold: cfg.idle_threshold(),
-            admission_limit: self.admission_limit,
-            max_in_flight: self.fe.max_in_flight(),
-            clients: self.clients,
-            preset: cfg.preset.name().to_string(),
-            cache_bytes: self.capacity,
-            replacement: cfg.cache.replacement.to_string(),
-            cpu_speed: cfg.cpu_speed,
-            memory_scale: cfg.memory_scale,
-            disks: cfg.disks,
-            seed: cfg.seed,
-            per_node,
-            server: None,
-        };
-        SimRun { report, front_end_log: self.log.unwrap_or_default() }
-    }
-}
-
-/// Mean and nearest-rank p99 of `delays` (ns), reordering them.
-fn delay_stats(delays: &mut [u64]) -> (f64, f64) {
-    if delays.is_empty() {
-        return (0.0, 0.0);
-    }
-    let mean = delays.iter().map(|&d| d as f64).sum::<f64>() / delays.len() as f64;
-    let rank = ((0.99 * delays.len() as f64).ceil() as usize).clamp(1, delays.len());
-    let (_, p99, _) = delays.select_nth_unstable(rank - 1);
-    (mean, *p99 as f64)
 }

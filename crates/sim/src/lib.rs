@@ -2,7 +2,8 @@
 //! switch's own policies (`locus_policy`) and the node's own cache (`locus_cache`) over the
 //! LARD paper's FIFO back end (with its idealised baselines LB/GC and WRR/GMS) or a
 //! process-driven Apache back end (`apache`, the CSLD paper's model), and reproduces the
-//! LARD, CSLD and CAP studies into JSON, CSV, SVG plots and Markdown reports.
+//! LARD, CSLD, CAP and Socket Cloning studies into JSON, CSV, SVG plots and Markdown reports.
+//! The FIFO back end can also model each node's network link and a shared file server.
 //!
 //! ```
 //! use locus_sim::{SimConfig, SimPolicy, Workload, simulate};
@@ -17,6 +18,7 @@
 //! ```
 
 pub mod apache;
+pub mod berkeley_like;
 pub mod cli;
 mod config;
 mod cost_model;
@@ -26,6 +28,7 @@ mod error;
 mod event_queue;
 mod frontend;
 mod lb_gc;
+mod network;
 mod node_model;
 mod plot;
 mod plot_lines;
@@ -37,6 +40,9 @@ mod reproduce_cap_report;
 pub mod reproduce_csld;
 mod reproduce_csld_claims;
 mod reproduce_csld_report;
+pub mod reproduce_sc;
+mod reproduce_sc_claims;
+mod reproduce_sc_report;
 mod sim_policy;
 mod study;
 mod sweep;
@@ -52,11 +58,12 @@ pub use error::SimError;
 pub use event_queue::EventQueue;
 pub use frontend::{FrontEnd, FrontEndEvent, FrontEndLimit, build_policy, build_policy_with};
 pub use lb_gc::GlobalCachePolicy;
+pub use network::{CloneCost, FileServer, FileServerModel, LinkModel, NodeLink, Storage};
 pub use node_model::{LoadMeter, NodeCounters, NodeModel};
 pub use plot::{PlotMetric, write_plots};
 pub use plot_lines::{Axes, Series, plot_lines};
-pub use queues::{CpuQueue, DiskQueue};
-pub use report::{NodeReport, ServerMetrics, SimReport, to_csv};
+pub use queues::{CpuQueue, DiskQueue, LinkQueue};
+pub use report::{FileServerUse, LinkUse, NodeReport, ServerMetrics, SimReport, to_csv};
 pub use sim_policy::SimPolicy;
 pub use study::{Durations, StudyPoint, find_point, run_jobs, write_study};
 pub use sweep::{SweepSpec, run_each, run_points, run_sweep, write_results};

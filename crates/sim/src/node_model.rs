@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use locus_cache::{DocCache, Replacement};
 
 use crate::directory::BuildIdHasher;
+use crate::network::NodeLink;
 use crate::queues::{CpuQueue, DiskQueue};
 
 /// No slot (end of a wait list).
@@ -85,15 +86,16 @@ pub struct NodeCounters {
     pub requests: u64,
     /// Static requests served from the node's own memory.
     pub local_hits: u64,
-    /// Static requests served from another node's memory (WRR/GMS).
+    /// Static requests served from another node's memory (WRR/GMS, cooperative caching).
     pub remote_hits: u64,
     /// Static requests that waited for a disk read (their own or a shared one).
     pub misses: u64,
     /// Dynamic requests.
     pub dynamic: u64,
-    /// Disk reads started.
+    /// Disk (or file-server) reads started.
     pub disk_reads: u64,
-    /// Documents this node sent from its memory to another node (WRR/GMS).
+    /// Documents this node sent from its memory to another node (WRR/GMS, cooperative
+    /// caching).
     pub remote_sends: u64,
 }
 
@@ -110,6 +112,10 @@ pub struct NodeModel {
     pub(crate) counters: NodeCounters,
     /// CPU and disk busy time at the start of measurement.
     pub(crate) busy_at_start: (u64, u64),
+    /// The node's network link, if links are modelled.
+    pub(crate) link: Option<NodeLink>,
+    /// TX and RX busy time and bytes at the start of measurement.
+    pub(crate) link_at_start: [u64; 4],
 }
 
 impl NodeModel {
@@ -132,6 +138,8 @@ impl NodeModel {
             meter: LoadMeter::new(idle_threshold),
             counters: NodeCounters::default(),
             busy_at_start: (0, 0),
+            link: None,
+            link_at_start: [0; 4],
         }
     }
 
@@ -145,6 +153,12 @@ impl NodeModel {
         self.counters = NodeCounters::default();
         self.meter.restart(now);
         self.busy_at_start = (self.cpu.busy_ns(), self.disk_busy_ns());
+        self.link_at_start = self.link_counters();
+    }
+
+    /// TX busy ns, RX busy ns, TX bytes, RX bytes so far (zeros without a link).
+    pub(crate) fn link_counters(&self) -> [u64; 4] {
+        self.link.as_ref().map_or([0; 4], |l| [l.tx.busy_ns(), l.rx.busy_ns(), l.tx.bytes(), l.rx.bytes()])
     }
 }
 

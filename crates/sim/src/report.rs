@@ -21,8 +21,33 @@ pub struct NodeReport {
     /// Mean utilisation of the node's disks.
     pub disk_utilization: f64,
     pub disk_reads: u64,
-    /// Documents sent from this node's memory to others (WRR/GMS).
+    /// Documents sent from this node's memory to others (WRR/GMS, cooperative caching).
     pub remote_sends: u64,
+    /// The node's link over the measured period (absent without a link model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkUse>,
+}
+
+/// A node's full-duplex link over the measured period.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkUse {
+    /// Share of the time TX (responses, cooperative sends) was busy.
+    pub tx_utilization: f64,
+    /// Share of the time RX (file-server reads, cooperative fetches) was busy.
+    pub rx_utilization: f64,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+}
+
+/// The shared file server over the measured period.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FileServerUse {
+    pub reads: u64,
+    /// Share of the time its TX link was busy.
+    pub tx_utilization: f64,
+    /// Share of the time its read service was busy.
+    pub service_utilization: f64,
+    pub tx_bytes: u64,
 }
 
 /// The result of one simulation point. The first six fields are the stable
@@ -75,6 +100,9 @@ pub struct SimReport {
     /// What the process-driven back end measured (absent with the FIFO back end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerMetrics>,
+    /// The shared file server, if the nodes read from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_server: Option<FileServerUse>,
 }
 
 /// Outputs of the process-driven back end over the measured requests.

@@ -1,10 +1,12 @@
 //! `SimPolicy`: the request distribution a simulation runs — any policy of the switch (built
-//! by `locus_policy::build`, the same code the switch runs), or one of the LARD paper's
-//! idealised baselines, LB/GC and WRR/GMS — with its name and the label the paper uses.
+//! by `locus_policy::build`, the same code the switch runs), one of the LARD paper's
+//! idealised baselines (LB/GC, WRR/GMS), cooperative caching (CF-LRU, CF-LFU) or Socket
+//! Cloning (SC) — with its name and the label the paper uses.
 
 use std::fmt;
 use std::str::FromStr;
 
+use locus_cache::Replacement;
 use locus_policy::{PolicyConfig, WrrVariant};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -19,11 +21,20 @@ pub enum SimPolicy {
     LbGc,
     /// WRR/GMS: the switch's `wrr` in front of nodes with a global memory system.
     WrrGms,
+    /// Cooperative caching (cache forwarding): round robin in front; a node's miss is fetched
+    /// from another node's memory if one holds the file (exact directory), else from
+    /// storage. `keep_copy`: the requester caches the copy it fetched.
+    CoopCache { replacement: Replacement, keep_copy: bool },
+    /// Socket Cloning: round robin picks the entry node, which clones the connection to the
+    /// owner (hash of the target mod n); the owner serves from its cache or storage and the
+    /// entry forwards the client's ACKs.
+    SocketCloning,
 }
 
 impl SimPolicy {
     /// Names accepted besides the switch's.
-    pub const BASELINES: [&'static str; 2] = ["lb-gc", "wrr-gms"];
+    pub const BASELINES: [&'static str; 7] =
+        ["lb-gc", "wrr-gms", "cf-lru", "cf-lfu", "cf-lru-single", "cf-lfu-single", "sc"];
 
     /// Parse a name: `lb-gc` (`lbgc`), `wrr-gms` (`wrrgms`), `wrr-<variant>` for a
     /// metric-fed WRR of the CSLD paper (`wrr-i`, `wrr-a`, `wrr-a-prime`, ...), or any switch
@@ -38,6 +49,11 @@ impl SimPolicy {
         match name.as_str() {
             "lb-gc" | "lbgc" => Ok(SimPolicy::LbGc),
             "wrr-gms" | "wrrgms" => Ok(SimPolicy::WrrGms),
+            "cf-lru" => Ok(SimPolicy::CoopCache { replacement: Replacement::Lru, keep_copy: true }),
+            "cf-lfu" => Ok(SimPolicy::CoopCache { replacement: Replacement::Lfu, keep_copy: true }),
+            "cf-lru-single" => Ok(SimPolicy::CoopCache { replacement: Replacement::Lru, keep_copy: false }),
+            "cf-lfu-single" => Ok(SimPolicy::CoopCache { replacement: Replacement::Lfu, keep_copy: false }),
+            "sc" | "socket-cloning" => Ok(SimPolicy::SocketCloning),
             other => PolicyConfig::from_name(other).map(SimPolicy::Switch).map_err(SimError::from),
         }
     }
@@ -48,6 +64,13 @@ impl SimPolicy {
             SimPolicy::Switch(c) => c.name(),
             SimPolicy::LbGc => "lb-gc",
             SimPolicy::WrrGms => "wrr-gms",
+            SimPolicy::CoopCache { replacement, keep_copy } => match (replacement, keep_copy) {
+                (Replacement::Lfu, true) => "cf-lfu",
+                (Replacement::Lfu, false) => "cf-lfu-single",
+                (_, true) => "cf-lru",
+                (_, false) => "cf-lru-single",
+            },
+            SimPolicy::SocketCloning => "sc",
         }
     }
 
@@ -58,6 +81,12 @@ impl SimPolicy {
         }
         match self.name() {
             "wrr" => "WRR".into(),
+            "rr" => "RR".into(),
+            "cf-lru" => "CF-LRU".into(),
+            "cf-lfu" => "CF-LFU".into(),
+            "cf-lru-single" => "CF-LRU/1".into(),
+            "cf-lfu-single" => "CF-LFU/1".into(),
+            "sc" => "SC".into(),
             "hash" => "LB".into(),
             "lb-gc" => "LB/GC".into(),
             "lard" => "LARD".into(),
@@ -72,7 +101,15 @@ impl SimPolicy {
 
     /// Whether the strategy needs the global cache directory.
     pub fn needs_directory(&self) -> bool {
-        matches!(self, SimPolicy::LbGc | SimPolicy::WrrGms)
+        matches!(self, SimPolicy::LbGc | SimPolicy::WrrGms | SimPolicy::CoopCache { .. })
+    }
+
+    /// The replacement this strategy imposes on the nodes' caches, if any (CF's variants).
+    pub fn replacement(&self) -> Option<Replacement> {
+        match self {
+            SimPolicy::CoopCache { replacement, .. } => Some(*replacement),
+            _ => None,
+        }
     }
 
     /// The policy the front-end runs, with LARD's thresholds set to `t_low`/`t_high`.
@@ -92,6 +129,7 @@ impl SimPolicy {
             }
             SimPolicy::Switch(c) => Some(c.clone()),
             SimPolicy::WrrGms => Some(PolicyConfig::Wrr),
+            SimPolicy::CoopCache { .. } | SimPolicy::SocketCloning => Some(PolicyConfig::Rr),
             SimPolicy::LbGc => None,
         }
     }
@@ -152,6 +190,15 @@ mod tests {
         assert_eq!(SimPolicy::from_name("WRR_a'").unwrap().label(), "WRR_a'");
         assert_eq!(SimPolicy::from_name("wrr-p").unwrap().label(), "WRR_p");
         assert_eq!(SimPolicy::from_name("csld").unwrap().label(), "CSLD");
+        let cf = SimPolicy::from_name("CF_LFU").unwrap();
+        assert_eq!(cf, SimPolicy::CoopCache { replacement: Replacement::Lfu, keep_copy: true });
+        assert_eq!((cf.name(), cf.label().as_str()), ("cf-lfu", "CF-LFU"));
+        assert!(cf.needs_directory());
+        for name in SimPolicy::BASELINES {
+            assert_eq!(SimPolicy::from_name(name).unwrap().name(), name, "names round-trip");
+        }
+        assert_eq!(SimPolicy::from_name("sc").unwrap().front_end_config(1, 2), Some(PolicyConfig::Rr));
+        assert_eq!(SimPolicy::from_name("rr").unwrap().label(), "RR");
         let c = SimPolicy::from_name("lard").unwrap().front_end_config(10, 30).unwrap();
         assert_eq!(c, PolicyConfig::Lard { t_low: 10, t_high: 30, max_targets: 1_000_000 });
     }

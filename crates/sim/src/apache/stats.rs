@@ -92,6 +92,7 @@ impl Engine<'_> {
                 disk_utilization: ratio(to.1.saturating_sub(node.busy_from.1) as f64, span),
                 disk_reads: c.disk_reads,
                 remote_sends: 0,
+                link: None,
             });
         }
         per_node
@@ -161,6 +162,7 @@ impl Engine<'_> {
             seed: cfg.seed,
             per_node,
             server: Some(server),
+            file_server: None,
         };
         SimRun { report, front_end_log: self.log.unwrap_or_default() }
     }

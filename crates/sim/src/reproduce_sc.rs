@@ -1,0 +1,217 @@
+//! `locus sim reproduce sc`: the Socket Cloning paper's trace-driven comparison (its Fig. 9) —
+//! RR, CF-LRU, CF-LFU and SC on 1–12 nodes with full-duplex 100 Mbps links and one shared
+//! file server, 38 closed-loop clients, over a synthetic stand-in for the Berkeley trace —
+//! written as `report.md`, `results.json`, `claims.json`, `trace_stats.json` and SVG plots.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use locus_cache::Replacement;
+use serde::Serialize;
+
+use crate::berkeley_like::{BERKELEY_REQUESTS, BerkeleyLikeSpec, BerkeleyLikeStats};
+use crate::config::{Arrivals, CacheModel, SimConfig};
+use crate::error::SimError;
+use crate::frontend::FrontEndLimit;
+use crate::network::{FileServerModel, LinkModel, Storage};
+use crate::plot::write_plots;
+use crate::plot_lines::{Axes, Series, plot_lines};
+use crate::report::SimReport;
+use crate::reproduce::Claim;
+use crate::reproduce_sc_claims::check_sc_claims;
+use crate::reproduce_sc_report::sc_markdown;
+use crate::sim_policy::SimPolicy;
+use crate::sweep::{SweepSpec, run_sweep};
+
+/// The strategies of Fig. 9, in the order the report lists them.
+pub const SC_POLICIES: [&str; 4] = ["rr", "cf-lru", "cf-lfu", "sc"];
+
+/// The paper's throughput ratios at 12 nodes: SC over CF-LFU, CF-LRU and RR.
+pub const PAPER_RATIOS_AT_12: [(&str, f64); 3] = [("cf-lfu", 1.30), ("cf-lru", 1.64), ("rr", 1.96)];
+
+/// The clock ratio that scales the LARD model's CPU costs (PII-300) to the paper's PIII-733.
+pub const PIII_733_SPEED: f64 = 733.0 / 300.0;
+
+/// The file server's TX link by default (the design's choice; `--file-server-mbps` varies it).
+pub const FILE_SERVER_BPS: u64 = 100_000_000;
+
+/// Options of the reproduction.
+#[derive(Clone, Debug)]
+pub struct ScOptions {
+    pub out: PathBuf,
+    pub requests: u64,
+    pub seed: u64,
+    pub node_counts: Vec<u32>,
+    pub threads: usize,
+    pub progress: bool,
+    /// Raw rate of the file server's TX link, bits per second.
+    pub file_server_bps: u64,
+}
+
+impl ScOptions {
+    /// The whole trace's length, seed 1, nodes 1, 2, 4, 6, 8, 10, 12, two threads.
+    pub fn full(out: impl Into<PathBuf>) -> ScOptions {
+        ScOptions {
+            out: out.into(),
+            requests: BERKELEY_REQUESTS,
+            seed: 1,
+            node_counts: vec![1, 2, 4, 6, 8, 10, 12],
+            threads: 2,
+            progress: true,
+            file_server_bps: FILE_SERVER_BPS,
+        }
+    }
+
+    /// A tiny run for tests: 30 000 requests on 1, 2 and 4 nodes.
+    pub fn quick(out: impl Into<PathBuf>) -> ScOptions {
+        ScOptions { requests: 30_000, node_counts: vec![1, 2, 4], ..ScOptions::full(out) }
+    }
+}
+
+/// The study's node model: the LARD costs ÷ 2.44 (PIII-733), 256 MB LRU page caches holding
+/// any file, 100 Mbps full-duplex links at 95% efficiency, one file server (`file_server_bps`
+/// TX, 0.5 ms per read) instead of local disks, 38 closed-loop clients, no admission limit (LVS
+/// admits everything).
+pub fn sc_study_config(seed: u64, file_server_bps: u64) -> SimConfig {
+    SimConfig {
+        seed,
+        cpu_speed: PIII_733_SPEED,
+        cache: CacheModel {
+            capacity_bytes: 256 << 20,
+            replacement: Replacement::Lru,
+            max_object_bytes: Some(256 << 20),
+            gds_cost: 1.0,
+        },
+        arrivals: Arrivals::Closed { clients: Some(38) },
+        frontend_limit: FrontEndLimit::None,
+        links: Some(LinkModel::default()),
+        storage: Storage::FileServer(FileServerModel {
+            link_bits_per_s: file_server_bps,
+            ..FileServerModel::default()
+        }),
+        ..SimConfig::lard98()
+    }
+}
+
+/// One row of `results.json`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ScRow {
+    /// Strategy name (`rr`, `cf-lru`, `cf-lfu`, `sc`) and the paper's label.
+    pub policy: String,
+    pub label: String,
+    pub nodes: u32,
+    pub rps: f64,
+    /// Shares of the static requests served from the node's memory, another node's memory,
+    /// and the file server.
+    pub local_hit: f64,
+    pub remote_hit: f64,
+    pub server_read: f64,
+    pub mean_delay_ms: f64,
+    /// CPU utilisation averaged over nodes.
+    pub cpu_utilization: f64,
+    /// Node TX / RX link utilisation, mean over nodes and the busiest node's TX.
+    pub tx_utilization: f64,
+    pub tx_utilization_max: f64,
+    pub rx_utilization: f64,
+    /// The file server's TX link.
+    pub file_server_tx_utilization: f64,
+    pub measured_requests: u64,
+}
+
+impl ScRow {
+    pub fn of(r: &SimReport) -> ScRow {
+        let n = r.per_node.len().max(1) as f64;
+        let links: Vec<_> = r.per_node.iter().filter_map(|p| p.link.clone()).collect();
+        let mean = |f: fn(&crate::report::LinkUse) -> f64| links.iter().map(f).sum::<f64>() / n;
+        ScRow {
+            policy: r.policy.clone(),
+            label: r.label.clone(),
+            nodes: r.nodes,
+            rps: r.rps,
+            local_hit: r.hit_ratio,
+            remote_hit: r.remote_hit_ratio,
+            server_read: r.miss_ratio,
+            mean_delay_ms: r.mean_delay_ms,
+            cpu_utilization: r.per_node.iter().map(|p| p.cpu_utilization).sum::<f64>() / n,
+            tx_utilization: mean(|l| l.tx_utilization),
+            tx_utilization_max: links.iter().map(|l| l.tx_utilization).fold(0.0, f64::max),
+            rx_utilization: mean(|l| l.rx_utilization),
+            file_server_tx_utilization: r.file_server.as_ref().map_or(0.0, |f| f.tx_utilization),
+            measured_requests: r.measured_requests,
+        }
+    }
+}
+
+/// What the reproduction produced.
+#[derive(Clone, Debug)]
+pub struct ScReproduction {
+    pub rows: Vec<ScRow>,
+    pub stats: BerkeleyLikeStats,
+    pub claims: Vec<Claim>,
+    pub files: Vec<PathBuf>,
+    /// Wall time of trace generation plus the sweep, seconds.
+    pub wall_s: f64,
+}
+
+/// Run the study and write its outputs into `opts.out`.
+pub fn reproduce_sc(opts: &ScOptions) -> Result<ScReproduction, SimError> {
+    let started = Instant::now();
+    let spec = BerkeleyLikeSpec::new(opts.requests, opts.seed);
+    let (workload, stats) = spec.build()?;
+    let base = sc_study_config(opts.seed, opts.file_server_bps);
+    let policies = SC_POLICIES.iter().map(|p| SimPolicy::from_name(p)).collect::<Result<Vec<_>, _>>()?;
+    let sweep = SweepSpec {
+        base: base.clone(),
+        policies,
+        node_counts: opts.node_counts.clone(),
+        threads: opts.threads,
+    };
+    let reports = run_sweep(&workload, &sweep, opts.progress)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    let rows: Vec<ScRow> = reports.iter().map(ScRow::of).collect();
+    let claims = check_sc_claims(&rows);
+
+    let dir = &opts.out;
+    std::fs::create_dir_all(dir).map_err(|e| SimError::io(dir, e))?;
+    let write = |name: &str, text: String| -> Result<PathBuf, SimError> {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| SimError::io(&path, e))?;
+        Ok(path)
+    };
+    let mut files = vec![
+        write("results.json", pretty_json(&rows))?,
+        write("claims.json", pretty_json(&claims))?,
+        write("trace_stats.json", pretty_json(&stats))?,
+    ];
+    files.extend(write_plots(dir, &reports, "Socket Cloning Fig. 9, synthetic stand-in trace")?);
+    files.push(plot_links(dir, &rows)?);
+    let config_toml = toml::to_string(&base).map_err(|e| SimError::Config(e.to_string()))?;
+    files.push(write("config.toml", config_toml)?);
+    files.push(write("report.md", sc_markdown(opts, &spec, &stats, &base, &rows, &claims, wall_s))?);
+    Ok(ScReproduction { rows, stats, claims, files, wall_s })
+}
+
+/// Node TX and file-server TX utilisation against node count, one line per strategy each.
+fn plot_links(dir: &Path, rows: &[ScRow]) -> Result<PathBuf, SimError> {
+    let mut series: Vec<Series> = Vec::new();
+    for p in SC_POLICIES {
+        let mine: Vec<&ScRow> = rows.iter().filter(|r| r.policy == p).collect();
+        let Some(first) = mine.first() else { continue };
+        let line = |f: fn(&ScRow) -> f64| mine.iter().map(|r| (r.nodes as f64, f(r) * 100.0)).collect();
+        series.push((format!("{} node TX (mean)", first.label), line(|r| r.tx_utilization)));
+        series.push((format!("{} file-server TX", first.label), line(|r| r.file_server_tx_utilization)));
+    }
+    let path = dir.join("link_utilization.svg");
+    let axes = Axes {
+        title: "Link utilisation (synthetic stand-in trace)",
+        x: "# nodes in cluster",
+        y: "utilisation (%)",
+    };
+    plot_lines(&path, axes, &series)?;
+    Ok(path)
+}
+
+/// `value` as pretty JSON with a final newline.
+fn pretty_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string_pretty(value).expect("study outputs serialize") + "\n"
+}
