@@ -258,7 +258,7 @@ pub struct ReproduceArgs {
     /// sc: the share of the Berkeley trace's requests to simulate (e.g. 0.25).
     #[arg(long)]
     pub scale: Option<f64>,
-    /// sc: raw rate of the file server's TX link, Mbit/s (default 100).
+    /// sc: raw rate of the file server's TX link, Mbit/s (default 300: where RR stops rising at 8 nodes).
     #[arg(long)]
     pub file_server_mbps: Option<u64>,
     /// Seed of the trace and the runs.

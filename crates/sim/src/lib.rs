@@ -43,6 +43,7 @@ mod reproduce_csld_report;
 pub mod reproduce_sc;
 mod reproduce_sc_claims;
 mod reproduce_sc_report;
+pub mod reproduce_sc_sensitivity;
 mod sim_policy;
 mod study;
 mod sweep;

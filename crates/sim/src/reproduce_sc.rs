@@ -1,7 +1,8 @@
 //! `locus sim reproduce sc`: the Socket Cloning paper's trace-driven comparison (its Fig. 9) —
 //! RR, CF-LRU, CF-LFU and SC on 1–12 nodes with full-duplex 100 Mbps links and one shared
-//! file server, 38 closed-loop clients, over a synthetic stand-in for the Berkeley trace —
-//! written as `report.md`, `results.json`, `claims.json`, `trace_stats.json` and SVG plots.
+//! file server, 38 closed-loop clients, over a synthetic stand-in for the Berkeley trace, plus
+//! a sweep of the file server's rate — written as `report.md`, `results.json`, `claims.json`,
+//! `sensitivity.json`, `trace_stats.json` and SVG plots.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -19,7 +20,8 @@ use crate::plot_lines::{Axes, Series, plot_lines};
 use crate::report::SimReport;
 use crate::reproduce::Claim;
 use crate::reproduce_sc_claims::check_sc_claims;
-use crate::reproduce_sc_report::sc_markdown;
+use crate::reproduce_sc_report::{ScReportInputs, sc_markdown};
+use crate::reproduce_sc_sensitivity::{SENSITIVITY_MBPS, SensitivityRow, file_server_sensitivity};
 use crate::sim_policy::SimPolicy;
 use crate::sweep::{SweepSpec, run_sweep};
 
@@ -32,8 +34,13 @@ pub const PAPER_RATIOS_AT_12: [(&str, f64); 3] = [("cf-lfu", 1.30), ("cf-lru", 1
 /// The clock ratio that scales the LARD model's CPU costs (PII-300) to the paper's PIII-733.
 pub const PIII_733_SPEED: f64 = 733.0 / 300.0;
 
-/// The file server's TX link by default (the design's choice; `--file-server-mbps` varies it).
-pub const FILE_SERVER_BPS: u64 = 100_000_000;
+/// The file server's TX link by default: the rate at which RR's throughput stops rising at
+/// about 8 nodes, as the paper reports (see the sensitivity sweep; `--file-server-mbps`
+/// varies it).
+pub const FILE_SERVER_BPS: u64 = 300_000_000;
+
+/// Share of the trace each rate of the sensitivity sweep replays.
+pub const SENSITIVITY_SHARE: f64 = 0.25;
 
 /// Options of the reproduction.
 #[derive(Clone, Debug)]
@@ -46,6 +53,9 @@ pub struct ScOptions {
     pub progress: bool,
     /// Raw rate of the file server's TX link, bits per second.
     pub file_server_bps: u64,
+    /// File-server rates (Mbps) of the sensitivity sweep, each on `SENSITIVITY_SHARE` of the
+    /// requests; empty: no sweep.
+    pub sensitivity_mbps: Vec<u64>,
 }
 
 impl ScOptions {
@@ -59,12 +69,18 @@ impl ScOptions {
             threads: 2,
             progress: true,
             file_server_bps: FILE_SERVER_BPS,
+            sensitivity_mbps: SENSITIVITY_MBPS.to_vec(),
         }
     }
 
     /// A tiny run for tests: 30 000 requests on 1, 2 and 4 nodes.
     pub fn quick(out: impl Into<PathBuf>) -> ScOptions {
-        ScOptions { requests: 30_000, node_counts: vec![1, 2, 4], ..ScOptions::full(out) }
+        ScOptions {
+            requests: 30_000,
+            node_counts: vec![1, 2, 4],
+            sensitivity_mbps: vec![100],
+            ..ScOptions::full(out)
+        }
     }
 }
 
@@ -149,6 +165,8 @@ pub struct ScReproduction {
     pub stats: BerkeleyLikeStats,
     pub claims: Vec<Claim>,
     pub files: Vec<PathBuf>,
+    /// The file-server rate sweep, if one ran.
+    pub sensitivity: Vec<SensitivityRow>,
     /// Wall time of trace generation plus the sweep, seconds.
     pub wall_s: f64,
 }
@@ -167,6 +185,13 @@ pub fn reproduce_sc(opts: &ScOptions) -> Result<ScReproduction, SimError> {
         threads: opts.threads,
     };
     let reports = run_sweep(&workload, &sweep, opts.progress)?;
+    let sensitivity = if opts.sensitivity_mbps.is_empty() {
+        Vec::new()
+    } else {
+        let share = ((opts.requests as f64 * SENSITIVITY_SHARE) as u64).max(1);
+        let (quarter, _) = BerkeleyLikeSpec::new(share, opts.seed).build()?;
+        file_server_sensitivity(&quarter, opts.seed, &opts.node_counts, opts.threads, &opts.sensitivity_mbps)?
+    };
     let wall_s = started.elapsed().as_secs_f64();
     let rows: Vec<ScRow> = reports.iter().map(ScRow::of).collect();
     let claims = check_sc_claims(&rows);
@@ -182,13 +207,24 @@ pub fn reproduce_sc(opts: &ScOptions) -> Result<ScReproduction, SimError> {
         write("results.json", pretty_json(&rows))?,
         write("claims.json", pretty_json(&claims))?,
         write("trace_stats.json", pretty_json(&stats))?,
+        write("sensitivity.json", pretty_json(&sensitivity))?,
     ];
     files.extend(write_plots(dir, &reports, "Socket Cloning Fig. 9, synthetic stand-in trace")?);
     files.push(plot_links(dir, &rows)?);
     let config_toml = toml::to_string(&base).map_err(|e| SimError::Config(e.to_string()))?;
     files.push(write("config.toml", config_toml)?);
-    files.push(write("report.md", sc_markdown(opts, &spec, &stats, &base, &rows, &claims, wall_s))?);
-    Ok(ScReproduction { rows, stats, claims, files, wall_s })
+    let report = ScReportInputs {
+        opts,
+        spec: &spec,
+        stats: &stats,
+        base: &base,
+        rows: &rows,
+        claims: &claims,
+        sensitivity: &sensitivity,
+        wall_s,
+    };
+    files.push(write("report.md", sc_markdown(&report))?);
+    Ok(ScReproduction { rows, stats, claims, files, sensitivity, wall_s })
 }
 
 /// Node TX and file-server TX utilisation against node count, one line per strategy each.

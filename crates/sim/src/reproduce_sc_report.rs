@@ -8,7 +8,20 @@ use crate::berkeley_like::{BerkeleyLikeSpec, BerkeleyLikeStats};
 use crate::config::SimConfig;
 use crate::network::Storage;
 use crate::reproduce::{Claim, write_claims_table};
-use crate::reproduce_sc::{PAPER_RATIOS_AT_12, SC_POLICIES, ScOptions, ScRow};
+use crate::reproduce_sc::{PAPER_RATIOS_AT_12, SC_POLICIES, SENSITIVITY_SHARE, ScOptions, ScRow};
+use crate::reproduce_sc_sensitivity::SensitivityRow;
+
+/// What the report is written from.
+pub struct ScReportInputs<'a> {
+    pub opts: &'a ScOptions,
+    pub spec: &'a BerkeleyLikeSpec,
+    pub stats: &'a BerkeleyLikeStats,
+    pub base: &'a SimConfig,
+    pub rows: &'a [ScRow],
+    pub claims: &'a [Claim],
+    pub sensitivity: &'a [SensitivityRow],
+    pub wall_s: f64,
+}
 
 fn table(o: &mut String, rows: &[ScRow], title: &str, value: impl Fn(&ScRow) -> String) {
     let mut counts: Vec<u32> = rows.iter().map(|r| r.nodes).collect();
@@ -31,15 +44,9 @@ fn table(o: &mut String, rows: &[ScRow], title: &str, value: impl Fn(&ScRow) -> 
 }
 
 /// The report's text.
-pub fn sc_markdown(
-    opts: &ScOptions,
-    spec: &BerkeleyLikeSpec,
-    stats: &BerkeleyLikeStats,
-    base: &SimConfig,
-    rows: &[ScRow],
-    claims: &[Claim],
-    wall_s: f64,
-) -> String {
+pub fn sc_markdown(r: &ScReportInputs<'_>) -> String {
+    let (opts, spec, stats, base, rows, claims, wall_s) =
+        (r.opts, r.spec, r.stats, r.base, r.rows, r.claims, r.wall_s);
     let mut o = String::new();
     let met = claims.iter().filter(|c| c.met).count();
     let _ = writeln!(o, "# Socket Cloning — trace-driven comparison (Fig. 9) reproduced with `locus sim`\n");
@@ -71,6 +78,7 @@ pub fn sc_markdown(
         let _ = writeln!(o, "| SC / {} | {paper:.2} | {here} |", other.to_uppercase());
     }
     model(&mut o, base);
+    sensitivity(&mut o, r.sensitivity, base);
     trace(&mut o, spec, stats);
     let _ = writeln!(
         o,
@@ -99,16 +107,55 @@ pub fn sc_markdown(
          link after the node's CPU is done with it.\n\
          - A request that joins a fetch already in progress for its file counts as that fetch's kind (remote \
          hit or server read).\n\
-         - With the design's 100 Mbps file-server link that link is saturated from 2 nodes on for every \
-         strategy (see its table), so RR's plateau starts at 2 nodes, not 8, and CF's remote hits relieve the \
-         shared link, which puts CF above RR before 8 nodes. With `--file-server-mbps 1000` (a quarter of the \
-         trace) the nodes' links and the 38 clients bind instead: CF stays at or below RR up to 8 nodes, but RR \
-         rises 21% from 8 to 12 nodes and beats both CF variants at 12. Neither value gives every shape of the \
-         paper; the default was not changed to make a claim pass.\n\
+         - The ordering at 12 nodes holds by a few percent for CF over RR here, where the paper's ratios imply \
+         CF-LFU ≈ 1.51× and CF-LRU ≈ 1.20× RR; no file-server rate gives both that lead and CF at or below RR up \
+         to 8 nodes (see the sensitivity sweep).\n\
          - CF's LFU is the node cache's in-cache LFU (counts restart after an eviction); no \"perfect LFU\" \
          variant was run.\n"
     );
     o
+}
+
+/// The file-server rate sweep: what each rate gives, and why the default is what it is.
+fn sensitivity(o: &mut String, rows: &[SensitivityRow], base: &SimConfig) {
+    if rows.is_empty() {
+        return;
+    }
+    let chosen = match &base.storage {
+        Storage::FileServer(f) => f.link_bits_per_s / 1_000_000,
+        Storage::LocalDisk => 0,
+    };
+    let _ = writeln!(
+        o,
+        "\n## The file server's link rate\n\n\
+         The paper gives no rate for the file server's network link, and it decides the shape: every strategy's \
+         misses cross it. Each rate below ran the same sweep on {:.0}% of the trace. At 100 Mbps the link is \
+         saturated from 2 nodes on, so RR is flat from 2 nodes and CF's remote hits, which relieve it, put CF \
+         above RR early; at 1000 Mbps the nodes' own links bind and RR keeps rising past 8 nodes. The paper \
+         says RR \"stops to increase when more than eight server nodes are used\": the default, {chosen} Mbps, is \
+         the fastest rate of this sweep at which RR still stops rising by 8 nodes (under 10% more from 8 to 12); \
+         slower links stop it earlier. It was chosen for RR's plateau (so that claim is met by construction), \
+         not for the other claims.\n\n\
+         | file server | RR 8→12 | CF ÷ RR, highest up to 8 | CF-LFU ÷ RR at 12 | CF-LRU ÷ RR at 12 | SC ÷ RR at 12 | claims met | not met |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---|",
+        SENSITIVITY_SHARE * 100.0
+    );
+    for r in rows {
+        let _ = writeln!(
+            o,
+            "| {} Mbps | {:+.1}% | {:.2} | {:.2} | {:.2} | {:.2} | {} of {} | {} |",
+            r.file_server_mbps,
+            r.rr_rise_8_to_12 * 100.0,
+            r.max_cf_over_rr_up_to_8,
+            r.cf_lfu_over_rr_12,
+            r.cf_lru_over_rr_12,
+            r.sc_over_rr_12,
+            r.claims_met,
+            r.claims,
+            if r.not_met.is_empty() { "–".to_string() } else { r.not_met.join("; ") }
+        );
+    }
+    let _ = writeln!(o, "\nThe paper's own 12-node ratios imply CF-LFU ÷ RR ≈ 1.51 and CF-LRU ÷ RR ≈ 1.20.");
 }
 
 fn model(o: &mut String, base: &SimConfig) {
