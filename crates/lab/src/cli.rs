@@ -21,9 +21,9 @@ pub enum LabCommand {
     /// Run an experiment file: build the namespace cluster, measure every point, write the
     /// report (report.md, results.json, SVG plots).
     Run(RunArgs),
-    /// The built-in demo: three workloads (zipf on disk-bound nodes, a moving hot spot, a
-    /// dynamic mix) behind Locus, HAProxy and NGINX (under 10 minutes; `--full`: every node
-    /// count for every workload).
+    /// The built-in demo: four workloads (zipf on disk-bound nodes, a moving hot spot, a
+    /// dynamic mix, cooperative caching) behind Locus, HAProxy and NGINX (about 10 minutes;
+    /// `--full`: every node count for every workload).
     Demo(DemoArgs),
     /// Remove namespaces and bridges left behind by a lab run that was killed.
     Clean,

@@ -66,6 +66,9 @@ pub struct ClusterSnapshot {
     pub switch_cpu: Duration,
 }
 
+/// Port of the l4 service and of its cloning nodes.
+const L4_PORT: u16 = 86;
+
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn admin_url(addr: SocketAddr) -> Result<TargetUrl, LabError> {
@@ -117,6 +120,8 @@ impl<'n> LabCluster<'n> {
         // l4: the forwarder steers each SYN to a node, which clones the connection to the
         // node the policy picks for each request (socket cloning).
         let cloning = one_way && spec.mode == "l4";
+        // The l4 service port, which the cloning nodes listen on too (on every address).
+        let port = if cloning { L4_PORT } else { HTTP_PORT };
         let key_file = if one_way {
             let path = scratch.join("handoff.key");
             servers::write_handoff_key(&path)?;
@@ -126,7 +131,7 @@ impl<'n> LabCluster<'n> {
         };
         let mut nodes = Vec::with_capacity(spec.nodes);
         let addrs = (1..=spec.nodes)
-            .map(|i| net.listen_addr(&format!("node{i}"), HTTP_PORT))
+            .map(|i| net.listen_addr(&format!("node{i}"), port))
             .collect::<Result<Vec<_>, _>>()?;
         for i in 1..=spec.nodes {
             let coop_peers = match spec.coop {
@@ -146,12 +151,13 @@ impl<'n> LabCluster<'n> {
                 handoff_key_file: key_file.clone(),
                 handoff_clone: cloning,
                 listen_any: cloning,
+                port: Some(port),
                 ..NodeSpec::new(&format!("node{i}"), &spec.root)
             };
             nodes.push(servers::locus_node(net, locus, scratch, &node)?);
         }
         let named: Vec<(String, SocketAddr)> = nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
-        let listen = net.switch_addr(HTTP_PORT)?;
+        let listen = net.switch_addr(port)?;
         let unknown = |what: &str| LabError::Point {
             point: format!("{} {}", spec.switch.name(), spec.policy),
             message: format!("unknown {what} policy"),

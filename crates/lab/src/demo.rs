@@ -1,6 +1,7 @@
-//! `locus lab demo`: the built-in experiment (`demo.toml`) — three workloads (`zipf` on a
-//! disk-bound cluster, `hotspot` with a moving hot set, `dynamic` with costly dynamic classes)
-//! behind the Locus switch, HAProxy and NGINX — and the report paragraph that explains its
+//! `locus lab demo`: the built-in experiment (`demo.toml`) — four workloads (`zipf` on a
+//! disk-bound cluster, `hotspot` with a moving hot set, `dynamic` with costly dynamic classes,
+//! `coop` with cooperative caching) behind the Locus switch, HAProxy and NGINX — and the
+//! report paragraph that explains its
 //! tuning (the checks are in `demo_checks`). Without root, `locus demo` (`loopback_demo.rs`)
 //! runs a small experiment of the zipf kind on loopback.
 
@@ -84,10 +85,10 @@ mod tests {
     }
 
     #[test]
-    fn the_built_in_demo_runs_three_workloads_with_their_rows_in_ten_minutes() {
+    fn the_built_in_demo_runs_four_workloads_with_their_rows_in_ten_and_a_half_minutes() {
         let e = demo_experiment().unwrap();
         let names: Vec<&str> = e.workloads.iter().map(|w| w.name.as_str()).collect();
-        assert_eq!(names, ["zipf", "hotspot", "dynamic"]);
+        assert_eq!(names, ["zipf", "hotspot", "dynamic", "coop"]);
         assert!(e.node.storage.is_some() && e.node.cpu.is_none(), "zipf: disks modelled, real CPUs");
         let zipf = rows(&e, "zipf");
         for row in ["wrr", "hash", "chash-bounded", "lard", "lard-r"] {
@@ -118,15 +119,20 @@ mod tests {
             assert!(dynamic.contains(&format!("{row} proxy, 4 nodes")), "{dynamic:?}");
         }
         assert_eq!(dynamic.len(), 9);
+        let coop = rows(&e, "coop");
+        for row in ["rr", "wrr", "lard-r", "rr+cf-lru", "rr+cf-lfu"] {
+            assert!(coop.contains(&format!("locus {row} proxy, 4 nodes")), "{coop:?}");
+        }
+        assert_eq!(coop.len(), 5);
         for w in ["hotspot", "dynamic"] {
             let i = e.workloads.iter().position(|x| x.name == w).unwrap();
             assert!(e.node_of(i).cpu.is_some(), "{w}: every node has a modelled CPU of its own");
         }
-        // The whole point set fits in 10 minutes with ~0.5 s of start-up per point (measured:
+        // The whole point set fits in 10.5 minutes with ~0.5 s of start-up per point (measured:
         // 403 s for 36 points of 11 s) and half a minute to generate the sites.
         let total: f64 =
             e.points().iter().map(|p| e.warmup_of(p.workload) + e.measure_of(p.workload) + 0.5).sum();
-        assert!(total + 30.0 <= 570.0, "{total} s of points is too long");
+        assert!(total + 30.0 <= 630.0, "{total} s of points is too long");
     }
 
     #[test]
@@ -137,7 +143,7 @@ mod tests {
         for (i, _) in full.workloads.iter().enumerate() {
             assert_eq!(full.nodes_of(i), [1, 2, 3, 4]);
         }
-        assert_eq!(full.points().len(), (9 + 9 + 9) * 4);
+        assert_eq!(full.points().len(), (9 + 9 + 9 + 5) * 4);
     }
 
     #[test]

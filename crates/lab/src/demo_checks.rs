@@ -1,7 +1,8 @@
 //! The lab demo's acceptance checks, computed from what a run measured at each workload's
 //! largest node count: on `zipf`, LARD/R against WRR and NGINX's URI hash; on `hotspot`,
 //! LARD/R against the URI hashes of NGINX and HAProxy (throughput and p99); on `dynamic`,
-//! CSLD's mean latency against round robin's and HAProxy `leastconn`'s, with no more errors.
+//! CSLD's mean latency against round robin's and HAProxy `leastconn`'s, with no more errors; on
+//! `coop`, cooperative caching against round robin (throughput, remote hits) and LARD/R.
 
 use std::fmt::Write as _;
 
@@ -85,6 +86,9 @@ pub fn demo_checks(report: &LabReport) -> Vec<DemoCheck> {
     if let Some(w) = WorkloadPoints::new(report, "dynamic") {
         dynamic_checks(&w, &mut checks);
     }
+    if let Some(w) = WorkloadPoints::new(report, "coop") {
+        coop_checks(&w, &mut checks);
+    }
     let rows = |kind: SwitchKind| report.points.iter().filter(|p| p.switch == kind).count();
     let (l, h, x) = (rows(SwitchKind::Locus), rows(SwitchKind::Haproxy), rows(SwitchKind::Nginx));
     checks.push(DemoCheck {
@@ -137,6 +141,36 @@ fn hotspot_checks(w: &WorkloadPoints<'_>, checks: &mut Vec<DemoCheck>) {
             |a, b| (a.p99_ms <= b.p99_ms, format!("{:.1} vs {:.1} ms", a.p99_ms, b.p99_ms)),
         ));
     }
+}
+
+fn coop_checks(w: &WorkloadPoints<'_>, checks: &mut Vec<DemoCheck>) {
+    let n = w.nodes;
+    let (cf_lru, cf_lfu) = ((SwitchKind::Locus, "rr+cf-lru"), (SwitchKind::Locus, "rr+cf-lfu"));
+    let p = w.pair(cf_lru, (SwitchKind::Locus, "rr"));
+    checks.push(DemoCheck::compare(
+        format!("coop: cooperative caching (CF-LRU) throughput ≥ 1.2× round robin's at {n} nodes"),
+        pair_ref(&p),
+        throughput_at_least(1.2),
+    ));
+    checks.push(DemoCheck::compare(
+        "coop: CF-LRU's nodes serve at least a tenth of their lookups from a peer's memory".into(),
+        pair_ref(&p),
+        |a, _| {
+            (a.remote_hit_ratio >= 0.1, format!("{:.3} remote, {:.3} local", a.remote_hit_ratio, a.hit_ratio))
+        },
+    ));
+    let p = w.pair(cf_lfu, cf_lru);
+    checks.push(DemoCheck::compare(
+        format!("coop: CF-LFU throughput ≥ 0.95× CF-LRU's at {n} nodes"),
+        pair_ref(&p),
+        throughput_at_least(0.95),
+    ));
+    let p = w.pair((SwitchKind::Locus, "lard-r"), cf_lfu);
+    checks.push(DemoCheck::compare(
+        format!("coop: LARD/R throughput above cooperative caching's (CF-LFU) at {n} nodes"),
+        pair_ref(&p),
+        throughput_at_least(1.0),
+    ));
 }
 
 fn dynamic_checks(w: &WorkloadPoints<'_>, checks: &mut Vec<DemoCheck>) {
@@ -262,5 +296,26 @@ mod tests {
         let checks: Vec<DemoCheck> =
             demo_checks(&r).into_iter().filter(|c| c.name.starts_with("dynamic")).collect();
         assert_eq!((checks[0].met, checks[2].met), (None, None), "no round robin point: not measured");
+    }
+
+    #[test]
+    fn coop_checks_compare_cooperative_caching_with_round_robin_and_lard_r() {
+        let mut r = sample_report();
+        for (policy, rps, remote) in [
+            ("rr", 900.0, 0.0),
+            ("rr+cf-lru", 1500.0, 0.2),
+            ("rr+cf-lfu", 1400.0, 0.2),
+            ("lard-r", 1450.0, 0.0),
+        ] {
+            let mut p = at("coop", SwitchKind::Locus, policy, rps, 10.0, 50.0);
+            p.remote_hit_ratio = remote;
+            r.points.push(p);
+        }
+        let checks: Vec<DemoCheck> =
+            demo_checks(&r).into_iter().filter(|c| c.name.starts_with("coop")).collect();
+        let verdicts: Vec<Option<bool>> = checks.iter().map(|c| c.met).collect();
+        // 1500 ≥ 1.2 × 900; 0.2 remote ≥ 0.1; 1400 ≥ 0.95 × 1500 = 1425? No; 1450 > 1400.
+        assert_eq!(verdicts, [Some(true), Some(true), Some(false), Some(true)], "{checks:?}");
+        assert!(checks[1].detail.contains("0.200 remote"), "{}", checks[1].detail);
     }
 }

@@ -1,12 +1,12 @@
-//! The demo report's paragraph on its `hotspot` and `dynamic` workloads: why their nodes have
-//! a modelled CPU each, what the hot set and the dynamic classes are, and what load they run
-//! at, written from the experiment's own values.
+//! The demo report's paragraph on its `hotspot`, `dynamic` and `coop` workloads: why their
+//! nodes have a modelled CPU each, what the hot set and the dynamic classes are, what load they
+//! run at, and what cooperative caching is compared with, written from the experiment's values.
 
 use std::fmt::Write as _;
 
 use crate::report::LabReport;
 
-/// Why the hotspot and dynamic workloads are set as they are.
+/// Why the hotspot, dynamic and coop workloads are set as they are.
 pub fn hotspot_and_dynamic_note(report: &LabReport) -> String {
     let e = &report.experiment;
     let mut out = String::new();
@@ -46,6 +46,23 @@ pub fn hotspot_and_dynamic_note(report: &LabReport) -> String {
                 share * 100.0,
                 w.dynamic.iter().map(|d| format!("`{}`", d.class.name)).collect::<Vec<_>>().join(", "),
                 w.rate.map_or(String::new(), |r| format!(" at {r} requests/s")),
+            );
+        }
+        if e.switches.iter().any(|r| r.coop.is_some() && r.runs_on(&w.name)) {
+            let node = e.node_of(i);
+            let _ = write!(
+                out,
+                "The `{}` workload is the zipf kind of site on disk-bound nodes (`{}` cache, `{}` replacement, storage `{}`) \
+                 behind round robin, once with plain nodes and once with nodes that cache cooperatively: a node that misses \
+                 asks the document's home node (a hash of its name) who holds it, fetches it from that peer's memory over \
+                 a kept-alive connection, checks its length and version, and keeps a copy under LRU or LFU (`rr+cf-lru`, \
+                 `rr+cf-lfu`); only a document no peer holds is read from the disk. Beside them, WRR and LARD/R: LARD/R \
+                 sends each document where it is cached, so the cluster holds one copy of each instead of one per node. \
+                 The report's simulator twin runs the same site and nodes through `locus sim`. ",
+                w.name,
+                node.cache,
+                node.cache_policy,
+                node.storage.as_deref().unwrap_or("off"),
             );
         }
     }

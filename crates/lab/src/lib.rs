@@ -55,7 +55,10 @@ pub use runner::{
     LabOptions, LabRun, measure, point_result, preflight, run_experiment, run_experiment_on_loopback,
 };
 pub use servers::{HaproxyBalance, Net, NginxBalance, NodeSpec, Server, SwitchSpec};
-pub use sim_twin::{TwinPoint, simulate_twin, strategy_of, twin_config, twin_workload};
+pub use sim_twin::{
+    TWIN_REQUESTS, TwinPoint, simulate_twin, strategy_of, twin_config, twin_markdown, twin_notes,
+    twin_workload,
+};
 pub use site::LabSite;
 pub use stale_labs::{CleanReport, bridge_owner, clean_stale_labs, namespace_owner, scratch_folder_owner};
 pub use teardown::{InterruptWatch, ScratchFolder, TeardownSummary, tear_down_everything};

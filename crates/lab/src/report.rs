@@ -23,6 +23,8 @@ pub struct SeriesPoint {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub hit_ratio: f64,
+    /// Misses served from a peer's memory over all lookups (cooperative caching).
+    pub remote_hit_ratio: f64,
     pub imbalance: f64,
     pub switch_cpu_us_per_request: Option<f64>,
     pub errors: u64,
@@ -117,6 +119,7 @@ impl LabReport {
                             p50_ms: mean(runs.iter().map(|r| r.p50_ms)),
                             p99_ms: mean(runs.iter().map(|r| r.p99_ms)),
                             hit_ratio: mean(runs.iter().map(|r| r.hit_ratio)),
+                            remote_hit_ratio: mean(runs.iter().map(|r| r.remote_hit_ratio)),
                             imbalance: mean(runs.iter().map(|r| r.imbalance)),
                             switch_cpu_us_per_request: (!cpu.is_empty()).then(|| mean(cpu.into_iter())),
                             errors: runs.iter().map(|r| r.errors).sum(),

@@ -253,6 +253,11 @@ fn run_with_sites(
         }
     }
     drop(net);
+    // The simulator's twin of a workload with cooperative caching, while its site is on disk.
+    match crate::sim_twin::twin_notes(experiment, &sites, &report.points) {
+        Ok(notes) => report.notes.extend(notes),
+        Err(e) => progress(&format!("simulator twin: {e}")),
+    }
     if let Some(e) = &error {
         report.failure = Some(e.to_string());
     }

@@ -8,8 +8,12 @@ use locus_sim::{Arrivals, CacheModel, SimConfig, SimPolicy, Workload};
 use locus_trace::{DocumentFile, DocumentSizes, SiteManifest, ZipfTraceSpec};
 
 use crate::error::LabError;
-use crate::experiment::{NodeSettings, SwitchKind, WorkloadSpec};
+use crate::experiment::{Experiment, NodeSettings, SwitchKind, WorkloadSpec};
+use crate::results::PointResult;
 use crate::site::LabSite;
+
+/// Requests the twin simulates per strategy (the first third warm the caches).
+pub const TWIN_REQUESTS: u64 = 300_000;
 
 /// One lab row and what the simulator predicts for it.
 #[derive(Clone, Debug, PartialEq)]
@@ -155,6 +159,72 @@ pub fn simulate_twin(
     Ok(out)
 }
 
+/// The lab's points of one workload at `nodes` nodes beside the twin's prediction, as a
+/// Markdown section: throughput and hit ratios, each row also as a ratio to round robin's
+/// (`rr`), and how far the lab's ratios are from the simulator's.
+pub fn twin_markdown(workload: &str, nodes: usize, lab: &[&PointResult], twin: &[TwinPoint]) -> String {
+    let find = |policy: &str, mode: &str| lab.iter().find(|p| p.policy == policy && p.mode == mode);
+    let (lab_rr, sim_rr) =
+        match (find("rr", "proxy"), twin.iter().find(|t| t.policy == "rr" && t.mode == "proxy")) {
+            (Some(l), Some(s)) => (l.rps, s.rps),
+            _ => (f64::NAN, f64::NAN),
+        };
+    let mut out = format!(
+        "### The simulator's twin of `{workload}`\n\n\
+         The same files, popularity, node count ({nodes}), caches, disk and CPU models in `locus sim`, {TWIN_REQUESTS} \
+         requests per row (the first third warm the caches). Ratios are to round robin's throughput in each.\n\n\
+         | row | lab req/s | lab ÷ RR | sim req/s | sim ÷ RR | lab hit (local / remote) | sim hit (local / remote) |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n"
+    );
+    let mut gaps = Vec::new();
+    for t in twin {
+        let Some(l) = find(&t.policy, &t.mode) else { continue };
+        let (lr, sr) = (l.rps / lab_rr, t.rps / sim_rr);
+        if lr.is_finite() && sr.is_finite() && t.policy != "rr" {
+            gaps.push((lr / sr - 1.0).abs());
+        }
+        let row = if t.mode == "proxy" { t.policy.clone() } else { format!("{} ({})", t.policy, t.mode) };
+        out.push_str(&format!(
+            "| {row} | {:.0} | {lr:.2} | {:.0} | {sr:.2} | {:.2} / {:.2} | {:.2} / {:.2} |\n",
+            l.rps, t.rps, l.hit_ratio, l.remote_hit_ratio, t.local_hit, t.remote_hit
+        ));
+    }
+    if !gaps.is_empty() {
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let worst = gaps.iter().copied().fold(0.0, f64::max);
+        out.push_str(&format!(
+            "\nThe lab's ratios to RR differ from the simulator's by {:.0}% on average ({:.0}% at most).\n",
+            mean * 100.0,
+            worst * 100.0
+        ));
+    }
+    out
+}
+
+/// For every workload on which a row caches cooperatively: the twin at its largest node count
+/// beside the lab's points, as Markdown sections (the sites must still be on disk).
+pub fn twin_notes(
+    experiment: &Experiment,
+    sites: &[LabSite],
+    points: &[PointResult],
+) -> Result<Vec<String>, LabError> {
+    let mut notes = Vec::new();
+    for (w, spec) in experiment.workloads.iter().enumerate() {
+        if !experiment.switches.iter().any(|r| r.coop.is_some() && r.runs_on(&spec.name)) {
+            continue;
+        }
+        let mine: Vec<&PointResult> = points.iter().filter(|p| p.workload == spec.name).collect();
+        let Some(nodes) = mine.iter().map(|p| p.nodes).max() else { continue };
+        let at: Vec<&PointResult> = mine.into_iter().filter(|p| p.nodes == nodes).collect();
+        let rows: Vec<(SwitchKind, String, String)> =
+            at.iter().map(|p| (p.switch, p.policy.clone(), p.mode.clone())).collect();
+        let Some(site) = sites.iter().find(|s| s.workload == spec.name) else { continue };
+        let twin = simulate_twin(spec, experiment.node_of(w), site, nodes, &rows, TWIN_REQUESTS)?;
+        notes.push(twin_markdown(&spec.name, nodes, &at, &twin));
+    }
+    Ok(notes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +261,31 @@ mod tests {
         assert_eq!(points.len(), 2, "the NGINX row has no twin");
         let (rr, lard) = (&points[0], &points[1]);
         assert!(lard.rps > 1.5 * rr.rps && lard.local_hit > rr.local_hit, "{points:?}");
+    }
+
+    #[test]
+    fn the_twin_section_sets_each_rows_ratio_to_rr_beside_the_simulators_and_says_how_far_apart() {
+        let lab = |policy: &str, rps: f64| {
+            let mut p = crate::report::tests::point(SwitchKind::Locus, policy, 4, rps, 0.5);
+            p.remote_hit_ratio = 0.2;
+            p
+        };
+        let points = [lab("rr", 100.0), lab("rr+cf-lru", 150.0), lab("lard-r", 300.0)];
+        let refs: Vec<&PointResult> = points.iter().collect();
+        let twin = |policy: &str, strategy: &str, rps: f64| TwinPoint {
+            policy: policy.into(),
+            mode: "proxy".into(),
+            strategy: strategy.into(),
+            rps,
+            local_hit: 0.4,
+            remote_hit: 0.1,
+        };
+        let sim =
+            [twin("rr", "rr", 50.0), twin("rr+cf-lru", "cf-lru", 100.0), twin("lard-r", "lard-r", 150.0)];
+        let md = twin_markdown("coop", 4, &refs, &sim);
+        assert!(md.contains("| rr+cf-lru | 150 | 1.50 | 100 | 2.00 | 0.50 / 0.20 | 0.40 / 0.10 |"), "{md}");
+        // |1.5/2 - 1| = 25%, |3/3 - 1| = 0%.
+        assert!(md.contains("by 12% on average (25% at most)"), "{md}");
     }
 
     #[test]
