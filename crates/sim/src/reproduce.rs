@@ -15,7 +15,6 @@ use crate::config::SimConfig;
 use crate::error::SimError;
 use crate::plot::write_plots;
 use crate::report::SimReport;
-use crate::sim_policy::SimPolicy;
 use crate::sweep::{SweepSpec, run_sweep, write_results};
 use crate::workload::Workload;
 
@@ -116,13 +115,7 @@ pub fn reproduce_lard(opts: &ReproduceOptions) -> Result<Reproduction, SimError>
     let spec = rice_like_spec(opts.requests, opts.seed);
     let (workload, stats) = Workload::synthetic_with_stats(spec.clone(), &DEFAULT_COVERAGE_SHARES)?;
     let base = SimConfig { seed: opts.seed, ..SimConfig::lard98() };
-    let policies = LARD_POLICIES.iter().map(|p| SimPolicy::from_name(p)).collect::<Result<Vec<_>, _>>()?;
-    let sweep = SweepSpec {
-        base: base.clone(),
-        policies,
-        node_counts: opts.node_counts.clone(),
-        threads: opts.threads,
-    };
+    let sweep = SweepSpec::named(base.clone(), &LARD_POLICIES, &opts.node_counts, opts.threads)?;
     let reports = run_sweep(&workload, &sweep, opts.progress)?;
     let claims = check_claims(&reports);
 

@@ -22,7 +22,6 @@ use crate::reproduce::Claim;
 use crate::reproduce_sc_claims::check_sc_claims;
 use crate::reproduce_sc_report::{ScReportInputs, sc_markdown};
 use crate::reproduce_sc_sensitivity::{SENSITIVITY_MBPS, SensitivityRow, file_server_sensitivity};
-use crate::sim_policy::SimPolicy;
 use crate::sweep::{SweepSpec, run_sweep};
 
 /// The strategies of Fig. 9, in the order the report lists them.
@@ -177,13 +176,7 @@ pub fn reproduce_sc(opts: &ScOptions) -> Result<ScReproduction, SimError> {
     let spec = BerkeleyLikeSpec::new(opts.requests, opts.seed);
     let (workload, stats) = spec.build()?;
     let base = sc_study_config(opts.seed, opts.file_server_bps);
-    let policies = SC_POLICIES.iter().map(|p| SimPolicy::from_name(p)).collect::<Result<Vec<_>, _>>()?;
-    let sweep = SweepSpec {
-        base: base.clone(),
-        policies,
-        node_counts: opts.node_counts.clone(),
-        threads: opts.threads,
-    };
+    let sweep = SweepSpec::named(base.clone(), &SC_POLICIES, &opts.node_counts, opts.threads)?;
     let reports = run_sweep(&workload, &sweep, opts.progress)?;
     let sensitivity = if opts.sensitivity_mbps.is_empty() {
         Vec::new()

@@ -8,7 +8,6 @@ use serde::Serialize;
 use crate::error::SimError;
 use crate::reproduce_sc::{SC_POLICIES, ScRow, sc_study_config};
 use crate::reproduce_sc_claims::check_sc_claims;
-use crate::sim_policy::SimPolicy;
 use crate::sweep::{SweepSpec, run_sweep};
 use crate::workload::Workload;
 
@@ -69,15 +68,10 @@ pub fn file_server_sensitivity(
     threads: usize,
     mbps: &[u64],
 ) -> Result<Vec<SensitivityRow>, SimError> {
-    let policies = SC_POLICIES.iter().map(|p| SimPolicy::from_name(p)).collect::<Result<Vec<_>, _>>()?;
     let mut out = Vec::with_capacity(mbps.len());
     for &m in mbps {
-        let sweep = SweepSpec {
-            base: sc_study_config(seed, m * 1_000_000),
-            policies: policies.clone(),
-            node_counts: node_counts.to_vec(),
-            threads,
-        };
+        let sweep =
+            SweepSpec::named(sc_study_config(seed, m * 1_000_000), &SC_POLICIES, node_counts, threads)?;
         let rows: Vec<ScRow> = run_sweep(workload, &sweep, false)?.iter().map(ScRow::of).collect();
         out.push(SensitivityRow::of(m, &rows));
     }

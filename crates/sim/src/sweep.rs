@@ -29,6 +29,17 @@ pub struct SweepSpec {
 }
 
 impl SweepSpec {
+    /// A sweep of the policies named (as `SimPolicy::from_name` reads them) over `base`.
+    pub fn named(
+        base: SimConfig,
+        names: &[&str],
+        node_counts: &[u32],
+        threads: usize,
+    ) -> Result<SweepSpec, SimError> {
+        let policies = names.iter().map(|p| SimPolicy::from_name(p)).collect::<Result<Vec<_>, _>>()?;
+        Ok(SweepSpec { base, policies, node_counts: node_counts.to_vec(), threads })
+    }
+
     /// The configuration of every point, policy-major.
     pub fn points(&self) -> Vec<SimConfig> {
         let mut out = Vec::with_capacity(self.policies.len() * self.node_counts.len());
