@@ -150,6 +150,7 @@ impl<'n> LabCluster<'n> {
                 admin: true,
                 handoff_key_file: key_file.clone(),
                 handoff_clone: cloning,
+                handoff_clone_service: if cloning { Some(net.switch_addr(port)?) } else { None },
                 listen_any: cloning,
                 port: Some(port),
                 ..NodeSpec::new(&format!("node{i}"), &spec.root)

@@ -123,7 +123,8 @@ mod tests {
         for row in ["rr", "wrr", "lard-r", "rr+cf-lru", "rr+cf-lfu"] {
             assert!(coop.contains(&format!("locus {row} proxy, 4 nodes")), "{coop:?}");
         }
-        assert_eq!(coop.len(), 5);
+        assert!(coop.contains(&"locus hash l4, 4 nodes".to_string()), "socket cloning: {coop:?}");
+        assert_eq!(coop.len(), 6);
         for w in ["hotspot", "dynamic"] {
             let i = e.workloads.iter().position(|x| x.name == w).unwrap();
             assert!(e.node_of(i).cpu.is_some(), "{w}: every node has a modelled CPU of its own");
@@ -143,7 +144,7 @@ mod tests {
         for (i, _) in full.workloads.iter().enumerate() {
             assert_eq!(full.nodes_of(i), [1, 2, 3, 4]);
         }
-        assert_eq!(full.points().len(), (9 + 9 + 9 + 5) * 4);
+        assert_eq!(full.points().len(), (9 + 9 + 9 + 6) * 4);
     }
 
     #[test]

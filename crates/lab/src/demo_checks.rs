@@ -2,7 +2,8 @@
 //! largest node count: on `zipf`, LARD/R against WRR and NGINX's URI hash; on `hotspot`,
 //! LARD/R against the URI hashes of NGINX and HAProxy (throughput and p99); on `dynamic`,
 //! CSLD's mean latency against round robin's and HAProxy `leastconn`'s, with no more errors; on
-//! `coop`, cooperative caching against round robin (throughput, remote hits) and LARD/R.
+//! `coop`, cooperative caching against round robin (throughput, remote hits), LARD/R and socket
+//! cloning.
 
 use std::fmt::Write as _;
 
@@ -48,10 +49,14 @@ impl<'r> WorkloadPoints<'r> {
     }
 
     fn at(&self, switch: SwitchKind, policy: &str) -> Option<SeriesPoint> {
+        self.at_mode(switch, policy, "proxy")
+    }
+
+    fn at_mode(&self, switch: SwitchKind, policy: &str, mode: &str) -> Option<SeriesPoint> {
         self.report
             .series(&self.workload)
             .into_iter()
-            .find(|s| s.switch == switch && s.policy == policy && s.mode == "proxy")?
+            .find(|s| s.switch == switch && s.policy == policy && s.mode == mode)?
             .at(self.nodes)
             .cloned()
     }
@@ -168,6 +173,13 @@ fn coop_checks(w: &WorkloadPoints<'_>, checks: &mut Vec<DemoCheck>) {
     let p = w.pair((SwitchKind::Locus, "lard-r"), cf_lfu);
     checks.push(DemoCheck::compare(
         format!("coop: LARD/R throughput above cooperative caching's (CF-LFU) at {n} nodes"),
+        pair_ref(&p),
+        throughput_at_least(1.0),
+    ));
+    let sc = w.at_mode(SwitchKind::Locus, "hash", "l4");
+    let p = sc.zip(w.at(cf_lfu.0, cf_lfu.1));
+    checks.push(DemoCheck::compare(
+        format!("coop: socket cloning (l4, URI hash) throughput above CF-LFU's at {n} nodes"),
         pair_ref(&p),
         throughput_at_least(1.0),
     ));
@@ -314,8 +326,14 @@ mod tests {
         let checks: Vec<DemoCheck> =
             demo_checks(&r).into_iter().filter(|c| c.name.starts_with("coop")).collect();
         let verdicts: Vec<Option<bool>> = checks.iter().map(|c| c.met).collect();
-        // 1500 ≥ 1.2 × 900; 0.2 remote ≥ 0.1; 1400 ≥ 0.95 × 1500 = 1425? No; 1450 > 1400.
-        assert_eq!(verdicts, [Some(true), Some(true), Some(false), Some(true)], "{checks:?}");
+        // 1500 ≥ 1.2 × 900; 0.2 remote ≥ 0.1; 1400 ≥ 0.95 × 1500 = 1425? No; 1450 > 1400; no
+        // l4 point.
+        assert_eq!(verdicts, [Some(true), Some(true), Some(false), Some(true), None], "{checks:?}");
+        let mut sc = at("coop", SwitchKind::Locus, "hash", 2000.0, 10.0, 50.0);
+        sc.mode = "l4".into();
+        r.points.push(sc);
+        let last = demo_checks(&r).into_iter().filter(|c| c.name.starts_with("coop")).last().unwrap();
+        assert_eq!(last.met, Some(true), "2000 > 1400: {last:?}");
         assert!(checks[1].detail.contains("0.200 remote"), "{}", checks[1].detail);
     }
 }

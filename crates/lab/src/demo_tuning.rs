@@ -56,9 +56,11 @@ pub fn hotspot_and_dynamic_note(report: &LabReport) -> String {
                  behind round robin, once with plain nodes and once with nodes that cache cooperatively: a node that misses \
                  asks the document's home node (a hash of its name) who holds it, fetches it from that peer's memory over \
                  a kept-alive connection, checks its length and version, and keeps a copy under LRU or LFU (`rr+cf-lru`, \
-                 `rr+cf-lfu`); only a document no peer holds is read from the disk. Beside them, WRR and LARD/R: LARD/R \
-                 sends each document where it is cached, so the cluster holds one copy of each instead of one per node. \
-                 The report's simulator twin runs the same site and nodes through `locus sim`. ",
+                 `rr+cf-lfu`); only a document no peer holds is read from the disk. Beside them, WRR, LARD/R and socket \
+                 cloning (`hash` in `l4` mode: connections spread round robin at the SYN, each request handed on to the \
+                 node its URI hashes to): these send each document where it is cached, so the cluster holds one copy of \
+                 each instead of one per node, and no document crosses the network twice. The report's simulator twin runs \
+                 the same site and nodes through `locus sim`. 
                 w.name,
                 node.cache,
                 node.cache_policy,

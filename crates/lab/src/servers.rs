@@ -127,6 +127,8 @@ pub struct NodeSpec {
     pub handoff_key_file: Option<PathBuf>,
     /// Agent option: clone l4 connections (ask the switch where each request goes).
     pub handoff_clone: bool,
+    /// Agent option: clone only connections to this address (the l4 service).
+    pub handoff_clone_service: Option<SocketAddr>,
     /// Agent option: `handoff` or `forward` (back-end forwarding) for requests routed away.
     pub handoff_rehandoff: Option<String>,
     /// Listen on every address (0.0.0.0), so that connections to the virtual IP that the l4
@@ -158,6 +160,7 @@ impl NodeSpec {
             admin: false,
             handoff_key_file: None,
             handoff_clone: false,
+            handoff_clone_service: None,
             handoff_rehandoff: None,
             listen_any: false,
             port: None,
@@ -231,6 +234,9 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
             cmd.args(["--handoff-listen", &agent.to_string(), "--handoff-key-file"]).arg(key);
             if spec.handoff_clone {
                 cmd.arg("--handoff-clone");
+            }
+            if let Some(s) = spec.handoff_clone_service {
+                cmd.args(["--handoff-clone-service", &s.to_string()]);
             }
             if let Some(r) = &spec.handoff_rehandoff {
                 cmd.args(["--handoff-rehandoff", r]);

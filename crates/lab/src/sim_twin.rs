@@ -184,9 +184,17 @@ pub fn twin_markdown(workload: &str, nodes: usize, lab: &[&PointResult], twin: &
             gaps.push((lr / sr - 1.0).abs());
         }
         let row = if t.mode == "proxy" { t.policy.clone() } else { format!("{} ({})", t.policy, t.mode) };
+        let ratio = |r: f64| if r.is_finite() { format!("{r:.2}") } else { "–".into() };
         out.push_str(&format!(
-            "| {row} | {:.0} | {lr:.2} | {:.0} | {sr:.2} | {:.2} / {:.2} | {:.2} / {:.2} |\n",
-            l.rps, t.rps, l.hit_ratio, l.remote_hit_ratio, t.local_hit, t.remote_hit
+            "| {row} | {:.0} | {} | {:.0} | {} | {:.2} / {:.2} | {:.2} / {:.2} |\n",
+            l.rps,
+            ratio(lr),
+            t.rps,
+            ratio(sr),
+            l.hit_ratio,
+            l.remote_hit_ratio,
+            t.local_hit,
+            t.remote_hit
         ));
     }
     if !gaps.is_empty() {

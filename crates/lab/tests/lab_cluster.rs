@@ -144,7 +144,8 @@ fn small_experiment(measure_s: f64, measure_requests: Option<u64>, externals: bo
         "name = \"integration\"\nnodes = [2]\nwarmup_s = 0.5\nmeasure_s = {measure_s}\n{}\
          [node]\ncache = \"2MiB\"\nstorage = \"seek_ms=1,mb_s=100,disks=1\"\n\
          [[switch]]\nkind = \"locus\"\npolicies = [\"lard\", \"wrr\"]\nworkers = 1\n\
-         [[switch]]\nkind = \"locus\"\npolicies = [\"lard\"]\nmodes = [\"handoff\"]\nworkers = 1\n",
+         [[switch]]\nkind = \"locus\"\npolicies = [\"lard\"]\nmodes = [\"handoff\"]\nworkers = 1\n\
+         [[switch]]\nkind = \"locus\"\npolicies = [\"rr\"]\ncoop = \"lru\"\nworkers = 1\n",
         measure_requests.map_or(String::new(), |r| format!("measure_requests = {r}\n"))
     );
     if externals && find_program("haproxy").is_some() {
@@ -184,6 +185,13 @@ fn a_run_measures_every_point_and_writes_results_json_and_the_report() {
     let report = run.report;
     assert_eq!(report.points.len(), experiment.points().len());
     assert!(report.points.iter().any(|p| p.mode == "handoff"), "a one-way row is measured too");
+    assert!(report.points.iter().any(|p| p.policy == "rr+cf-lru"), "nodes caching cooperatively too");
+    let twin = report.notes.iter().find(|n| n.contains("simulator's twin of `small`"));
+    assert!(
+        twin.is_some_and(|t| t.contains("| rr+cf-lru |") && t.contains("| lard |")),
+        "{:?}",
+        report.notes
+    );
     for p in &report.points {
         assert_eq!((p.errors, p.mismatches), (0, 0), "{p:?}");
         assert!(p.requests >= 250 && p.rps > 0.0, "{p:?}");

@@ -98,6 +98,10 @@ pub struct NodeArgs {
     /// request goes.
     #[arg(long)]
     pub handoff_clone: bool,
+    /// With --handoff-clone: clone only connections to this address (the l4 service); the
+    /// others (health checks, peers) are served here.
+    #[arg(long, value_name = "ADDR")]
+    pub handoff_clone_service: Option<SocketAddr>,
     /// A request routed to another node: "handoff" (give the connection back) or "forward"
     /// (fetch it from that node).
     #[arg(long, value_name = "POLICY")]
@@ -166,6 +170,7 @@ impl NodeArgs {
             || self.handoff_key_file.is_some()
             || self.handoff_upstream.is_some()
             || self.handoff_clone
+            || self.handoff_clone_service.is_some()
             || self.handoff_rehandoff.is_some();
         if handoff_flags {
             let h = c.handoff.get_or_insert_with(Default::default);
@@ -178,6 +183,9 @@ impl NodeArgs {
                 h.upstream = self.handoff_upstream;
             }
             h.clone |= self.handoff_clone;
+            if self.handoff_clone_service.is_some() {
+                h.clone_service = self.handoff_clone_service;
+            }
         }
         let coop_flags = self.coop_peers.is_some()
             || self.coop_self.is_some()

@@ -93,6 +93,7 @@ pub struct HandoffAgent {
     node: Arc<NodeContext>,
     upstream: Option<SocketAddr>,
     clone_mode: bool,
+    clone_service: Option<SocketAddr>,
     rehandoff: RehandoffPolicy,
     go_timeout: Duration,
     route_timeout: Duration,
@@ -125,6 +126,7 @@ impl HandoffAgent {
             node,
             upstream: config.upstream,
             clone_mode: config.clone,
+            clone_service: config.clone_service,
             rehandoff: config.rehandoff,
             go_timeout: Duration::from_millis(config.go_timeout_ms),
             route_timeout: Duration::from_millis(config.route_timeout_ms),
@@ -152,6 +154,11 @@ impl HandoffAgent {
     /// with socket cloning).
     pub fn clone_mode(&self) -> bool {
         self.clone_mode
+    }
+
+    /// Whether a connection accepted at `local` is cloned (asks the switch per request).
+    pub fn clones(&self, local: SocketAddr) -> bool {
+        self.clone_mode && self.clone_service.is_none_or(|s| s == local)
     }
 
     /// Accept control channels on `listener` (authenticated with `key`, each handshake in a

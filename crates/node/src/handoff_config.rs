@@ -52,6 +52,10 @@ pub struct HandoffConfig {
     /// L4 mode with socket cloning: connections accepted by the node's own listener ask the
     /// switch where each request goes, from the first one.
     pub clone: bool,
+    /// With `clone`: only connections to this address (the l4 service, the virtual IP and
+    /// port) are cloned; others — the switch's health checks, peers — are served here, since
+    /// no other node has their address. `None`: every connection.
+    pub clone_service: Option<SocketAddr>,
     /// What to do with a request the switch routes to another node.
     pub rehandoff: RehandoffPolicy,
     /// How long a restored connection waits for `Go` before it is dropped.
@@ -74,6 +78,7 @@ impl Default for HandoffConfig {
             key: None,
             upstream: None,
             clone: false,
+            clone_service: None,
             rehandoff: RehandoffPolicy::Handoff,
             go_timeout_ms: 5_000,
             route_timeout_ms: 1_000,
@@ -92,6 +97,7 @@ impl std::fmt::Debug for HandoffConfig {
             .field("key", &self.key.as_ref().map(|_| "<redacted>"))
             .field("upstream", &self.upstream)
             .field("clone", &self.clone)
+            .field("clone_service", &self.clone_service)
             .field("rehandoff", &self.rehandoff)
             .field("go_timeout_ms", &self.go_timeout_ms)
             .field("route_timeout_ms", &self.route_timeout_ms)

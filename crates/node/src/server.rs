@@ -160,7 +160,8 @@ impl Acceptor {
         count(&node.metrics.connections_total);
         let _ = stream.set_nodelay(true);
         let router = self.cloning.as_ref().and_then(|agent| {
-            let id = cloned_connection_id(peer, stream.local_addr().ok()?)?;
+            let local = stream.local_addr().ok()?;
+            let id = cloned_connection_id(peer, local).filter(|_| agent.clones(local))?;
             Some(RequestRouter::cloned(agent.clone(), id))
         });
         let w = self.w.clone();

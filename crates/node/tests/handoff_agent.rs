@@ -532,6 +532,26 @@ fn cloned_connections_ask_from_the_first_request_and_serve_locally_without_a_swi
 }
 
 #[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
+fn with_a_clone_service_a_connection_to_the_nodes_own_address_is_served_here_without_asking() {
+    require_root();
+    // The l4 service is another address: a connection to the node's own one (a health check,
+    // a peer) could be restored on no other node.
+    let service: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let n1 = node("n1", |_, h| {
+        h.clone = true;
+        h.clone_service = Some(service);
+    });
+    let _switch = Switch::connect(&n1, 1, &[(1, n1.addr())]);
+    wait_until("n1 to see its switch", || n1.server().stats().handoff_channels == 1);
+    let mut client = n1.client();
+    client.send(get("/a"));
+    assert_eq!(client.response(false).header("X-Locus-Node"), Some("n1"));
+    let stats = n1.server().stats();
+    assert_eq!((stats.routes_asked, stats.routes_unanswered), (0, 0), "not asked about");
+}
+
+#[test]
 fn a_control_peer_with_the_wrong_key_is_refused_and_the_right_ones_hello_names_the_node() {
     let n1 = node("n1", |_, _| {});
     let addr = n1.server().handoff_addr().unwrap();

@@ -258,6 +258,7 @@ fn one_way(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started> {
                 workers: env.opts.node_workers,
                 handoff_key_file: Some(key.clone()),
                 handoff_clone: true,
+                handoff_clone_service: Some(env.net.switch_addr(ONE_WAY_NODE_PORT)?),
                 listen_any: true,
                 port: Some(ONE_WAY_NODE_PORT),
                 agent_port: Some(ONE_WAY_NODE_PORT + 7000),
