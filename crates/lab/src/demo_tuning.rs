@@ -60,7 +60,7 @@ pub fn hotspot_and_dynamic_note(report: &LabReport) -> String {
                  cloning (`hash` in `l4` mode: connections spread round robin at the SYN, each request handed on to the \
                  node its URI hashes to): these send each document where it is cached, so the cluster holds one copy of \
                  each instead of one per node, and no document crosses the network twice. The report's simulator twin runs \
-                 the same site and nodes through `locus sim`. 
+                 the same site and nodes through `locus sim`. ",
                 w.name,
                 node.cache,
                 node.cache_policy,
