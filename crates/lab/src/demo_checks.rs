@@ -332,7 +332,7 @@ mod tests {
         let mut sc = at("coop", SwitchKind::Locus, "hash", 2000.0, 10.0, 50.0);
         sc.mode = "l4".into();
         r.points.push(sc);
-        let last = demo_checks(&r).into_iter().filter(|c| c.name.starts_with("coop")).last().unwrap();
+        let last = demo_checks(&r).into_iter().rfind(|c| c.name.starts_with("coop")).unwrap();
         assert_eq!(last.met, Some(true), "2000 > 1400: {last:?}");
         assert!(checks[1].detail.contains("0.200 remote"), "{}", checks[1].detail);
     }
