@@ -2,7 +2,7 @@
 //! RR, CF-LRU, CF-LFU and SC on 1–12 nodes with full-duplex 100 Mbps links and one shared
 //! file server, 38 closed-loop clients, over a synthetic stand-in for the Berkeley trace, plus
 //! a sweep of the file server's rate — written as `report.md`, `results.json`, `claims.json`,
-//! `sensitivity.json`, `trace_stats.json` and SVG plots.
+//! `sensitivity.json`, `keep_copy.json`, `trace_stats.json` and SVG plots.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -21,7 +21,9 @@ use crate::report::SimReport;
 use crate::reproduce::Claim;
 use crate::reproduce_sc_claims::check_sc_claims;
 use crate::reproduce_sc_report::{ScReportInputs, sc_markdown};
-use crate::reproduce_sc_sensitivity::{SENSITIVITY_MBPS, SensitivityRow, file_server_sensitivity};
+use crate::reproduce_sc_sensitivity::{
+    SENSITIVITY_MBPS, SensitivityRow, file_server_sensitivity, keep_copy_rows,
+};
 use crate::sweep::{SweepSpec, run_sweep};
 
 /// The strategies of Fig. 9, in the order the report lists them.
@@ -166,6 +168,8 @@ pub struct ScReproduction {
     pub files: Vec<PathBuf>,
     /// The file-server rate sweep, if one ran.
     pub sensitivity: Vec<SensitivityRow>,
+    /// CF with and without the requester keeping its copy, on the sweep's share of the trace.
+    pub keep_copy: Vec<ScRow>,
     /// Wall time of trace generation plus the sweep, seconds.
     pub wall_s: f64,
 }
@@ -178,12 +182,16 @@ pub fn reproduce_sc(opts: &ScOptions) -> Result<ScReproduction, SimError> {
     let base = sc_study_config(opts.seed, opts.file_server_bps);
     let sweep = SweepSpec::named(base.clone(), &SC_POLICIES, &opts.node_counts, opts.threads)?;
     let reports = run_sweep(&workload, &sweep, opts.progress)?;
-    let sensitivity = if opts.sensitivity_mbps.is_empty() {
-        Vec::new()
+    let (sensitivity, keep_copy) = if opts.sensitivity_mbps.is_empty() {
+        (Vec::new(), Vec::new())
     } else {
         let share = ((opts.requests as f64 * SENSITIVITY_SHARE) as u64).max(1);
         let (quarter, _) = BerkeleyLikeSpec::new(share, opts.seed).build()?;
-        file_server_sensitivity(&quarter, opts.seed, &opts.node_counts, opts.threads, &opts.sensitivity_mbps)?
+        let n = &opts.node_counts;
+        (
+            file_server_sensitivity(&quarter, opts.seed, n, opts.threads, &opts.sensitivity_mbps)?,
+            keep_copy_rows(&quarter, base.clone(), n, opts.threads)?,
+        )
     };
     let wall_s = started.elapsed().as_secs_f64();
     let rows: Vec<ScRow> = reports.iter().map(ScRow::of).collect();
@@ -201,6 +209,7 @@ pub fn reproduce_sc(opts: &ScOptions) -> Result<ScReproduction, SimError> {
         write("claims.json", pretty_json(&claims))?,
         write("trace_stats.json", pretty_json(&stats))?,
         write("sensitivity.json", pretty_json(&sensitivity))?,
+        write("keep_copy.json", pretty_json(&keep_copy))?,
     ];
     files.extend(write_plots(dir, &reports, "Socket Cloning Fig. 9, synthetic stand-in trace")?);
     files.push(plot_links(dir, &rows)?);
@@ -214,10 +223,11 @@ pub fn reproduce_sc(opts: &ScOptions) -> Result<ScReproduction, SimError> {
         rows: &rows,
         claims: &claims,
         sensitivity: &sensitivity,
+        keep_copy: &keep_copy,
         wall_s,
     };
     files.push(write("report.md", sc_markdown(&report))?);
-    Ok(ScReproduction { rows, stats, claims, files, sensitivity, wall_s })
+    Ok(ScReproduction { rows, stats, claims, files, sensitivity, keep_copy, wall_s })
 }
 
 /// Node TX and file-server TX utilisation against node count, one line per strategy each.

@@ -20,6 +20,7 @@ pub struct ScReportInputs<'a> {
     pub rows: &'a [ScRow],
     pub claims: &'a [Claim],
     pub sensitivity: &'a [SensitivityRow],
+    pub keep_copy: &'a [ScRow],
     pub wall_s: f64,
 }
 
@@ -79,6 +80,7 @@ pub fn sc_markdown(r: &ScReportInputs<'_>) -> String {
     }
     model(&mut o, base);
     sensitivity(&mut o, r.sensitivity, base);
+    keep_copy(&mut o, r.keep_copy);
     trace(&mut o, spec, stats);
     let _ = writeln!(
         o,
@@ -156,6 +158,34 @@ fn sensitivity(o: &mut String, rows: &[SensitivityRow], base: &SimConfig) {
         );
     }
     let _ = writeln!(o, "\nThe paper's own 12-node ratios imply CF-LFU ÷ RR ≈ 1.51 and CF-LRU ÷ RR ≈ 1.20.");
+}
+
+/// Cooperative caching with and without the requester keeping the copy it fetched.
+fn keep_copy(o: &mut String, rows: &[ScRow]) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\n## Keeping the fetched copy\n\n\
+         CF as run above keeps the copy a node fetches from a peer under its own replacement; `-single` keeps \
+         none (one copy in the cluster, a global object space). Same sweep, {:.0}% of the trace; requests/s and \
+         where requests were served (local / another node / file server, %):\n\n\
+         | strategy | nodes | req/s | served from |\n|---|---:|---:|---|",
+        SENSITIVITY_SHARE * 100.0
+    );
+    for r in rows.iter().filter(|r| r.nodes > 1) {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {:.0} | {:.0} / {:.0} / {:.0} |",
+            r.policy,
+            r.nodes,
+            r.rps,
+            r.local_hit * 100.0,
+            r.remote_hit * 100.0,
+            r.server_read * 100.0
+        );
+    }
 }
 
 fn model(o: &mut String, base: &SimConfig) {

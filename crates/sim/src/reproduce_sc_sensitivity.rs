@@ -1,10 +1,12 @@
 //! How the Socket Cloning study's shape moves with the one parameter the paper leaves open that
 //! decides it, the file server's link rate: the whole sweep again on a share of the trace at
 //! each of several rates, with the claims checked at each, so the report shows why the default
-//! rate was chosen and what the other rates give.
+//! rate was chosen and what the other rates give; and what cooperative caching gains by keeping
+//! the copies it fetches (`cf-*` against `cf-*-single`).
 
 use serde::Serialize;
 
+use crate::config::SimConfig;
 use crate::error::SimError;
 use crate::reproduce_sc::{SC_POLICIES, ScRow, sc_study_config};
 use crate::reproduce_sc_claims::check_sc_claims;
@@ -76,6 +78,20 @@ pub fn file_server_sensitivity(
         out.push(SensitivityRow::of(m, &rows));
     }
     Ok(out)
+}
+
+/// Cooperative caching with and without the requester keeping a copy.
+pub const KEEP_COPY_POLICIES: [&str; 4] = ["cf-lru", "cf-lru-single", "cf-lfu", "cf-lfu-single"];
+
+/// The `KEEP_COPY_POLICIES` on `workload` over `base` at `node_counts`.
+pub fn keep_copy_rows(
+    workload: &Workload,
+    base: SimConfig,
+    node_counts: &[u32],
+    threads: usize,
+) -> Result<Vec<ScRow>, SimError> {
+    let sweep = SweepSpec::named(base, &KEEP_COPY_POLICIES, node_counts, threads)?;
+    Ok(run_sweep(workload, &sweep, false)?.iter().map(ScRow::of).collect())
 }
 
 #[cfg(test)]

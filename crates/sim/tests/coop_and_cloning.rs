@@ -145,6 +145,17 @@ fn quick_sc_reproduction_writes_rows_claims_and_plots() {
     }
     // Without 12 nodes the 12-node claims cannot be met, and say why.
     assert!(claims[0]["met"] == false && claims[0]["evidence"].as_str().unwrap().contains("not run"));
+    // The quick run sweeps one file-server rate and CF with and without kept copies.
+    let sensitivity = read_json(dir.path(), "sensitivity.json");
+    assert_eq!(sensitivity.as_array().map(Vec::len), Some(1), "{sensitivity}");
+    let keep = read_json(dir.path(), "keep_copy.json");
+    let keep = keep.as_array().expect("keep_copy.json is an array");
+    assert_eq!(keep.len(), 4 * opts.node_counts.len());
+    // A node that keeps no copy of what it fetches serves no more from its own memory.
+    let local = |p: &str, n: u64| {
+        keep.iter().find(|r| r["policy"] == p && r["nodes"] == n).unwrap()["local_hit"].as_f64().unwrap()
+    };
+    assert!(local("cf-lru-single", 4) <= local("cf-lru", 4) + 1e-9, "{keep:?}");
     let report = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
     assert!(report.contains("## Claims") && report.contains("ynthetic stand-in"));
     for f in ["throughput.svg", "link_utilization.svg", "trace_stats.json", "config.toml"] {
