@@ -274,12 +274,13 @@ impl<'n> LabCluster<'n> {
     /// and return the node that served each (`X-Locus-Node`) with the response's status.
     pub fn serving_nodes(&self, target: &str, count: usize) -> Result<Vec<(u16, String)>, LabError> {
         let addr = self.switch.addr;
-        self.net.on_host("client", || (0..count).map(|_| get_served_by(addr, target)).collect())
+        self.net.on_host("client", || (0..count).map(|_| get_header(addr, target, "x-locus-node")).collect())
     }
 }
 
-/// `GET target` on a fresh connection; the status and the `X-Locus-Node` header.
-fn get_served_by(addr: SocketAddr, target: &str) -> Result<(u16, String), LabError> {
+/// `GET target` on a fresh connection from the calling thread's host: the status and the value
+/// of response header `name` (empty when absent).
+pub fn get_header(addr: SocketAddr, target: &str, name: &str) -> Result<(u16, String), LabError> {
     let fail = |e: std::io::Error| LabError::system(format!("GET {target} from {addr}"), e);
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(fail)?;
     s.set_read_timeout(Some(Duration::from_secs(10))).map_err(fail)?;
@@ -291,12 +292,12 @@ fn get_served_by(addr: SocketAddr, target: &str) -> Result<(u16, String), LabErr
     let mut lines = head.lines();
     let status =
         lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let node = lines
+    let value = lines
         .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("x-locus-node"))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
         .map(|(_, v)| v.trim().to_string())
         .unwrap_or_default();
-    Ok((status, node))
+    Ok((status, value))
 }
 
 /// What the cluster did between two snapshots.

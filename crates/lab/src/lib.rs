@@ -34,7 +34,9 @@ mod topology;
 mod utc_time;
 mod workload_spec;
 
-pub use cluster::{ClusterDelta, ClusterSnapshot, ClusterSpec, LabCluster, NodeCounters, max_over_mean};
+pub use cluster::{
+    ClusterDelta, ClusterSnapshot, ClusterSpec, LabCluster, NodeCounters, get_header, max_over_mean,
+};
 pub use congestion::CongestionControl;
 pub use cpu_time::{cpu_us_per_request, process_tree_cpu, stat_cpu_ticks};
 pub use demo::{DEMO_EXPERIMENT, demo_experiment, tuning_note};

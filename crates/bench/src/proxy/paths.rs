@@ -191,28 +191,12 @@ fn cache_forwarding(env: &Env<'_>) -> anyhow::Result<Started> {
     Ok(Started { addr: forwarder, servers: vec![node, holder] })
 }
 
-/// GET `path` from `addr` (HTTP/1.0), read the whole response, and return its
-/// `X-Locus-Cache` (hit, miss, remote, ...); an error unless it is a 200.
+/// GET `path` from `addr` and return its `X-Locus-Cache` (hit, miss, remote, ...); an error
+/// unless it is a 200.
 fn get_cache_status(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5))?;
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut response = Vec::new();
-    s.read_to_end(&mut response)?;
-    let head_end = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(response.len());
-    let head = String::from_utf8_lossy(&response[..head_end]);
-    anyhow::ensure!(
-        head.starts_with("HTTP/1.1 200"),
-        "GET {path} from {addr}: {}",
-        head.lines().next().unwrap_or("")
-    );
-    let status = head
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("x-locus-cache"))
-        .map(|(_, v)| v.trim().to_string());
-    Ok(status.unwrap_or_default())
+    let (status, cache) = locus_lab::get_header(addr, path, "x-locus-cache")?;
+    anyhow::ensure!(status == 200, "GET {path} from {addr}: status {status}");
+    Ok(cache)
 }
 
 /// The Locus switch in `mode` on the switch host (`port` in the lab), in front of both nodes.
