@@ -35,6 +35,8 @@ pub struct ClusterSpec {
     pub class_file: Option<std::path::PathBuf>,
     /// The nodes cache cooperatively with this replacement (`lru`, `lfu`), if set.
     pub coop: Option<String>,
+    /// DC rows: every co-op's replica quota, if set.
+    pub dc_quota: Option<String>,
 }
 
 /// The started servers of one point.
@@ -42,7 +44,8 @@ pub struct LabCluster<'n> {
     net: &'n Net,
     kind: SwitchKind,
     nodes: Vec<Server>,
-    switch: Server,
+    /// The switch; `None` for DC rows, whose clients talk to the nodes.
+    switch: Option<Server>,
 }
 
 /// One node's counters at one moment.
@@ -133,7 +136,21 @@ impl<'n> LabCluster<'n> {
         let addrs = (1..=spec.nodes)
             .map(|i| net.listen_addr(&format!("node{i}"), port))
             .collect::<Result<Vec<_>, _>>()?;
+        let dc_names: Vec<(String, SocketAddr)> =
+            addrs.iter().enumerate().map(|(j, a)| (format!("node{}", j + 1), *a)).collect();
+        let co_op_root = scratch.join("co-op-root");
+        if spec.switch == SwitchKind::Dc {
+            std::fs::create_dir_all(&co_op_root).map_err(|e| LabError::io(&co_op_root, e))?;
+        }
         for i in 1..=spec.nodes {
+            let dc = (spec.switch == SwitchKind::Dc).then(|| servers::DcNodeSpec {
+                servers: dc_names.clone(),
+                self_name: format!("node{i}"),
+                quota: spec.dc_quota.clone(),
+                method: spec.policy.clone(),
+            });
+            // DC: node1 is the home of the whole site; the others start empty, as co-ops.
+            let root = if dc.is_some() && i > 1 { &co_op_root } else { &spec.root };
             let coop_peers = match spec.coop {
                 Some(_) => addrs.iter().enumerate().filter(|(j, _)| j + 1 != i).map(|(_, a)| *a).collect(),
                 None => Vec::new(),
@@ -153,7 +170,8 @@ impl<'n> LabCluster<'n> {
                 handoff_clone_service: if cloning { Some(net.switch_addr(port)?) } else { None },
                 listen_any: cloning,
                 port: Some(port),
-                ..NodeSpec::new(&format!("node{i}"), &spec.root)
+                dc,
+                ..NodeSpec::new(&format!("node{i}"), root)
             };
             nodes.push(servers::locus_node(net, locus, scratch, &node)?);
         }
@@ -185,33 +203,43 @@ impl<'n> LabCluster<'n> {
                 if one_way {
                     wait_for_control_channels(net, &switch, spec.workers, nodes.len())?;
                 }
-                switch
+                Some(switch)
             }
             SwitchKind::Haproxy => {
                 let balance = haproxy_balance(&spec.policy).ok_or_else(|| unknown("HAProxy"))?;
-                servers::haproxy(net, scratch, listen, &named, balance, spec.workers)?
+                Some(servers::haproxy(net, scratch, listen, &named, balance, spec.workers)?)
             }
             SwitchKind::Nginx => {
                 let balance = nginx_balance(&spec.policy).ok_or_else(|| unknown("NGINX"))?;
-                servers::nginx_proxy(net, scratch, listen, &named, balance, spec.workers)?
+                Some(servers::nginx_proxy(net, scratch, listen, &named, balance, spec.workers)?)
             }
+            SwitchKind::Dc => None,
         };
         Ok(LabCluster { net, kind: spec.switch, nodes, switch })
     }
 
-    /// The URL clients send requests to (the virtual IP in the lab).
+    /// The URL clients send requests to (the virtual IP in the lab; node1, the home, without
+    /// a switch).
     pub fn switch_url(&self) -> String {
-        format!("http://{}/", self.switch.addr)
+        format!("http://{}/", self.switch_addr())
     }
 
-    /// The switch's address.
+    /// The switch's address (node1's without a switch).
     pub fn switch_addr(&self) -> SocketAddr {
-        self.switch.addr
+        match &self.switch {
+            Some(s) => s.addr,
+            None => self.nodes[0].addr,
+        }
     }
 
-    /// The switch's process id.
-    pub fn switch_pid(&self) -> u32 {
-        self.switch.process.pid()
+    /// Every node's HTTP address, in order.
+    pub fn node_addrs(&self) -> Vec<SocketAddr> {
+        self.nodes.iter().map(|n| n.addr).collect()
+    }
+
+    /// The switch's process id, if there is a switch.
+    pub fn switch_pid(&self) -> Option<u32> {
+        self.switch.as_ref().map(|s| s.process.pid())
     }
 
     /// Node names in order.
@@ -226,7 +254,9 @@ impl<'n> LabCluster<'n> {
 
     /// Fail if the switch or a node has exited.
     pub fn check_running(&mut self) -> Result<(), LabError> {
-        self.switch.check_running()?;
+        if let Some(s) = &mut self.switch {
+            s.check_running()?;
+        }
         for n in &mut self.nodes {
             n.check_running()?;
         }
@@ -236,7 +266,10 @@ impl<'n> LabCluster<'n> {
     /// Read every admin listener and the switch's CPU time, from the calling thread (which
     /// must be on the client host, like the thread `run_load` runs on).
     pub fn snapshot_here(&self) -> Result<ClusterSnapshot, LabError> {
-        let switch_cpu = process_tree_cpu(self.switch.process.pid())?;
+        let switch_cpu = match &self.switch {
+            Some(s) => process_tree_cpu(s.process.pid())?,
+            None => Duration::ZERO,
+        };
         let mut nodes = Vec::with_capacity(self.nodes.len());
         for n in &self.nodes {
             let addr = n.admin.ok_or_else(|| LabError::Point {
@@ -254,7 +287,7 @@ impl<'n> LabCluster<'n> {
             let remote_hits = status["coop"]["remote_hits"].as_u64().unwrap_or(0);
             nodes.push(NodeCounters { name: n.name.clone(), requests, cache, remote_hits });
         }
-        let switch = match (self.kind, self.switch.admin) {
+        let switch = match (self.kind, self.switch.as_ref().and_then(|s| s.admin)) {
             (SwitchKind::Locus, Some(addr)) => {
                 let bad = |message: String| LabError::Point { point: "switch".into(), message };
                 let status = fetch_status(&admin_url(addr)?, ADMIN_TIMEOUT).map_err(bad)?;
@@ -273,7 +306,7 @@ impl<'n> LabCluster<'n> {
     /// Send `count` sequential `GET target` requests through the switch (a connection each)
     /// and return the node that served each (`X-Locus-Node`) with the response's status.
     pub fn serving_nodes(&self, target: &str, count: usize) -> Result<Vec<(u16, String)>, LabError> {
-        let addr = self.switch.addr;
+        let addr = self.switch_addr();
         self.net.on_host("client", || (0..count).map(|_| get_header(addr, target, "x-locus-node")).collect())
     }
 }

@@ -23,6 +23,9 @@ pub enum SwitchKind {
     Haproxy,
     /// NGINX from the Debian package, as a reverse proxy.
     Nginx,
+    /// No switch: the nodes cooperate in DC mode (documents spread by rewriting links to
+    /// replicas) and clients talk to them directly.
+    Dc,
 }
 
 impl SwitchKind {
@@ -32,6 +35,7 @@ impl SwitchKind {
             SwitchKind::Locus => "locus",
             SwitchKind::Haproxy => "haproxy",
             SwitchKind::Nginx => "nginx",
+            SwitchKind::Dc => "dc",
         }
     }
 }
@@ -176,6 +180,8 @@ pub struct ExperimentPoint {
     pub policy_table: Option<String>,
     /// The nodes' cooperative caching replacement (`lru`, `lfu`), if the row sets it.
     pub coop: Option<String>,
+    /// DC rows: every co-op's replica quota (`64MiB`), if the row sets it.
+    pub dc_quota: Option<String>,
 }
 
 impl ExperimentPoint {
@@ -294,6 +300,7 @@ impl Experiment {
                                     splice_min_bytes: row.splice_min_bytes,
                                     policy_table: row.policy_table(policy),
                                     coop: row.coop.clone(),
+                                    dc_quota: row.dc_quota.clone(),
                                 });
                             }
                         }

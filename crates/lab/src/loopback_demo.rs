@@ -89,6 +89,7 @@ pub fn loopback_experiment(opts: &DemoOptions) -> Experiment {
             workloads: Vec::new(),
             policy_params: None,
             coop: None,
+            dc_quota: None,
         }],
         workloads: vec![WorkloadSpec {
             alpha: opts.zipf_alpha,

@@ -190,6 +190,12 @@ fn describe_row(row: &crate::experiment::SwitchRow) -> String {
             row.workers,
             row.policies.join(", ")
         ),
+        SwitchKind::Dc => format!(
+            "no switch: `locus node --dc` on every node, the site's home on node1 and the others co-ops \
+             (clients start at node1 and follow the links the nodes rewrite); replica quota {}; methods {}",
+            row.dc_quota.as_deref().unwrap_or("the node's default"),
+            row.policies.join(", ")
+        ),
     };
     let params = row.policy_params.as_ref().map_or(String::new(), |t| {
         let items: Vec<String> = t.iter().map(|(k, v)| format!("{k} = {v}")).collect();

@@ -142,6 +142,40 @@ pub struct NodeSpec {
     pub handoff_upstream: Option<SocketAddr>,
     /// Cooperative caching with these other nodes (their HTTP listeners); empty: off.
     pub coop_peers: Vec<SocketAddr>,
+    /// DC mode: the cluster, this node's name in it, its quota and method.
+    pub dc: Option<DcNodeSpec>,
+}
+
+/// A node's DC mode (`--dc-servers`, `--dc-self`, `--dc-quota`, `--dc-method`).
+#[derive(Clone, Debug)]
+pub struct DcNodeSpec {
+    /// Every server of the cluster, by name, as clients reach it.
+    pub servers: Vec<(String, SocketAddr)>,
+    /// This node's name among them.
+    pub self_name: String,
+    /// Replica quota (`64MiB`); `None`: the node's default.
+    pub quota: Option<String>,
+    /// `naive`, `deletion-aware`, `resource-aware`, `migration`, or `no-replication` (DC
+    /// serving with replication off).
+    pub method: String,
+}
+
+impl DcNodeSpec {
+    /// The node's `--dc-…` arguments.
+    pub fn args(&self) -> Vec<String> {
+        let servers: Vec<String> = self.servers.iter().map(|(n, a)| format!("{n}={a}")).collect();
+        let mut args =
+            vec!["--dc-servers".into(), servers.join(","), "--dc-self".into(), self.self_name.clone()];
+        if self.method == "no-replication" {
+            args.extend(["--dc-replicate".into(), "false".into()]);
+        } else {
+            args.extend(["--dc-method".into(), self.method.clone()]);
+        }
+        if let Some(q) = &self.quota {
+            args.extend(["--dc-quota".into(), q.clone()]);
+        }
+        args
+    }
 }
 
 impl NodeSpec {
@@ -167,6 +201,7 @@ impl NodeSpec {
             agent_port: None,
             handoff_upstream: None,
             coop_peers: Vec::new(),
+            dc: None,
         }
     }
 }
@@ -227,6 +262,9 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
     if !spec.coop_peers.is_empty() {
         let peers: Vec<String> = spec.coop_peers.iter().map(|p| format!("http://{p}")).collect();
         cmd.args(["--coop-peers", &peers.join(","), "--coop-self", &format!("http://{addr}")]);
+    }
+    if let Some(dc) = &spec.dc {
+        cmd.args(dc.args());
     }
     let agent = match &spec.handoff_key_file {
         Some(key) => {

@@ -27,6 +27,12 @@ pub const NGINX_POLICIES: &[(&str, NginxBalance)] = &[
     ("least-conn", NginxBalance::LeastConn),
 ];
 
+/// DC row policy names: how homes place replicas under the co-ops' quotas (`naive`,
+/// `deletion-aware`, `resource-aware`), `migration` (a document moves, never more than one copy)
+/// and `no-replication` (DC mode on, nothing ever placed: the module's own cost).
+pub const DC_POLICIES: &[&str] =
+    &["naive", "deletion-aware", "resource-aware", "migration", "no-replication"];
+
 /// The HAProxy balance of a policy name.
 pub fn haproxy_balance(policy: &str) -> Option<HaproxyBalance> {
     HAPROXY_POLICIES.iter().find(|(n, _)| *n == policy).map(|(_, b)| *b)
@@ -66,6 +72,9 @@ pub struct SwitchRow {
     /// with this replacement (`lru`, `lfu`, …) in place of the workload's; absent: they do not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coop: Option<String>,
+    /// DC rows only: every co-op's replica quota (`64MiB`); absent: the node's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dc_quota: Option<String>,
 }
 
 /// The switch's `[policy]` table, as the row's parameters are checked against it.
@@ -112,6 +121,15 @@ impl SwitchRow {
         if let Some(c) = &self.coop {
             c.parse::<locus_node::Replacement>().map_err(|e| format!("coop: {e}"))?;
         }
+        if let Some(q) = &self.dc_quota {
+            if self.kind != SwitchKind::Dc {
+                return Err("dc_quota: a setting of DC rows only".into());
+            }
+            q.parse::<locus_node::ByteSize>().map_err(|e| format!("dc_quota: {e}"))?;
+        }
+        if self.kind == SwitchKind::Dc && self.coop.is_some() {
+            return Err("coop: DC nodes do not also cache cooperatively".into());
+        }
         for p in &self.policies {
             if let Some(text) = self.policy_table(p) {
                 toml::from_str::<PolicyTable>(&text)
@@ -130,6 +148,9 @@ impl SwitchRow {
                 SwitchKind::Nginx => nginx_balance(p).map(|_| ()).ok_or_else(|| {
                     let names: Vec<&str> = NGINX_POLICIES.iter().map(|(n, _)| *n).collect();
                     format!("unknown NGINX policy `{p}` (expected one of: {})", names.join(", "))
+                }),
+                SwitchKind::Dc => DC_POLICIES.contains(&p.as_str()).then_some(()).ok_or_else(|| {
+                    format!("unknown DC policy `{p}` (expected one of: {})", DC_POLICIES.join(", "))
                 }),
             };
             known.map_err(|m| format!("policies[{i}]: {m}"))?;

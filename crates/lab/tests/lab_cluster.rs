@@ -58,6 +58,7 @@ impl SmallLab {
             policy_table: None,
             class_file: None,
             coop: None,
+            dc_quota: None,
         };
         let scratch = self.dir.path().join(format!("logs-{policy}-{splice_min_bytes:?}"));
         LabCluster::start(&self.net, &self.locus, &scratch, &spec).unwrap()
