@@ -5,6 +5,7 @@
 //! `results.json`. Everything it creates is torn down, also on failure and Ctrl-C. The same
 //! runner runs an experiment on loopback without root: `locus demo` (`loopback_demo`).
 
+pub mod browser;
 pub mod cli;
 mod cluster;
 mod congestion;
