@@ -64,7 +64,7 @@ pub struct PageLinks {
 }
 
 /// Why a page cannot be scanned (the caller then serves it unmodified).
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum HtmlError {
     /// The page is not UTF-8.
     #[error("page is not UTF-8 (invalid byte at offset {valid_up_to})")]

@@ -74,7 +74,7 @@ pub struct Rendering {
 }
 
 /// Why a page gets no plan (it is then served unmodified).
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PlanError {
     /// The page could not be scanned.
     #[error(transparent)]

@@ -260,7 +260,7 @@ pub(crate) fn canonical_segment(raw: &str) -> Result<String, Unusable> {
     }
     let mut out = String::with_capacity(decoded.len() + 8);
     for b in decoded {
-        if b < 0x20 || b >= 0x7f || b" \"#%<>?`{}\\^|/".contains(&b) {
+        if !(0x20..0x7f).contains(&b) || b" \"#%<>?`{}\\^|/".contains(&b) {
             out.push_str(&format!("%{b:02X}"));
         } else {
             out.push(char::from(b));
