@@ -113,6 +113,11 @@ impl LoadTable {
         self.entries.keys().copied()
     }
 
+    /// Every peer with its last report, in id order (for a status page).
+    pub fn iter(&self) -> impl Iterator<Item = (ServerId, Option<LoadEntry>)> + '_ {
+        self.entries.iter().map(|(&id, &e)| (id, e))
+    }
+
     /// Whether `id` reported at most `max_age` ns before `now`.
     pub fn is_fresh(&self, id: ServerId, now: u64, max_age: u64) -> bool {
         self.get(id).is_some_and(|e| now.saturating_sub(e.received_at) <= max_age)
@@ -169,7 +174,7 @@ pub fn format_load_header(name: &str, load: f64, free: Option<u64>) -> String {
 }
 
 /// Parses an `X-DC-Load` value. Spaces around parts are allowed; unknown `key=value`
-/// parameters after the load are skipped.
+/// parameters and empty ones after the load are skipped.
 pub fn parse_load_header(value: &str) -> Result<LoadReport, LoadError> {
     let mut parts = value.split(';');
     let head = parts.next().unwrap_or_default();
@@ -186,7 +191,7 @@ pub fn parse_load_header(value: &str) -> Result<LoadReport, LoadError> {
         return Err(LoadError::BadLoad(value.into()));
     }
     let mut free = None;
-    for param in parts {
+    for param in parts.filter(|p| !p.trim().is_empty()) {
         let (key, val) = param.split_once('=').ok_or_else(|| LoadError::Malformed(value.into()))?;
         if key.trim().eq_ignore_ascii_case("free") {
             let bytes = val.trim().parse().map_err(|_| LoadError::BadFree(value.into()))?;
@@ -246,7 +251,7 @@ mod tests {
         assert_eq!(v, "s2=12.500;free=4096");
         let r = parse_load_header(&v).unwrap();
         assert_eq!(r, LoadReport { name: "s2".into(), load: 12.5, free: Some(4096) });
-        let r = parse_load_header(" s1 = 3 ; other=x").unwrap();
+        let r = parse_load_header(" s1 = 3 ; other=x;").unwrap();
         assert_eq!((r.name.as_str(), r.load, r.free), ("s1", 3.0, None));
     }
 
