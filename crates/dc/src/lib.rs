@@ -15,8 +15,11 @@ pub mod site_path;
 pub mod balancer;
 pub mod consistency;
 pub mod load_table;
+pub mod quota_books;
 pub mod replica_map;
 pub mod replica_store;
+pub mod request_rates;
+mod resource_aware;
 pub mod selector;
 
 pub mod membership;
