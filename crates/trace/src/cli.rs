@@ -586,4 +586,20 @@ mod tests {
         let err = run(parse(&["stats", "-", "--coverage", "1.5"])).unwrap_err();
         assert!(err.to_string().contains("1.5"));
     }
+
+    #[test]
+    fn cli_site_preset_writes_the_scaled_preset_and_scale_needs_a_preset() {
+        let dir = tempfile::tempdir().unwrap();
+        let site = dir.path().join("site");
+        let out = site.to_str().unwrap();
+        run(parse(&["site", "--preset", "lod", "--scale", "0.1", "--seed", "3", "--out", out])).unwrap();
+        let manifest = crate::site::SiteManifest::load(&site).unwrap();
+        let preset = manifest.preset.unwrap();
+        assert_eq!((preset.name, preset.scale), (SitePreset::Lod, 0.1));
+        assert_eq!(manifest.files.len() as u64, SitePreset::Lod.targets(0.1).documents);
+        assert!(Cli::try_parse_from(["trace", "site", "--scale", "0.5", "--out", out]).is_err());
+        assert!(Cli::try_parse_from(["trace", "site", "--preset", "specweb", "--out", out]).is_err());
+        let err = run(parse(&["site", "--preset", "mapug", "--scale", "2", "--out", out])).unwrap_err();
+        assert!(err.to_string().contains("scale 2"), "{err}");
+    }
 }

@@ -63,9 +63,11 @@ fn page_markup(plan: &[PlannedFile], index: usize, rng: &mut SmallRng) -> String
     }
     for &e in &page.embeds {
         if plan[e].kind == SiteFileKind::Image {
+            // The GIFs are 8×8 or 64×64 pixels: show them large enough to see.
+            let shown = if plan[e].name.ends_with(".gif") { " width=\"32\" height=\"32\"" } else { "" };
             let _ = writeln!(
                 html,
-                "<p><img src=\"{}\" alt=\"{}\"></p>",
+                "<p><img src=\"{}\" alt=\"{}\"{shown}></p>",
                 relative_url(&page.dir, &plan[e]),
                 plan[e].title
             );

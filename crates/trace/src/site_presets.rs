@@ -160,15 +160,16 @@ fn weights(n: usize, sigma: f64, rng: &mut SmallRng) -> Vec<f64> {
     (0..n).map(|_| dist.sample(rng)).collect()
 }
 
-/// `index.html` and pages 1.. in directories of 100 under `top`.
-fn archive_pages(count: u64, top: &str, noun: &str) -> Vec<PlannedFile> {
+/// `index.html` and pages 1.. (`{noun}00001.html`, titled `{title} 1`) in directories of
+/// 100 under `top`.
+fn archive_pages(count: u64, top: &str, noun: &str, title: &str) -> Vec<PlannedFile> {
     let mut plan = vec![PlannedFile::new("", "index.html", "Home", SiteFileKind::Page)];
     for i in 1..count {
         let dir = format!("{top}/{:02}", (i - 1) / 100);
         plan.push(PlannedFile::new(
             dir,
             format!("{noun}{i:05}.html"),
-            format!("{noun} {i}"),
+            format!("{title} {i}"),
             SiteFileKind::Page,
         ));
     }
@@ -177,11 +178,11 @@ fn archive_pages(count: u64, top: &str, noun: &str) -> Vec<PlannedFile> {
 
 fn plan_mapug(t: &SitePresetTargets, seed: u64, rng: &mut SmallRng) -> Vec<PlannedFile> {
     let pages = (t.documents - t.images) as usize;
-    let mut plan = archive_pages(pages as u64, "archive", "message");
+    let mut plan = archive_pages(pages as u64, "archive", "message", "Message");
     let images: Vec<usize> = (pages..pages + t.images as usize).collect();
     for k in 0..t.images {
         let mut icon =
-            PlannedFile::new("images", format!("icon{k:02}.gif"), format!("icon {k}"), SiteFileKind::Image);
+            PlannedFile::new("images", format!("icon{k:02}.gif"), format!("Icon {k}"), SiteFileKind::Image);
         icon.size = rng.random_range(gif_min_size().max(400)..=3000);
         plan.push(icon);
     }
@@ -200,10 +201,10 @@ fn plan_mapug(t: &SitePresetTargets, seed: u64, rng: &mut SmallRng) -> Vec<Plann
 
 fn plan_lod(t: &SitePresetTargets, seed: u64, rng: &mut SmallRng) -> Vec<PlannedFile> {
     let pages = (t.documents - t.images) as usize;
-    let mut plan = archive_pages(pages as u64, "doc", "section");
+    let mut plan = archive_pages(pages as u64, "doc", "section", "Section");
     for k in 0..t.images as usize {
         let figure =
-            PlannedFile::new("figures", format!("fig{k:03}.gif"), format!("figure {k}"), SiteFileKind::Image);
+            PlannedFile::new("figures", format!("fig{k:03}.gif"), format!("Figure {k}"), SiteFileKind::Image);
         plan.push(figure);
         let page = rng.random_range(0..pages);
         plan[page].embeds.push(pages + k);
