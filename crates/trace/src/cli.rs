@@ -13,6 +13,7 @@ use crate::progress::ProgressLine;
 use crate::reader::{ReadOptions, TraceFormat, TraceReader};
 use crate::record::TraceRecord;
 use crate::site::{SITE_MANIFEST_FILE, SiteGenerator, SiteSpec};
+use crate::site_presets::SitePreset;
 use crate::size_model::SizeModel;
 use crate::stats::{StatsAccumulator, TraceStats};
 use crate::surf::{SiteGraph, SurfSpec, Surfer};
@@ -28,7 +29,7 @@ pub enum TraceCommand {
     /// one-timers, hot targets, dynamic classes, Poisson arrivals.
     Synth(SynthArgs),
     /// Write a synthetic web site: files of SURGE sizes, HTML pages that link and embed,
-    /// subdirectories, and a site.json manifest.
+    /// subdirectories (or a preset: mapug, lod, specweb99, sequoia), and a site.json manifest.
     Site(SiteArgs),
     /// Make a random-surfer trace over a directory of HTML pages.
     Surf(SurfArgs),
@@ -166,6 +167,13 @@ pub struct SiteArgs {
     /// RNG seed (same seed, same bytes).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// A data set of the DC-Apache paper instead of a random site: mapug, lod, specweb99 or
+    /// sequoia (the file, page, link, directory and size flags then do not apply).
+    #[arg(long)]
+    pub preset: Option<SitePreset>,
+    /// With --preset: shrink its counts by this factor (0 < scale <= 1; 1 = the paper's).
+    #[arg(long, default_value_t = 1.0, requires = "preset")]
+    pub scale: f64,
     /// Number of files, index.html included.
     #[arg(long, default_value_t = 1000)]
     pub files: u32,
@@ -300,17 +308,22 @@ fn run_synth(a: SynthArgs) -> anyhow::Result<()> {
 }
 
 fn run_site(a: SiteArgs) -> anyhow::Result<()> {
-    let spec = SiteSpec {
-        seed: a.seed,
-        files: a.files,
-        html_share: a.html_share,
-        sizes: a.sizes.model(),
-        links_per_page: a.links,
-        embeds_per_page: a.embeds,
-        directories: a.dirs,
+    let (generator, files) = match a.preset {
+        Some(preset) => (SiteGenerator::preset(preset, a.scale, a.seed)?, preset.targets(a.scale).documents),
+        None => {
+            let spec = SiteSpec {
+                seed: a.seed,
+                files: a.files,
+                html_share: a.html_share,
+                sizes: a.sizes.model(),
+                links_per_page: a.links,
+                embeds_per_page: a.embeds,
+                directories: a.dirs,
+            };
+            (SiteGenerator::new(spec)?, u64::from(a.files))
+        }
     };
-    let generator = SiteGenerator::new(spec)?;
-    let mut progress = ProgressLine::new("site", Some(u64::from(a.files)), 1);
+    let mut progress = ProgressLine::new("site", Some(files), 1);
     let manifest = generator.write(&a.out, a.overwrite, &mut |done, _| progress.update(done as u64))?;
     progress.finish();
     eprintln!(
@@ -572,5 +585,21 @@ mod tests {
         assert_eq!(parse_dynamic_class("3:0.5").unwrap(), DynamicClassSpec { class: 3, share: 0.5 });
         let err = run(parse(&["stats", "-", "--coverage", "1.5"])).unwrap_err();
         assert!(err.to_string().contains("1.5"));
+    }
+
+    #[test]
+    fn cli_site_preset_writes_the_scaled_preset_and_scale_needs_a_preset() {
+        let dir = tempfile::tempdir().unwrap();
+        let site = dir.path().join("site");
+        let out = site.to_str().unwrap();
+        run(parse(&["site", "--preset", "lod", "--scale", "0.1", "--seed", "3", "--out", out])).unwrap();
+        let manifest = crate::site::SiteManifest::load(&site).unwrap();
+        let preset = manifest.preset.unwrap();
+        assert_eq!((preset.name, preset.scale), (SitePreset::Lod, 0.1));
+        assert_eq!(manifest.files.len() as u64, SitePreset::Lod.targets(0.1).documents);
+        assert!(Cli::try_parse_from(["trace", "site", "--scale", "0.5", "--out", out]).is_err());
+        assert!(Cli::try_parse_from(["trace", "site", "--preset", "specweb", "--out", out]).is_err());
+        let err = run(parse(&["site", "--preset", "mapug", "--scale", "2", "--out", out])).unwrap_err();
+        assert!(err.to_string().contains("scale 2"), "{err}");
     }
 }

@@ -1,7 +1,8 @@
 //! Request traces for Locus (`locus trace`): read and convert access logs and traces, make
 //! synthetic ones (Zipf popularity, SURGE sizes, one-timers, hot targets, dynamic classes),
-//! write a synthetic web site, make random-surfer sessions over real HTML, and characterise a
-//! trace's locality the way the LARD paper does (memory needed to cover X% of requests).
+//! write a synthetic web site (random, or a preset like a paper's data set), make
+//! random-surfer sessions over real HTML, and characterise a trace's locality the way the
+//! LARD paper does (memory needed to cover X% of requests).
 
 mod clf;
 pub mod cli;
@@ -18,6 +19,9 @@ mod reader;
 mod record;
 mod record_reader;
 mod site;
+mod site_content;
+mod site_plan;
+mod site_presets;
 mod size_model;
 mod stats;
 mod surf;
@@ -35,8 +39,10 @@ pub use malformed::MALFORMED_SAMPLES_KEPT;
 pub use reader::{ReadOptions, TraceFormat, TraceReader};
 pub use record::{TraceRecord, target_from_bytes, wire_target};
 pub use site::{
-    SITE_MANIFEST_FILE, SITE_MANIFEST_FORMAT, SiteFile, SiteFileKind, SiteGenerator, SiteManifest, SiteSpec,
+    SITE_MANIFEST_FILE, SITE_MANIFEST_FORMAT, SiteFile, SiteFileKind, SiteGenerator, SiteManifest,
+    SiteManifestPreset, SiteSpec,
 };
+pub use site_presets::{SitePreset, SitePresetTargets};
 pub use size_model::{SizeModel, SizeSampler};
 pub use stats::{
     ClientSummary, Coverage, DEFAULT_COVERAGE_SHARES, OneTimers, SizeSummary, StatsAccumulator, TraceStats,

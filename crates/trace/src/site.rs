@@ -1,18 +1,20 @@
-//! Synthetic web sites: `SiteSpec` describes one (file count, SURGE sizes, share of HTML
-//! pages, links and embedded objects per page, subdirectories), `SiteGenerator` writes it to
-//! disk — every file exactly its size, content fixed by the seed — together with a
-//! `SiteManifest` (`site.json`) listing files, sizes, hashes, pages, links and embeds.
+//! Synthetic web sites: `SiteSpec` describes a random one (file count, SURGE sizes, share of
+//! HTML pages, links and embedded objects per page, subdirectories), `SitePreset` a paper's
+//! data set; `SiteGenerator` writes either to disk — every file exactly its size, content
+//! fixed by the seed — with a `SiteManifest` (`site.json`) of files, sizes, hashes and links.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use xxhash_rust::xxh3::Xxh3;
 
 use crate::error::TraceError;
+use crate::site_content::write_file;
+use crate::site_plan::{PlannedFile, grow_pages_to_markup, plan_spec};
+use crate::site_presets::{SitePreset, plan_preset};
 use crate::size_model::SizeModel;
 
 /// File name of the manifest written beside the site's files.
@@ -102,8 +104,20 @@ pub struct SiteManifest {
     pub total_bytes: u64,
     /// Targets of the pages.
     pub pages: Vec<String>,
+    /// The preset the site was made from, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<SiteManifestPreset>,
     /// Every file, in generation order (`index.html` first).
     pub files: Vec<SiteFile>,
+}
+
+/// The preset and scale a site was made from (`SiteManifest::preset`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SiteManifestPreset {
+    /// Which preset.
+    pub name: SitePreset,
+    /// Its scale (1 = the paper's counts).
+    pub scale: f64,
 }
 
 impl SiteManifest {
@@ -130,25 +144,16 @@ impl SiteManifest {
     }
 }
 
-/// Writes a `SiteSpec` to a directory.
+/// Writes a site — a `SiteSpec`'s random layout or a `SitePreset` — to a directory.
 pub struct SiteGenerator {
-    spec: SiteSpec,
+    seed: u64,
+    layout: Layout,
 }
 
-/// A file being planned: where, what, how big.
-struct PlannedFile {
-    dir: String,
-    name: String,
-    kind: SiteFileKind,
-    size: u64,
-    links: Vec<usize>,
-    embeds: Vec<usize>,
-}
-
-impl PlannedFile {
-    fn target(&self) -> String {
-        if self.dir.is_empty() { format!("/{}", self.name) } else { format!("/{}/{}", self.dir, self.name) }
-    }
+/// What a `SiteGenerator` makes.
+enum Layout {
+    Spec(SiteSpec),
+    Preset { preset: SitePreset, scale: f64 },
 }
 
 const SPEC: &str = "site spec";
@@ -169,7 +174,66 @@ impl SiteGenerator {
             return Err(TraceError::spec(SPEC, "pages need at least one link on average"));
         }
         spec.sizes.sampler()?;
-        Ok(SiteGenerator { spec })
+        Ok(SiteGenerator { seed: spec.seed, layout: Layout::Spec(spec) })
+    }
+
+    /// A site of `preset` shrunk by `scale` (0 < scale <= 1; 1 = the paper's counts, see
+    /// `SitePreset::targets`), content fixed by `seed`.
+    pub fn preset(preset: SitePreset, scale: f64, seed: u64) -> Result<SiteGenerator, TraceError> {
+        if !(scale > 0.0 && scale <= 1.0) {
+            return Err(TraceError::spec(
+                "site preset",
+                format!("scale {scale} is not within 0 < scale <= 1"),
+            ));
+        }
+        Ok(SiteGenerator { seed, layout: Layout::Preset { preset, scale } })
+    }
+
+    /// Every file's place, kind, exact size, links and embeds.
+    fn plan(&self) -> Vec<PlannedFile> {
+        let mut rng = SmallRng::seed_from_u64(self.seed);
+        match &self.layout {
+            Layout::Spec(spec) => {
+                let mut plan = plan_spec(spec, &mut rng);
+                grow_pages_to_markup(&mut plan, self.seed);
+                plan
+            }
+            Layout::Preset { preset, scale } => plan_preset(*preset, *scale, self.seed, &mut rng),
+        }
+    }
+
+    /// The manifest the site will have, without writing it (hashes left empty).
+    pub fn plan_manifest(&self) -> SiteManifest {
+        let plan = self.plan();
+        let targets: Vec<String> = plan.iter().map(PlannedFile::target).collect();
+        let files = plan
+            .iter()
+            .enumerate()
+            .map(|(i, p)| SiteFile {
+                target: targets[i].clone(),
+                size: p.size,
+                kind: p.kind,
+                xxh3: String::new(),
+                links: p.links.iter().map(|&l| targets[l].clone()).collect(),
+                embeds: p.embeds.iter().map(|&e| targets[e].clone()).collect(),
+            })
+            .collect();
+        self.manifest(files)
+    }
+
+    fn manifest(&self, files: Vec<SiteFile>) -> SiteManifest {
+        SiteManifest {
+            format: SITE_MANIFEST_FORMAT.into(),
+            seed: self.seed,
+            entry: "/index.html".into(),
+            total_bytes: files.iter().map(|f| f.size).sum(),
+            pages: files.iter().filter(|f| f.kind == SiteFileKind::Page).map(|f| f.target.clone()).collect(),
+            preset: match self.layout {
+                Layout::Spec(_) => None,
+                Layout::Preset { preset, scale } => Some(SiteManifestPreset { name: preset, scale }),
+            },
+            files,
+        }
     }
 
     /// Plan the site and write it under `root` (created if missing). `root` must be empty
@@ -189,31 +253,15 @@ impl SiteGenerator {
                 message: "is not empty (choose an empty directory, or overwrite)".into(),
             });
         }
-        let mut rng = SmallRng::seed_from_u64(self.spec.seed);
-        let plan = self.plan(&mut rng);
+        let plan = self.plan();
         let targets: Vec<String> = plan.iter().map(PlannedFile::target).collect();
         let mut files = Vec::with_capacity(plan.len());
         for (index, planned) in plan.iter().enumerate() {
             let dir = root.join(&planned.dir);
             std::fs::create_dir_all(&dir).map_err(|e| TraceError::fs(&dir, e))?;
             let path = dir.join(&planned.name);
-            // Each file's content has its own seed, so files do not depend on write order.
-            let content_seed = self.spec.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let mut content_rng = SmallRng::seed_from_u64(content_seed);
-            let (size, hash) = match planned.kind {
-                SiteFileKind::Page => {
-                    let html = page_html(planned, &plan, &mut content_rng);
-                    write_bytes(&path, &html)?
-                }
-                SiteFileKind::Style | SiteFileKind::Script => {
-                    write_generated(&path, planned.size, |buf, at| {
-                        text_filler(buf, at, planned.size, &mut content_rng)
-                    })?
-                }
-                SiteFileKind::Image | SiteFileKind::Download => {
-                    write_generated(&path, planned.size, |buf, _| content_rng.fill(buf))?
-                }
-            };
+            let (size, hash) = write_file(&path, &plan, index, self.seed)?;
+            debug_assert_eq!(size, planned.size, "{}", targets[index]);
             files.push(SiteFile {
                 target: targets[index].clone(),
                 size,
@@ -224,14 +272,7 @@ impl SiteGenerator {
             });
             progress(index + 1, plan.len());
         }
-        let manifest = SiteManifest {
-            format: SITE_MANIFEST_FORMAT.into(),
-            seed: self.spec.seed,
-            entry: "/index.html".into(),
-            total_bytes: files.iter().map(|f| f.size).sum(),
-            pages: files.iter().filter(|f| f.kind == SiteFileKind::Page).map(|f| f.target.clone()).collect(),
-            files,
-        };
+        let manifest = self.manifest(files);
         let manifest_path = root.join(SITE_MANIFEST_FILE);
         let mut out =
             BufWriter::new(File::create(&manifest_path).map_err(|e| TraceError::fs(&manifest_path, e))?);
@@ -240,201 +281,6 @@ impl SiteGenerator {
         out.write_all(b"\n").and_then(|()| out.flush()).map_err(|e| TraceError::fs(&manifest_path, e))?;
         Ok(manifest)
     }
-
-    /// Decide every file's place, kind, size, links and embeds.
-    fn plan(&self, rng: &mut SmallRng) -> Vec<PlannedFile> {
-        let spec = &self.spec;
-        let sampler = spec.sizes.sampler().expect("checked in new");
-        let mut dirs: Vec<String> = vec![String::new()];
-        for i in 0..spec.directories {
-            let name = format!("s{i:03}");
-            let nested = i > 0 && rng.random::<f64>() < 0.5;
-            let dir = if nested {
-                let parent = &dirs[rng.random_range(1..dirs.len())];
-                format!("{parent}/{name}")
-            } else {
-                name
-            };
-            dirs.push(dir);
-        }
-        let n = spec.files as usize;
-        let pages = ((n as f64 * spec.html_share).round() as usize).clamp(1, n);
-        let mut plan = Vec::with_capacity(n);
-        for i in 0..n {
-            let (kind, name) = if i == 0 {
-                (SiteFileKind::Page, "index.html".to_string())
-            } else if i < pages {
-                (SiteFileKind::Page, format!("p{i:05}.html"))
-            } else {
-                let u = rng.random::<f64>();
-                match u {
-                    _ if u < 0.7 => {
-                        let ext = ["gif", "jpg", "png"][rng.random_range(0..3)];
-                        (SiteFileKind::Image, format!("i{i:05}.{ext}"))
-                    }
-                    _ if u < 0.8 => (SiteFileKind::Style, format!("c{i:05}.css")),
-                    _ if u < 0.9 => (SiteFileKind::Script, format!("j{i:05}.js")),
-                    _ => {
-                        let ext = ["pdf", "zip"][rng.random_range(0..2)];
-                        (SiteFileKind::Download, format!("d{i:05}.{ext}"))
-                    }
-                }
-            };
-            let dir = if i == 0 { String::new() } else { dirs[rng.random_range(0..dirs.len())].clone() };
-            let size = sampler.sample(rng);
-            plan.push(PlannedFile { dir, name, kind, size, links: Vec::new(), embeds: Vec::new() });
-        }
-        let embeddable: Vec<usize> = (pages..n)
-            .filter(|&i| {
-                matches!(plan[i].kind, SiteFileKind::Image | SiteFileKind::Style | SiteFileKind::Script)
-            })
-            .collect();
-        let downloads: Vec<usize> = (pages..n).filter(|&i| plan[i].kind == SiteFileKind::Download).collect();
-        // Every page is reachable from index.html: page k gets a link from an earlier page.
-        for k in 1..pages {
-            let from = rng.random_range(0..k);
-            plan[from].links.push(k);
-        }
-        for (p, page) in plan.iter_mut().enumerate().take(pages) {
-            if pages > 1 {
-                let want = rng.random_range(1..=2 * spec.links_per_page - 1) as usize;
-                let mut tries = 0;
-                while page.links.len() < want && tries < 4 * want {
-                    tries += 1;
-                    let to = if !downloads.is_empty() && rng.random::<f64>() < 0.1 {
-                        downloads[rng.random_range(0..downloads.len())]
-                    } else {
-                        rng.random_range(0..pages)
-                    };
-                    if to != p && !page.links.contains(&to) {
-                        page.links.push(to);
-                    }
-                }
-            }
-            if !embeddable.is_empty() {
-                let want = rng.random_range(0..=2 * spec.embeds_per_page) as usize;
-                let want = want.min(embeddable.len());
-                while page.embeds.len() < want {
-                    let e = embeddable[rng.random_range(0..embeddable.len())];
-                    if !page.embeds.contains(&e) {
-                        page.embeds.push(e);
-                    }
-                }
-            }
-        }
-        plan
-    }
-}
-
-/// The URL of `to` relative to the directory of a page in `from_dir`.
-fn relative_url(from_dir: &str, to: &PlannedFile) -> String {
-    let from: Vec<&str> = from_dir.split('/').filter(|s| !s.is_empty()).collect();
-    let to_dir: Vec<&str> = to.dir.split('/').filter(|s| !s.is_empty()).collect();
-    let common = from.iter().zip(&to_dir).take_while(|(a, b)| a == b).count();
-    let mut url = "../".repeat(from.len() - common);
-    for seg in &to_dir[common..] {
-        url.push_str(seg);
-        url.push('/');
-    }
-    url.push_str(&to.name);
-    url
-}
-
-/// The page's markup, padded with a comment to exactly its planned size (or left as is
-/// when the markup alone is larger).
-fn page_html(page: &PlannedFile, plan: &[PlannedFile], rng: &mut SmallRng) -> Vec<u8> {
-    let mut html = String::with_capacity(page.size.min(1 << 20) as usize);
-    let title = page.name.trim_end_matches(".html");
-    html.push_str("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>");
-    html.push_str(title);
-    html.push_str("</title>\n");
-    for &e in &page.embeds {
-        let url = relative_url(&page.dir, &plan[e]);
-        match plan[e].kind {
-            SiteFileKind::Style => html.push_str(&format!("<link rel=\"stylesheet\" href=\"{url}\">\n")),
-            SiteFileKind::Script => html.push_str(&format!("<script src=\"{url}\"></script>\n")),
-            _ => {}
-        }
-    }
-    html.push_str("</head><body>\n<h1>");
-    html.push_str(title);
-    html.push_str("</h1>\n");
-    for &e in &page.embeds {
-        if plan[e].kind == SiteFileKind::Image {
-            html.push_str(&format!("<p><img src=\"{}\" alt=\"\"></p>\n", relative_url(&page.dir, &plan[e])));
-        }
-    }
-    html.push_str("<ul>\n");
-    for &l in &page.links {
-        let url = relative_url(&page.dir, &plan[l]);
-        html.push_str(&format!("<li><a href=\"{url}\">{}</a></li>\n", plan[l].name));
-    }
-    html.push_str("</ul>\n");
-    const TAIL: &str = "</body></html>\n";
-    let used = (html.len() + TAIL.len()) as u64;
-    let pad = page.size.saturating_sub(used) as usize;
-    let mut bytes = html.into_bytes();
-    if pad >= 8 {
-        bytes.extend_from_slice(b"<!--");
-        let start = bytes.len();
-        bytes.resize(start + pad - 8, 0);
-        let len = bytes.len();
-        text_filler(&mut bytes[start..len], 1, u64::MAX, rng);
-        bytes.extend_from_slice(b"-->\n");
-    } else {
-        bytes.extend(std::iter::repeat_n(b'\n', pad));
-    }
-    bytes.extend_from_slice(TAIL.as_bytes());
-    bytes
-}
-
-/// Fill `buf` (at byte offset `at` of a file of `size` bytes) with lower-case words and
-/// newlines, wrapped in `/* */` when the file has room: text safe in HTML comments, CSS
-/// and JavaScript.
-fn text_filler(buf: &mut [u8], at: u64, size: u64, rng: &mut SmallRng) {
-    const LETTERS: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz      ";
-    let mut random = [0u8; 64];
-    for (i, chunk) in buf.chunks_mut(64).enumerate() {
-        rng.fill(&mut random[..]);
-        for (j, b) in chunk.iter_mut().enumerate() {
-            let pos = at + (i * 64 + j) as u64;
-            *b = if pos % 72 == 71 { b'\n' } else { LETTERS[(random[j] & 31) as usize] };
-        }
-    }
-    if size >= 4 && size != u64::MAX {
-        let end = at + buf.len() as u64;
-        for (pos, byte) in [(0, b'/'), (1, b'*'), (size - 2, b'*'), (size - 1, b'/')] {
-            if (at..end).contains(&pos) {
-                buf[(pos - at) as usize] = byte;
-            }
-        }
-    }
-}
-
-fn write_bytes(path: &PathBuf, bytes: &[u8]) -> Result<(u64, u64), TraceError> {
-    std::fs::write(path, bytes).map_err(|e| TraceError::fs(path, e))?;
-    Ok((bytes.len() as u64, xxhash_rust::xxh3::xxh3_64(bytes)))
-}
-
-/// Write `size` bytes made by `fill(chunk, offset)` in 64 KiB chunks; the size and hash.
-fn write_generated(
-    path: &PathBuf,
-    size: u64,
-    mut fill: impl FnMut(&mut [u8], u64),
-) -> Result<(u64, u64), TraceError> {
-    let mut out = BufWriter::new(File::create(path).map_err(|e| TraceError::fs(path, e))?);
-    let mut hasher = Xxh3::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut written = 0u64;
-    while written < size {
-        let n = (size - written).min(buf.len() as u64) as usize;
-        fill(&mut buf[..n], written);
-        hasher.update(&buf[..n]);
-        out.write_all(&buf[..n]).map_err(|e| TraceError::fs(path, e))?;
-        written += n as u64;
-    }
-    out.flush().map_err(|e| TraceError::fs(path, e))?;
-    Ok((size, hasher.digest()))
 }
 
 #[cfg(test)]
