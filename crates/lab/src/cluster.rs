@@ -143,14 +143,15 @@ impl<'n> LabCluster<'n> {
             std::fs::create_dir_all(&co_op_root).map_err(|e| LabError::io(&co_op_root, e))?;
         }
         for i in 1..=spec.nodes {
-            let dc = (spec.switch == SwitchKind::Dc).then(|| servers::DcNodeSpec {
+            let dc_on = spec.switch == SwitchKind::Dc && spec.policy != "off";
+            let dc = dc_on.then(|| servers::DcNodeSpec {
                 servers: dc_names.clone(),
                 self_name: format!("node{i}"),
                 quota: spec.dc_quota.clone(),
                 method: spec.policy.clone(),
             });
             // DC: node1 is the home of the whole site; the others start empty, as co-ops.
-            let root = if dc.is_some() && i > 1 { &co_op_root } else { &spec.root };
+            let root = if spec.switch == SwitchKind::Dc && i > 1 { &co_op_root } else { &spec.root };
             let coop_peers = match spec.coop {
                 Some(_) => addrs.iter().enumerate().filter(|(j, _)| j + 1 != i).map(|(_, a)| *a).collect(),
                 None => Vec::new(),

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use locus_trace::{SiteGenerator, SiteManifest, SiteSpec};
+use locus_trace::{SiteGenerator, SiteManifest, SitePreset, SiteSpec};
 use serde::Serialize;
 
 use crate::error::LabError;
@@ -33,14 +33,20 @@ impl LabSite {
         if root.exists() {
             std::fs::remove_dir_all(&root).map_err(|e| LabError::io(&root, e))?;
         }
-        let spec = SiteSpec {
-            seed: workload.seed,
-            files: workload.files,
-            html_share: workload.html_share,
-            sizes: workload.size_model(),
-            ..SiteSpec::default()
+        let generator = match &workload.preset {
+            Some(preset) => {
+                let preset = preset.parse::<SitePreset>()?;
+                SiteGenerator::preset(preset, workload.scale.unwrap_or(1.0), workload.seed)?
+            }
+            None => SiteGenerator::new(SiteSpec {
+                seed: workload.seed,
+                files: workload.files,
+                html_share: workload.html_share,
+                sizes: workload.size_model(),
+                ..SiteSpec::default()
+            })?,
         };
-        let manifest = SiteGenerator::new(spec)?.write(&root, false, &mut |_, _| {})?;
+        let manifest = generator.write(&root, false, &mut |_, _| {})?;
         let mut site = LabSite::describe(&workload.name, &root, &manifest);
         if !workload.dynamic.is_empty() {
             let path = dir.join(format!("{}.classes.toml", workload.name));

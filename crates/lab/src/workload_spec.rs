@@ -30,8 +30,19 @@ fn default_variants() -> u32 {
 pub struct WorkloadSpec {
     /// Name in results and file names (letters, digits, `-`, `_`).
     pub name: String,
-    /// Files in the generated site.
+    /// Files in the generated site (0 with a `preset`, which sets its own).
+    #[serde(default)]
     pub files: u32,
+    /// A site shaped like one of the DC-Apache paper's data sets (`mapug`, `lod`, `specweb99`,
+    /// `sequoia`) in place of `files`, `sizes` and `html_share`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// The preset's scale (0 < scale <= 1; absent: 1): fewer files of the same sizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<f64>,
+    /// Clients surf the site (`[workload.surf]`) instead of drawing documents by popularity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub surf: Option<SurfSpec>,
     /// Zipf exponent of document popularity.
     #[serde(default = "default_alpha")]
     pub alpha: f64,
@@ -73,6 +84,25 @@ pub struct WorkloadSpec {
     /// with them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dynamic: Vec<DynamicSpec>,
+}
+
+fn default_session_requests() -> u32 {
+    20
+}
+
+/// `[workload.surf]`: every client runs sessions that start at the site's entry page, fetch a
+/// page's embedded objects, then follow one of its links as the server wrote it (to whichever
+/// server it names); at an image or download the client goes back to the last page it holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SurfSpec {
+    /// Requests per session (the entry page included).
+    #[serde(default = "default_session_requests")]
+    pub session_requests: u32,
+    /// Keep connections open between requests (absent: a connection per request, as HTTP/1.0
+    /// browsers did, so requests/s are connections/s).
+    #[serde(default)]
+    pub keepalive: bool,
 }
 
 /// `[workload.hot_spot]`: `documents` documents, drawn afresh every `shift_s`, get `share` of
@@ -141,6 +171,9 @@ impl WorkloadSpec {
         WorkloadSpec {
             name: name.into(),
             files,
+            preset: None,
+            scale: None,
+            surf: None,
             alpha: default_alpha(),
             clients: default_clients(),
             rate: None,
@@ -163,9 +196,7 @@ impl WorkloadSpec {
         if n.is_empty() || !n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
             return Err(format!("name: `{n}` must be letters, digits, `-` or `_`"));
         }
-        if self.files == 0 || self.files > 1_000_000 {
-            return Err(format!("files = {}: must be within 1..=1000000", self.files));
-        }
+        self.validate_site()?;
         if !(self.alpha.is_finite() && (0.0..=4.0).contains(&self.alpha)) {
             return Err(format!("alpha = {}: must be within 0..=4", self.alpha));
         }
@@ -193,6 +224,39 @@ impl WorkloadSpec {
             node.validate().map_err(|m| format!("node.{m}"))?;
         }
         self.validate_mix()
+    }
+
+    fn validate_site(&self) -> Result<(), String> {
+        match &self.preset {
+            Some(p) => {
+                p.parse::<locus_trace::SitePreset>().map_err(|e| format!("preset: {e}"))?;
+                if self.files != 0 {
+                    return Err(format!("files = {}: a preset sets its own files; leave files out", self.files));
+                }
+                if let Some(s) = self.scale
+                    && !(s.is_finite() && s > 0.0 && s <= 1.0)
+                {
+                    return Err(format!("scale = {s}: must be within (0, 1]"));
+                }
+            }
+            None if self.scale.is_some() => return Err("scale: a setting of preset sites only".into()),
+            None if self.files == 0 || self.files > 1_000_000 => {
+                return Err(format!("files = {}: must be within 1..=1000000", self.files));
+            }
+            None => {}
+        }
+        if let Some(surf) = &self.surf {
+            if surf.session_requests == 0 || surf.session_requests > 10_000 {
+                return Err(format!(
+                    "surf.session_requests = {}: must be within 1..=10000",
+                    surf.session_requests
+                ));
+            }
+            if self.hot_spot.is_some() || !self.dynamic.is_empty() || self.rate.is_some() {
+                return Err("surf: surfers follow links in a closed loop; no hot_spot, dynamic or rate".into());
+            }
+        }
+        Ok(())
     }
 
     fn validate_timing(&self) -> Result<(), String> {
