@@ -15,6 +15,7 @@ mod open_loop;
 mod progress;
 mod report;
 mod response_reader;
+mod rewrite_check;
 mod run;
 mod stats;
 mod target_url;
@@ -32,7 +33,8 @@ pub use config::{
 pub use error::LoadError;
 pub use open_loop::{Arrival, ArrivalQueue, OpenLoopSchedule};
 pub use report::{LoadReport, RunShape};
-pub use response_reader::{FramingError, ResponseReader, ResponseSummary};
+pub use response_reader::{BodyCapture, FramingError, ResponseReader, ResponseSummary};
+pub use rewrite_check::{OriginalPage, RewriteMismatch};
 pub use run::run_load;
 pub use stats::{ErrorCounts, ErrorKind, LatencyReport, MismatchCounts, ThreadStats};
 pub use target_url::TargetUrl;

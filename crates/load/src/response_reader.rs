@@ -3,6 +3,7 @@
 //! followed with `BodyTracker` and hashed (XXH3-64) as their bytes pass — a body is never
 //! buffered whole — so pipelined responses come out one by one, in order, from any split of
 //! the byte stream. No I/O here: the connection reads into `read_space` and calls `commit`.
+//! A surfer passes a `BodyCapture` to keep HTML bodies (which it parses) and DC headers.
 
 use locus_http::{BodyError, BodyKind, BodyTracker, ResponseError, ResponseHead, parse_response};
 use xxhash_rust::xxh3::{Xxh3, xxh3_64};
@@ -61,6 +62,48 @@ pub struct ResponseSummary {
     pub keep_alive: bool,
     /// Bytes the response took on the wire (head, body and any interim responses).
     pub wire_bytes: u64,
+}
+
+/// What a surfer keeps of a response besides its summary: whether it is HTML, whether a
+/// DC co-op marked it as a replica (`X-Locus-DC: replica`), and an HTML body up to `limit`.
+#[derive(Clone, Debug, Default)]
+pub struct BodyCapture {
+    /// Keep HTML bodies up to this many bytes (0: keep none).
+    pub limit: usize,
+    /// The response's Content-Type is `text/html`.
+    pub html: bool,
+    /// The response carried `X-Locus-DC: replica`.
+    pub replica: bool,
+    /// The HTML body (its first `limit` bytes).
+    pub body: Vec<u8>,
+    /// The HTML body was longer than `limit`.
+    pub overflow: bool,
+    keeping: bool,
+}
+
+impl BodyCapture {
+    /// A capture keeping HTML bodies up to `limit` bytes.
+    pub fn new(limit: usize) -> BodyCapture {
+        BodyCapture { limit, ..BodyCapture::default() }
+    }
+
+    fn start(&mut self, head: &ResponseHead, window: &[u8], request_was_head: bool) {
+        let value = |name| head.header(window, name).map(<[u8]>::trim_ascii);
+        self.html =
+            value("content-type").is_some_and(|v| v.len() >= 9 && v[..9].eq_ignore_ascii_case(b"text/html"));
+        self.replica = value("x-locus-dc").is_some_and(|v| v.eq_ignore_ascii_case(b"replica"));
+        self.body.clear();
+        self.overflow = false;
+        self.keeping = self.html && !request_was_head && self.limit > 0;
+    }
+
+    fn keep(&mut self, data: &[u8]) {
+        if self.keeping {
+            let room = self.limit.saturating_sub(self.body.len());
+            self.overflow |= data.len() > room;
+            self.body.extend_from_slice(&data[..data.len().min(room)]);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -160,6 +203,25 @@ impl ResponseReader {
         request_was_head: bool,
         hash: bool,
     ) -> Result<Option<ResponseSummary>, FramingError> {
+        self.poll_inner(request_was_head, hash, None)
+    }
+
+    /// `poll_response`, filling `capture` as the response's head and body pass.
+    pub fn poll_response_capturing(
+        &mut self,
+        request_was_head: bool,
+        hash: bool,
+        capture: &mut BodyCapture,
+    ) -> Result<Option<ResponseSummary>, FramingError> {
+        self.poll_inner(request_was_head, hash, Some(capture))
+    }
+
+    fn poll_inner(
+        &mut self,
+        request_was_head: bool,
+        hash: bool,
+        mut capture: Option<&mut BodyCapture>,
+    ) -> Result<Option<ResponseSummary>, FramingError> {
         loop {
             if self.body.is_none() {
                 if self.start == self.end {
@@ -170,6 +232,11 @@ impl ResponseReader {
                     return Ok(None);
                 }
                 let head_len = self.head.head_len;
+                if let Some(c) = capture.as_deref_mut()
+                    && !self.head.is_interim()
+                {
+                    c.start(&self.head, window, request_was_head);
+                }
                 self.start += head_len;
                 if self.head.is_interim() {
                     self.interim_bytes += head_len as u64;
@@ -195,6 +262,9 @@ impl ResponseReader {
                     let n = n as usize;
                     let data = &self.buf[self.start..self.start + n];
                     let xxh3 = hashing.then(|| xxh3_64(data));
+                    if let Some(c) = capture.as_deref_mut() {
+                        c.keep(data);
+                    }
                     self.start += n;
                     body.body_len = n as u64;
                     body.wire_bytes += n as u64;
@@ -219,6 +289,9 @@ impl ResponseReader {
                 *body_len += data.len() as u64;
                 if hashing {
                     hasher.update(data);
+                }
+                if let Some(c) = capture.as_deref_mut() {
+                    c.keep(data);
                 }
             })?;
             self.start += progress.consumed;

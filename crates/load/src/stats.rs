@@ -102,7 +102,7 @@ impl Serialize for ErrorCounts {
 
 /// Mismatches counted by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MismatchCounts([u64; 3]);
+pub struct MismatchCounts([u64; 4]);
 
 impl MismatchCounts {
     /// Count one mismatch of `kind`.

@@ -34,11 +34,14 @@ pub enum MismatchKind {
     Status,
     Length,
     Checksum,
+    /// A page served by a DC server that is not the original after undoing the rewrite.
+    Rewrite,
 }
 
 impl MismatchKind {
     /// All kinds, in report order.
-    pub const ALL: [MismatchKind; 3] = [MismatchKind::Status, MismatchKind::Length, MismatchKind::Checksum];
+    pub const ALL: [MismatchKind; 4] =
+        [MismatchKind::Status, MismatchKind::Length, MismatchKind::Checksum, MismatchKind::Rewrite];
 
     /// Lower-case name.
     pub fn name(self) -> &'static str {
@@ -46,6 +49,7 @@ impl MismatchKind {
             MismatchKind::Status => "status",
             MismatchKind::Length => "length",
             MismatchKind::Checksum => "checksum",
+            MismatchKind::Rewrite => "rewrite",
         }
     }
 }
