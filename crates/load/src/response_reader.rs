@@ -70,6 +70,8 @@ pub struct ResponseSummary {
 pub struct BodyCapture {
     /// Keep HTML bodies up to this many bytes (0: keep none).
     pub limit: usize,
+    /// Keep the next body whatever its Content-Type (a page of the site).
+    pub force: bool,
     /// The response's Content-Type is `text/html`.
     pub html: bool,
     /// The response carried `X-Locus-DC: replica`.
@@ -94,7 +96,7 @@ impl BodyCapture {
         self.replica = value("x-locus-dc").is_some_and(|v| v.eq_ignore_ascii_case(b"replica"));
         self.body.clear();
         self.overflow = false;
-        self.keeping = self.html && !request_was_head && self.limit > 0;
+        self.keeping = (self.html || self.force) && !request_was_head && self.limit > 0;
     }
 
     fn keep(&mut self, data: &[u8]) {

@@ -205,7 +205,7 @@ impl ResponseVerifier {
     }
 }
 
-fn manifest_expectation(files: &HashMap<String, (u64, u64)>, target: &str) -> Expectation {
+pub(crate) fn manifest_expectation(files: &HashMap<String, (u64, u64)>, target: &str) -> Expectation {
     let path = target.split_once('?').map_or(target, |(p, _)| p);
     let lookup = if path.ends_with('/') { format!("{path}index.html") } else { path.to_string() };
     if let Some(&(length, xxh3)) = files.get(&lookup) {
