@@ -184,8 +184,8 @@ impl PageUrl {
     pub fn resolve(&self, reference: &str) -> Option<LinkTarget> {
         let r = reference.trim_matches(|c: char| c <= ' ');
         let (authority, resolved) = if names_authority(r) {
-            let rest = if r.starts_with("//") {
-                &r[2..]
+            let rest = if let Some(rest) = r.strip_prefix("//") {
+                rest
             } else {
                 r.get(..7).filter(|s| s.eq_ignore_ascii_case("http://"))?;
                 &r[7..]
