@@ -442,6 +442,28 @@ mod tests {
     }
 
     #[test]
+    fn capture_keeps_html_bodies_up_to_its_limit_and_reads_the_replica_header() {
+        let mut wire = b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nX-Locus-DC: replica\r\nContent-Length: 6\r\n\r\n<html>".to_vec();
+        wire.extend_from_slice(&response(200, b"GIF89a"));
+        wire.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Type: TEXT/HTML\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n");
+        let mut r = ResponseReader::new();
+        r.push_bytes(&wire);
+        let mut c = BodyCapture::new(5);
+        r.poll_response_capturing(false, true, &mut c).unwrap().unwrap();
+        assert!(c.html && c.replica && c.overflow);
+        assert_eq!(c.body, b"<html");
+        r.poll_response_capturing(false, true, &mut c).unwrap().unwrap();
+        assert!(!c.html && !c.replica && c.body.is_empty(), "not HTML: nothing kept");
+        c.force = true;
+        c.limit = 100;
+        let s = r.poll_response_capturing(false, true, &mut c).unwrap().unwrap();
+        assert_eq!(
+            (c.body.as_slice(), c.overflow, s.xxh3),
+            (&b"abcdefg"[..], false, Some(xxh3_64(b"abcdefg")))
+        );
+    }
+
+    #[test]
     fn a_large_body_streams_through_a_small_buffer() {
         let body: Vec<u8> = (0..(3 * READ_BUFFER_BYTES + 17)).map(|i| (i * 7 % 251) as u8).collect();
         let got = read_all(&response(200, &body), &[10_000], &[]).unwrap();
