@@ -142,6 +142,17 @@ pub struct LoadArgs {
     /// Draw documents at random: from --docroot or --manifest, or `/doc/N` model documents.
     #[arg(long, value_enum)]
     pub synthetic: Option<SyntheticKind>,
+    /// Browse a DC cluster like a user: the one URL is the entry page; each page's embedded
+    /// objects are fetched, then a random link is followed as the server wrote it.
+    #[arg(long, conflicts_with_all = ["trace", "synthetic"])]
+    pub surf: bool,
+    /// Surf: other servers the surfer may contact (`host:port,host:port`); links to any
+    /// other host are counted as external and not followed.
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',', requires = "surf")]
+    pub surf_hosts: Vec<String>,
+    /// Surf: requests per session (pages, embedded objects and leaves).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub session_requests: u32,
     /// Directory whose files a synthetic workload requests.
     #[arg(long, value_name = "DIR", conflicts_with = "manifest")]
     pub docroot: Option<PathBuf>,
@@ -225,7 +236,14 @@ impl LoadArgs {
     /// The run these arguments describe.
     pub fn to_config(&self) -> anyhow::Result<LoadConfig> {
         let targets = self.urls.iter().map(|u| u.parse::<TargetUrl>()).collect::<Result<Vec<_>, _>>()?;
-        let workload = if let Some(path) = &self.trace {
+        let workload = if self.surf {
+            if targets.len() != 1 {
+                bail!("--surf takes one URL, the entry page (other servers go in --surf-hosts)");
+            }
+            let hosts =
+                self.surf_hosts.iter().map(|h| h.parse::<TargetUrl>()).collect::<Result<Vec<_>, _>>()?;
+            Workload::Surf { entry: targets[0].clone(), hosts, session_requests: self.session_requests }
+        } else if let Some(path) = &self.trace {
             Workload::Trace {
                 source: TraceSource::File { path: path.clone(), format: self.trace_format },
                 repeat: self.loop_trace,
@@ -434,5 +452,31 @@ mod tests {
         assert!(bad.to_config().unwrap().validate().unwrap_err().to_string().contains("hot_spot.share"));
         let trace = parse(&["http://h:1/", "--trace", "t.log", "--dynamic", "/a,share=0.5"]);
         assert!(trace.to_config().unwrap().validate().unwrap_err().to_string().contains("synthetic"));
+    }
+
+    #[test]
+    fn surf_arguments_name_the_entry_the_allowed_hosts_and_the_session_length() {
+        let a = parse(&[
+            "http://127.0.0.1:8001/index.html",
+            "--surf",
+            "--surf-hosts",
+            "127.0.0.1:8002,127.0.0.1:8003",
+            "--session-requests",
+            "7",
+            "--manifest",
+            "/site",
+        ]);
+        let c = a.to_config().unwrap();
+        let Workload::Surf { entry, hosts, session_requests } = &c.workload else { panic!("surf workload") };
+        assert_eq!((entry.port, entry.path.as_str(), *session_requests), (8001, "/index.html", 7));
+        assert_eq!(hosts.iter().map(|h| h.port).collect::<Vec<_>>(), [8002, 8003]);
+        assert!(matches!(c.verification, Verification::Manifest(_)));
+        assert!(c.validate().is_ok());
+        let two = parse(&["http://h:1/", "http://h:2/", "--surf"]);
+        assert!(two.to_config().unwrap_err().to_string().contains("one URL"));
+        let open = parse(&["http://h:1/", "--surf", "--rate", "10"]);
+        assert!(open.to_config().unwrap().validate().is_err());
+        let zero = parse(&["http://h:1/", "--surf", "--session-requests", "0"]);
+        assert!(zero.to_config().unwrap().validate().is_err());
     }
 }

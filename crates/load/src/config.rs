@@ -84,6 +84,12 @@ pub enum Workload {
     Trace { source: TraceSource, repeat: bool },
     /// Documents drawn at random.
     Synthetic { popularity: Popularity, documents: DocumentSet },
+    /// A live surfer of a DC cluster (closed loop, one session after another per client):
+    /// a session starts at `entry`, fetches each page's embedded objects, then follows one
+    /// random link of the page as the server wrote it (back to the last page after a leaf),
+    /// `session_requests` requests in all. Only `entry`'s server and `hosts` (their paths
+    /// unused) are contacted; `LoadConfig::targets` is not used.
+    Surf { entry: TargetUrl, hosts: Vec<TargetUrl>, session_requests: u32 },
 }
 
 /// What responses are checked against.
@@ -209,7 +215,14 @@ impl LoadConfig {
     /// Check that the settings make sense together.
     pub fn validate(&self) -> Result<(), LoadError> {
         let fail = |m: &str| Err(LoadError::config(m));
-        if self.targets.is_empty() {
+        if let Workload::Surf { session_requests, .. } = self.workload {
+            if session_requests == 0 {
+                return fail("a surf session needs at least one request");
+            }
+            if self.rate.is_some() || self.pipeline > 1 {
+                return fail("the surfer is closed loop without pipelining (drop --rate and --pipeline)");
+            }
+        } else if self.targets.is_empty() {
             return fail("at least one target URL is needed");
         }
         if self.clients == 0 {
@@ -251,6 +264,7 @@ impl LoadConfig {
         if self.sessions {
             match &self.workload {
                 Workload::SingleUrl => return fail("sessions need a trace, a manifest or a document root"),
+                Workload::Surf { .. } => {}
                 Workload::Synthetic { documents: DocumentSet::Model { .. }, .. } => {
                     return fail(
                         "sessions of a synthetic workload need --manifest or --docroot (pages and their embeds)",

@@ -3,7 +3,9 @@
 //! against one or more servers, closed or open loop (seeded Poisson, no coordinated
 //! omission), with keep-alive, pipelining, think time and sessions; checks every response
 //! byte for byte (streamed XXH3-64); reports HDR latency percentiles, throughput and errors by
-//! kind as text or JSON. In-process entry: `run_load(&LoadConfig)`.
+//! kind as text or JSON. A live surfer (`Workload::Surf`) browses a DC-Apache cluster,
+//! following links as the servers rewrote them and checking pages rewrite-aware.
+//! In-process entry: `run_load(&LoadConfig)`.
 
 mod admin_status;
 pub mod cli;
@@ -15,8 +17,11 @@ mod open_loop;
 mod progress;
 mod report;
 mod response_reader;
+mod rewrite_check;
 mod run;
 mod stats;
+mod surf_client;
+mod surf_plan;
 mod target_url;
 mod think_time;
 mod verifier;
@@ -31,10 +36,12 @@ pub use config::{
 };
 pub use error::LoadError;
 pub use open_loop::{Arrival, ArrivalQueue, OpenLoopSchedule};
-pub use report::{LoadReport, RunShape};
-pub use response_reader::{FramingError, ResponseReader, ResponseSummary};
+pub use report::{LoadReport, RunShape, SurfReport};
+pub use response_reader::{BodyCapture, FramingError, ResponseReader, ResponseSummary};
+pub use rewrite_check::{OriginalPage, RewriteMismatch};
 pub use run::run_load;
-pub use stats::{ErrorCounts, ErrorKind, LatencyReport, MismatchCounts, ThreadStats};
+pub use stats::{ErrorCounts, ErrorKind, LatencyReport, MismatchCounts, SurfCounts, ThreadStats};
+pub use surf_plan::{LinkTarget, PageUrl, SurfPlan};
 pub use target_url::TargetUrl;
 pub use think_time::{ThinkSampler, ThinkTime};
 pub use verifier::{Expectation, Mismatch, MismatchKind, ResponseVerifier};

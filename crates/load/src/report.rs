@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::admin_status::NodeRequests;
-use crate::stats::{ErrorCounts, ErrorKind, LatencyReport, MismatchCounts, ThreadStats};
+use crate::stats::{ErrorCounts, ErrorKind, LatencyReport, MismatchCounts, SurfCounts, ThreadStats};
 use crate::verifier::Mismatch;
 
 /// How the run was driven.
@@ -26,6 +26,15 @@ pub struct RunShape {
     pub rate: Option<f64>,
     pub warmup_s: f64,
     pub targets: Vec<String>,
+}
+
+/// What the live surfer did (`Workload::Surf`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SurfReport {
+    #[serde(flatten)]
+    pub counts: SurfCounts,
+    /// Connections opened per second of measured time.
+    pub connections_per_s: f64,
 }
 
 /// The result of a load run.
@@ -77,6 +86,8 @@ pub struct LoadReport {
     pub hit_ratio: Option<f64>,
     /// Things that went wrong around the run (an admin listener that did not answer).
     pub warnings: Vec<String>,
+    /// The live surfer's counts (null for other workloads).
+    pub surf: Option<SurfReport>,
     /// The merged latency histogram.
     #[serde(skip)]
     pub latency: LatencyReport,
@@ -117,6 +128,7 @@ impl LoadReport {
             imbalance: None,
             hit_ratio: None,
             warnings: Vec::new(),
+            surf: None,
             latency: stats.latency,
         }
     }
@@ -186,6 +198,22 @@ impl LoadReport {
                     m.actual
                 );
             }
+        }
+        if let Some(surf) = &self.surf {
+            let c = &surf.counts;
+            let _ = writeln!(
+                out,
+                "  surf      sessions {}, pages {}, embeds {}, leaves {}, external links {}, replica responses {}, {:.1} conn/s",
+                c.sessions,
+                c.pages,
+                c.embeds,
+                c.leaves,
+                c.external_links,
+                c.replica_responses,
+                surf.connections_per_s
+            );
+            let servers: Vec<String> = c.requests_by_server.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            let _ = writeln!(out, "  servers   {}", servers.join(", "));
         }
         if let Some(nodes) = &self.nodes {
             let shares: Vec<String> = nodes.iter().map(|n| format!("{} {}", n.name, n.requests)).collect();

@@ -3,6 +3,7 @@
 //! followed with `BodyTracker` and hashed (XXH3-64) as their bytes pass — a body is never
 //! buffered whole — so pipelined responses come out one by one, in order, from any split of
 //! the byte stream. No I/O here: the connection reads into `read_space` and calls `commit`.
+//! A surfer passes a `BodyCapture` to keep HTML bodies (which it parses) and DC headers.
 
 use locus_http::{BodyError, BodyKind, BodyTracker, ResponseError, ResponseHead, parse_response};
 use xxhash_rust::xxh3::{Xxh3, xxh3_64};
@@ -61,6 +62,50 @@ pub struct ResponseSummary {
     pub keep_alive: bool,
     /// Bytes the response took on the wire (head, body and any interim responses).
     pub wire_bytes: u64,
+}
+
+/// What a surfer keeps of a response besides its summary: whether it is HTML, whether a
+/// DC co-op marked it as a replica (`X-Locus-DC: replica`), and an HTML body up to `limit`.
+#[derive(Clone, Debug, Default)]
+pub struct BodyCapture {
+    /// Keep HTML bodies up to this many bytes (0: keep none).
+    pub limit: usize,
+    /// Keep the next body whatever its Content-Type (a page of the site).
+    pub force: bool,
+    /// The response's Content-Type is `text/html`.
+    pub html: bool,
+    /// The response carried `X-Locus-DC: replica`.
+    pub replica: bool,
+    /// The HTML body (its first `limit` bytes).
+    pub body: Vec<u8>,
+    /// The HTML body was longer than `limit`.
+    pub overflow: bool,
+    keeping: bool,
+}
+
+impl BodyCapture {
+    /// A capture keeping HTML bodies up to `limit` bytes.
+    pub fn new(limit: usize) -> BodyCapture {
+        BodyCapture { limit, ..BodyCapture::default() }
+    }
+
+    fn start(&mut self, head: &ResponseHead, window: &[u8], request_was_head: bool) {
+        let value = |name| head.header(window, name).map(<[u8]>::trim_ascii);
+        self.html =
+            value("content-type").is_some_and(|v| v.len() >= 9 && v[..9].eq_ignore_ascii_case(b"text/html"));
+        self.replica = value("x-locus-dc").is_some_and(|v| v.eq_ignore_ascii_case(b"replica"));
+        self.body.clear();
+        self.overflow = false;
+        self.keeping = (self.html || self.force) && !request_was_head && self.limit > 0;
+    }
+
+    fn keep(&mut self, data: &[u8]) {
+        if self.keeping {
+            let room = self.limit.saturating_sub(self.body.len());
+            self.overflow |= data.len() > room;
+            self.body.extend_from_slice(&data[..data.len().min(room)]);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -160,6 +205,25 @@ impl ResponseReader {
         request_was_head: bool,
         hash: bool,
     ) -> Result<Option<ResponseSummary>, FramingError> {
+        self.poll_inner(request_was_head, hash, None)
+    }
+
+    /// `poll_response`, filling `capture` as the response's head and body pass.
+    pub fn poll_response_capturing(
+        &mut self,
+        request_was_head: bool,
+        hash: bool,
+        capture: &mut BodyCapture,
+    ) -> Result<Option<ResponseSummary>, FramingError> {
+        self.poll_inner(request_was_head, hash, Some(capture))
+    }
+
+    fn poll_inner(
+        &mut self,
+        request_was_head: bool,
+        hash: bool,
+        mut capture: Option<&mut BodyCapture>,
+    ) -> Result<Option<ResponseSummary>, FramingError> {
         loop {
             if self.body.is_none() {
                 if self.start == self.end {
@@ -170,6 +234,11 @@ impl ResponseReader {
                     return Ok(None);
                 }
                 let head_len = self.head.head_len;
+                if let Some(c) = capture.as_deref_mut()
+                    && !self.head.is_interim()
+                {
+                    c.start(&self.head, window, request_was_head);
+                }
                 self.start += head_len;
                 if self.head.is_interim() {
                     self.interim_bytes += head_len as u64;
@@ -195,6 +264,9 @@ impl ResponseReader {
                     let n = n as usize;
                     let data = &self.buf[self.start..self.start + n];
                     let xxh3 = hashing.then(|| xxh3_64(data));
+                    if let Some(c) = capture.as_deref_mut() {
+                        c.keep(data);
+                    }
                     self.start += n;
                     body.body_len = n as u64;
                     body.wire_bytes += n as u64;
@@ -219,6 +291,9 @@ impl ResponseReader {
                 *body_len += data.len() as u64;
                 if hashing {
                     hasher.update(data);
+                }
+                if let Some(c) = capture.as_deref_mut() {
+                    c.keep(data);
                 }
             })?;
             self.start += progress.consumed;
@@ -364,6 +439,28 @@ mod tests {
         }
         let huge = format!("HTTP/1.1 200 OK\r\nX: {}\r\n\r\n", "a".repeat(2 * MAX_HEAD_BYTES));
         assert!(matches!(read_all(huge.as_bytes(), &[4096], &[]), Err(FramingError::Head(_))));
+    }
+
+    #[test]
+    fn capture_keeps_html_bodies_up_to_its_limit_and_reads_the_replica_header() {
+        let mut wire = b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nX-Locus-DC: replica\r\nContent-Length: 6\r\n\r\n<html>".to_vec();
+        wire.extend_from_slice(&response(200, b"GIF89a"));
+        wire.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Type: TEXT/HTML\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n");
+        let mut r = ResponseReader::new();
+        r.push_bytes(&wire);
+        let mut c = BodyCapture::new(5);
+        r.poll_response_capturing(false, true, &mut c).unwrap().unwrap();
+        assert!(c.html && c.replica && c.overflow);
+        assert_eq!(c.body, b"<html");
+        r.poll_response_capturing(false, true, &mut c).unwrap().unwrap();
+        assert!(!c.html && !c.replica && c.body.is_empty(), "not HTML: nothing kept");
+        c.force = true;
+        c.limit = 100;
+        let s = r.poll_response_capturing(false, true, &mut c).unwrap().unwrap();
+        assert_eq!(
+            (c.body.as_slice(), c.overflow, s.xxh3),
+            (&b"abcdefg"[..], false, Some(xxh3_64(b"abcdefg")))
+        );
     }
 
     #[test]

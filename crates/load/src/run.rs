@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::admin_status::{CacheSnapshot, SwitchSnapshot, fetch_status, hit_ratio, imbalance, node_deltas};
-use crate::config::LoadConfig;
+use crate::config::{LoadConfig, Workload};
 use crate::connection::{RequestBudget, RunSettings, RunTiming, ServerTarget};
 use crate::error::LoadError;
 use crate::progress::ProgressLine;
-use crate::report::{LoadReport, RunShape};
+use crate::report::{LoadReport, RunShape, SurfReport};
 use crate::stats::ThreadStats;
 use crate::worker::{LoadWorker, WorkerPlan};
-use crate::workload::WorkloadPlan;
+use crate::workload::{JobPlan, WorkloadPlan};
 
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -196,12 +196,22 @@ pub fn run_load(config: &LoadConfig) -> Result<LoadReport, LoadError> {
         threads,
         keepalive: config.keepalive,
         pipeline: config.pipeline,
-        sessions: config.sessions,
+        sessions: config.sessions || matches!(config.workload, Workload::Surf { .. }),
         rate: config.rate,
         warmup_s: config.warmup.as_secs_f64(),
-        targets: config.targets.iter().map(|t| t.to_string()).collect(),
+        targets: match &config.workload {
+            Workload::Surf { entry, hosts, .. } => {
+                std::iter::once(entry).chain(hosts).map(|t| t.to_string()).collect()
+            }
+            _ => config.targets.iter().map(|t| t.to_string()).collect(),
+        },
     };
+    let surf = matches!(plan.jobs, JobPlan::Surf(_)).then(|| SurfReport {
+        connections_per_s: if duration_s > 0.0 { stats.surf.connections as f64 / duration_s } else { 0.0 },
+        counts: stats.surf.clone(),
+    });
     let mut report = LoadReport::from_stats(stats, duration_s, shape);
+    report.surf = surf;
     report.trace_records_skipped = plan.skipped_records;
     watch.after(config, &mut report);
     Ok(report)

@@ -102,7 +102,7 @@ impl Serialize for ErrorCounts {
 
 /// Mismatches counted by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MismatchCounts([u64; 3]);
+pub struct MismatchCounts([u64; 4]);
 
 impl MismatchCounts {
     /// Count one mismatch of `kind`.
@@ -195,6 +195,52 @@ impl LatencyReport {
     }
 }
 
+/// What the live surfer counted (measured requests only, except `sessions` started).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SurfCounts {
+    /// Sessions started in the measured time.
+    pub sessions: u64,
+    /// HTML pages received (the entry and links followed).
+    pub pages: u64,
+    /// Embedded objects requested.
+    pub embeds: u64,
+    /// Links followed to something other than a page (the client went back).
+    pub leaves: u64,
+    /// Links and embeds to hosts outside the allow-list (not followed).
+    pub external_links: u64,
+    /// Responses from a co-op's replica (a `/~migrate/` URL or `X-Locus-DC: replica`).
+    pub replica_responses: u64,
+    /// Connections opened in the measured time.
+    pub connections: u64,
+    /// Responses by the server (`host:port`) that sent them.
+    pub requests_by_server: BTreeMap<String, u64>,
+}
+
+impl SurfCounts {
+    /// One more response from `authority`.
+    pub fn count_server(&mut self, authority: &str) {
+        match self.requests_by_server.get_mut(authority) {
+            Some(n) => *n += 1,
+            None => {
+                self.requests_by_server.insert(authority.to_string(), 1);
+            }
+        }
+    }
+
+    fn merge(&mut self, other: &SurfCounts) {
+        self.sessions += other.sessions;
+        self.pages += other.pages;
+        self.embeds += other.embeds;
+        self.leaves += other.leaves;
+        self.external_links += other.external_links;
+        self.replica_responses += other.replica_responses;
+        self.connections += other.connections;
+        for (k, n) in &other.requests_by_server {
+            *self.requests_by_server.entry(k.clone()).or_default() += n;
+        }
+    }
+}
+
 /// Everything one worker thread counted over the measured part of a run.
 #[derive(Clone, Debug, Default)]
 pub struct ThreadStats {
@@ -217,6 +263,8 @@ pub struct ThreadStats {
     pub connections: u64,
     /// When the last measured response arrived.
     pub last_response: Option<Instant>,
+    /// The live surfer's counts.
+    pub surf: SurfCounts,
 }
 
 impl ThreadStats {
@@ -245,6 +293,7 @@ impl ThreadStats {
         self.mismatch_samples.extend(other.mismatch_samples.iter().take(room).cloned());
         self.connections += other.connections;
         self.last_response = self.last_response.max(other.last_response);
+        self.surf.merge(&other.surf);
     }
 
     /// Status classes as a map (`"2xx": n`), classes never seen left out.

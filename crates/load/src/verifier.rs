@@ -34,11 +34,14 @@ pub enum MismatchKind {
     Status,
     Length,
     Checksum,
+    /// A page served by a DC server that is not the original after undoing the rewrite.
+    Rewrite,
 }
 
 impl MismatchKind {
     /// All kinds, in report order.
-    pub const ALL: [MismatchKind; 3] = [MismatchKind::Status, MismatchKind::Length, MismatchKind::Checksum];
+    pub const ALL: [MismatchKind; 4] =
+        [MismatchKind::Status, MismatchKind::Length, MismatchKind::Checksum, MismatchKind::Rewrite];
 
     /// Lower-case name.
     pub fn name(self) -> &'static str {
@@ -46,6 +49,7 @@ impl MismatchKind {
             MismatchKind::Status => "status",
             MismatchKind::Length => "length",
             MismatchKind::Checksum => "checksum",
+            MismatchKind::Rewrite => "rewrite",
         }
     }
 }
@@ -201,7 +205,7 @@ impl ResponseVerifier {
     }
 }
 
-fn manifest_expectation(files: &HashMap<String, (u64, u64)>, target: &str) -> Expectation {
+pub(crate) fn manifest_expectation(files: &HashMap<String, (u64, u64)>, target: &str) -> Expectation {
     let path = target.split_once('?').map_or(target, |(p, _)| p);
     let lookup = if path.ends_with('/') { format!("{path}index.html") } else { path.to_string() };
     if let Some(&(length, xxh3)) = files.get(&lookup) {

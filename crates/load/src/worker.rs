@@ -1,6 +1,7 @@
 //! `LoadWorker`: one OS thread with its own current-thread tokio runtime running a share of
 //! the run's connections; it waits for the run's start time, runs its connections to the
-//! end, and hands back its `ThreadStats` to be merged.
+//! end (`ClientConnection`s, or `SurfClient`s for the surf workload), and hands back its
+//! `ThreadStats` to be merged.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -12,7 +13,8 @@ use crate::connection::{ClientConnection, RequestBudget, RunSettings, RunTiming,
 use crate::error::LoadError;
 use crate::open_loop::{ArrivalQueue, OpenLoopSchedule};
 use crate::stats::{LiveCounters, ThreadStats};
-use crate::workload::WorkloadPlan;
+use crate::surf_client::SurfClient;
+use crate::workload::{JobPlan, WorkloadPlan};
 
 /// One worker thread of a run.
 pub struct LoadWorker {
@@ -101,7 +103,12 @@ fn worker_main(
         let tasks: Vec<_> = spec
             .slots
             .iter()
-            .map(|&slot| tokio::task::spawn_local(ClientConnection::new(slot, shared.clone()).run()))
+            .map(|&slot| match &shared.plan.jobs {
+                JobPlan::Surf(plan) => {
+                    tokio::task::spawn_local(SurfClient::new(slot, shared.clone(), plan.clone()).run())
+                }
+                _ => tokio::task::spawn_local(ClientConnection::new(slot, shared.clone()).run()),
+            })
             .collect();
         let mut panicked = false;
         for t in tasks {

@@ -23,6 +23,7 @@ use rand_distr::{Distribution, Zipf};
 use crate::config::{DocumentSet, LoadConfig, Popularity, TraceSource, Verification, Workload};
 use crate::error::LoadError;
 use crate::mix::{HotSet, RequestMix};
+use crate::surf_plan::SurfPlan;
 use crate::verifier::{Expectation, ResponseVerifier};
 
 /// One distinct request, rendered once.
@@ -54,6 +55,8 @@ pub enum JobPlan {
     Sampled { docs: Box<[u32]>, popularity: Popularity, mix: Option<Box<RequestMix>> },
     /// A page drawn at random, then its embedded objects.
     SiteSessions { pages: Box<[u32]>, embeds: Box<[Box<[u32]>]>, popularity: Popularity },
+    /// The live surfer: its clients choose their own requests (no templates).
+    Surf(Arc<SurfPlan>),
 }
 
 /// Everything a run sends, prepared once and shared by every worker thread.
@@ -127,6 +130,15 @@ impl WorkloadPlan {
     /// the expected responses (files hashed on up to `threads` threads).
     pub fn build(config: &LoadConfig, threads: usize) -> Result<WorkloadPlan, LoadError> {
         config.validate_mix()?;
+        if let Workload::Surf { .. } = &config.workload {
+            let jobs = JobPlan::Surf(Arc::new(SurfPlan::build(config)?));
+            return Ok(WorkloadPlan {
+                templates: Vec::new(),
+                jobs,
+                cursor: AtomicU64::new(0),
+                skipped_records: 0,
+            });
+        }
         let mut table = TemplateTable::default();
         let mut skipped = 0;
         let jobs = match &config.workload {
@@ -174,6 +186,7 @@ impl WorkloadPlan {
                     JobPlan::Sequence { order: order.into_boxed_slice(), repeat: *repeat }
                 }
             }
+            Workload::Surf { .. } => return Err(LoadError::config("the surf workload has no templates")),
             Workload::Synthetic { popularity, documents } => {
                 let mut jobs =
                     synthetic_jobs(&mut table, *popularity, documents, config.sessions, config.seed)?;
@@ -359,6 +372,7 @@ impl JobFeed {
                 plan.take_position(sessions.len(), *repeat).and_then(|i| sessions[i].first().copied())
             }
             JobPlan::SiteSessions { pages, .. } => Some(pages[draw(rng, zipf.as_ref(), pages.len())]),
+            JobPlan::Surf(_) => None,
         }
     }
 
