@@ -158,7 +158,10 @@ pub fn parse_net_log(text: &str) -> Result<Vec<BrowserRequest>, String> {
             status.entry(source).or_insert(code);
         }
     }
-    Ok(order.into_iter().map(|(source, url)| BrowserRequest { url, status: status.get(&source).copied() }).collect())
+    Ok(order
+        .into_iter()
+        .map(|(source, url)| BrowserRequest { url, status: status.get(&source).copied() })
+        .collect())
 }
 
 #[cfg(test)]

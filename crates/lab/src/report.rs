@@ -371,6 +371,7 @@ pub(crate) mod tests {
             p99_ms: 3.0,
             hit_ratio: hit,
             remote_hit_ratio: 0.0,
+            replica_share: 0.0,
             imbalance: 1.25,
             errors: 0,
             mismatches: 0,

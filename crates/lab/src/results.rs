@@ -33,6 +33,9 @@ pub struct PointResult {
     /// Misses served from a peer's memory (cooperative caching) over hits and misses.
     #[serde(default)]
     pub remote_hit_ratio: f64,
+    /// Share of responses that came from a replica (surfing DC clusters; 0 otherwise).
+    #[serde(default)]
+    pub replica_share: f64,
     /// Max over mean of the requests per node.
     pub imbalance: f64,
     /// Requests that failed (connection errors, timeouts, bad framing).

@@ -339,15 +339,50 @@ fn run_point_twice(
 }
 
 /// The load of one point: the workload's Zipf stream over the site (with its hot set and
-/// dynamic classes mixed in), closed or open loop, every response verified (documents
-/// against the manifest, dynamic answers against the body their target implies).
+/// dynamic classes mixed in), closed or open loop, or surfers following the site's links from
+/// its entry page; every response verified (documents against the manifest — pages rewritten by
+/// DC nodes against their originals — dynamic answers against the body their target implies).
 fn load_config(
     experiment: &Experiment,
     point: &ExperimentPoint,
     site: &LabSite,
-    switch_url: &str,
+    cluster: &LabCluster<'_>,
 ) -> Result<LoadConfig, LabError> {
     let w = &experiment.workloads[point.workload];
+    let switch_url = cluster.switch_url();
+    let common = LoadConfig {
+        clients: w.clients,
+        threads: w.load_threads,
+        keepalive: true,
+        pipeline: 1,
+        duration: Some(Duration::from_secs_f64(experiment.measure_of(point.workload))),
+        requests: experiment.measure_requests,
+        warmup: Duration::from_secs_f64(experiment.warmup_of(point.workload)),
+        timeout: LOAD_TIMEOUT,
+        verification: Verification::Manifest(site.manifest()),
+        seed: w.seed,
+        progress: false,
+        mismatch_samples: 5,
+        ..LoadConfig::default()
+    };
+    if let Some(surf) = &w.surf {
+        let entry = format!("{}{}", switch_url.trim_end_matches('/'), site.entry);
+        // Without a switch every node may be named by a rewritten link.
+        let hosts = match point.switch {
+            SwitchKind::Dc => cluster.node_addrs(),
+            _ => vec![cluster.switch_addr()],
+        };
+        let hosts = hosts.iter().map(|a| format!("http://{a}/").parse()).collect::<Result<Vec<_>, _>>()?;
+        return Ok(LoadConfig {
+            workload: Workload::Surf {
+                entry: entry.parse()?,
+                hosts,
+                session_requests: surf.session_requests,
+            },
+            keepalive: surf.keepalive,
+            ..common
+        });
+    }
     let hot_spot = w.hot_spot.as_ref().map(|h| HotSpot {
         documents: h.documents,
         share: h.share,
@@ -372,19 +407,7 @@ fn load_config(
             popularity: Popularity::Zipf { alpha: w.alpha },
             documents: DocumentSet::Manifest(site.manifest()),
         },
-        clients: w.clients,
-        threads: w.load_threads,
-        keepalive: true,
-        pipeline: 1,
-        duration: Some(Duration::from_secs_f64(experiment.measure_of(point.workload))),
-        requests: experiment.measure_requests,
-        warmup: Duration::from_secs_f64(experiment.warmup_of(point.workload)),
-        timeout: LOAD_TIMEOUT,
-        verification: Verification::Manifest(site.manifest()),
-        seed: w.seed,
-        progress: false,
-        mismatch_samples: 5,
-        ..LoadConfig::default()
+        ..common
     })
 }
 
@@ -461,7 +484,7 @@ fn run_point(
     };
     let in_point = |e: LabError| LabError::Point { point: point.label(), message: e.to_string() };
     let mut cluster = LabCluster::start(net, &options.locus, &scratch, &spec).map_err(in_point)?;
-    let config = load_config(experiment, point, site, &cluster.switch_url())?;
+    let config = load_config(experiment, point, site, &cluster)?;
     let (load, before, after) = measure(&cluster, &config).map_err(in_point)?;
     cluster.check_running().map_err(in_point)?;
     drop(cluster);
@@ -512,6 +535,11 @@ pub fn point_result(
         p99_ms: load.p99_ms,
         hit_ratio: delta.hit_ratio.unwrap_or(0.0),
         remote_hit_ratio: delta.remote_hit_ratio.unwrap_or(0.0),
+        replica_share: load
+            .surf
+            .as_ref()
+            .filter(|_| load.requests > 0)
+            .map_or(0.0, |s| s.counts.replica_responses as f64 / load.requests as f64),
         imbalance: delta.imbalance.unwrap_or(0.0),
         errors: load.errors,
         mismatches: load.mismatches,

@@ -17,6 +17,8 @@ pub struct LabSite {
     pub workload: String,
     /// Its document root (holds `site.json`).
     pub root: PathBuf,
+    /// The page surfers start at (`/index.html`).
+    pub entry: String,
     pub files: usize,
     pub total_bytes: u64,
     pub median_bytes: u64,
@@ -62,6 +64,7 @@ impl LabSite {
         LabSite {
             workload: workload.to_string(),
             root: root.to_path_buf(),
+            entry: manifest.entry.clone(),
             files: sizes.len(),
             total_bytes: manifest.total_bytes,
             median_bytes: sizes.get(sizes.len() / 2).copied().unwrap_or(0),

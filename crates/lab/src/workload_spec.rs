@@ -231,7 +231,10 @@ impl WorkloadSpec {
             Some(p) => {
                 p.parse::<locus_trace::SitePreset>().map_err(|e| format!("preset: {e}"))?;
                 if self.files != 0 {
-                    return Err(format!("files = {}: a preset sets its own files; leave files out", self.files));
+                    return Err(format!(
+                        "files = {}: a preset sets its own files; leave files out",
+                        self.files
+                    ));
                 }
                 if let Some(s) = self.scale
                     && !(s.is_finite() && s > 0.0 && s <= 1.0)
@@ -253,7 +256,9 @@ impl WorkloadSpec {
                 ));
             }
             if self.hot_spot.is_some() || !self.dynamic.is_empty() || self.rate.is_some() {
-                return Err("surf: surfers follow links in a closed loop; no hot_spot, dynamic or rate".into());
+                return Err(
+                    "surf: surfers follow links in a closed loop; no hot_spot, dynamic or rate".into()
+                );
             }
         }
         Ok(())
