@@ -37,6 +37,8 @@ pub struct ClusterSpec {
     pub coop: Option<String>,
     /// DC rows: every co-op's replica quota, if set.
     pub dc_quota: Option<String>,
+    /// DC rows: the homes' balancing period in ms, if set.
+    pub dc_balance_ms: Option<u64>,
 }
 
 /// The started servers of one point.
@@ -148,6 +150,7 @@ impl<'n> LabCluster<'n> {
                 servers: dc_names.clone(),
                 self_name: format!("node{i}"),
                 quota: spec.dc_quota.clone(),
+                balance_ms: spec.dc_balance_ms,
                 method: spec.policy.clone(),
             });
             // DC: node1 is the home of the whole site; the others start empty, as co-ops.

@@ -182,6 +182,8 @@ pub struct ExperimentPoint {
     pub coop: Option<String>,
     /// DC rows: every co-op's replica quota (`64MiB`), if the row sets it.
     pub dc_quota: Option<String>,
+    /// DC rows: the homes' balancing period in ms, if the row sets it.
+    pub dc_balance_ms: Option<u64>,
 }
 
 impl ExperimentPoint {
@@ -301,6 +303,7 @@ impl Experiment {
                                     policy_table: row.policy_table(policy),
                                     coop: row.coop.clone(),
                                     dc_quota: row.dc_quota.clone(),
+                                    dc_balance_ms: row.dc_balance_ms,
                                 });
                             }
                         }

@@ -90,6 +90,7 @@ pub fn loopback_experiment(opts: &DemoOptions) -> Experiment {
             policy_params: None,
             coop: None,
             dc_quota: None,
+            dc_balance_ms: None,
         }],
         workloads: vec![WorkloadSpec {
             alpha: opts.zipf_alpha,

@@ -481,6 +481,7 @@ fn run_point(
         policy_table: point.policy_table.clone(),
         coop: point.coop.clone(),
         dc_quota: point.dc_quota.clone(),
+        dc_balance_ms: point.dc_balance_ms,
     };
     let in_point = |e: LabError| LabError::Point { point: point.label(), message: e.to_string() };
     let mut cluster = LabCluster::start(net, &options.locus, &scratch, &spec).map_err(in_point)?;

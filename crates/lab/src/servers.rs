@@ -158,6 +158,8 @@ pub struct DcNodeSpec {
     /// `naive`, `deletion-aware`, `resource-aware`, `migration`, or `no-replication` (DC
     /// serving with replication off).
     pub method: String,
+    /// Balancing period in ms (`--dc-balance-ms`); `None`: the node's default.
+    pub balance_ms: Option<u64>,
 }
 
 impl DcNodeSpec {
@@ -173,6 +175,9 @@ impl DcNodeSpec {
         }
         if let Some(q) = &self.quota {
             args.extend(["--dc-quota".into(), q.clone()]);
+        }
+        if let Some(b) = self.balance_ms {
+            args.extend(["--dc-balance-ms".into(), b.to_string()]);
         }
         args
     }

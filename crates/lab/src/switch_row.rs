@@ -75,6 +75,10 @@ pub struct SwitchRow {
     /// DC rows only: every co-op's replica quota (`64MiB`); absent: the node's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dc_quota: Option<String>,
+    /// DC rows only: how often homes run their balancing round, in ms; absent: the node's
+    /// default (5000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dc_balance_ms: Option<u64>,
 }
 
 /// The switch's `[policy]` table, as the row's parameters are checked against it.
@@ -126,6 +130,14 @@ impl SwitchRow {
                 return Err("dc_quota: a setting of DC rows only".into());
             }
             q.parse::<locus_node::ByteSize>().map_err(|e| format!("dc_quota: {e}"))?;
+        }
+        if let Some(b) = self.dc_balance_ms {
+            if self.kind != SwitchKind::Dc {
+                return Err("dc_balance_ms: a setting of DC rows only".into());
+            }
+            if !(100..=600_000).contains(&b) {
+                return Err(format!("dc_balance_ms = {b}: must be within 100..=600000"));
+            }
         }
         if self.kind == SwitchKind::Dc && self.coop.is_some() {
             return Err("coop: DC nodes do not also cache cooperatively".into());

@@ -59,6 +59,7 @@ impl SmallLab {
             class_file: None,
             coop: None,
             dc_quota: None,
+            dc_balance_ms: None,
         };
         let scratch = self.dir.path().join(format!("logs-{policy}-{splice_min_bytes:?}"));
         LabCluster::start(&self.net, &self.locus, &scratch, &spec).unwrap()
