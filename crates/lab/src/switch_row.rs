@@ -29,9 +29,10 @@ pub const NGINX_POLICIES: &[(&str, NginxBalance)] = &[
 
 /// DC row policy names: how homes place replicas under the co-ops' quotas (`naive`,
 /// `deletion-aware`, `resource-aware`), `migration` (a document moves, never more than one copy)
-/// and `no-replication` (DC mode on, nothing ever placed: the module's own cost).
+/// `no-replication` (DC mode on, nothing ever placed) and `off` (plain nodes, no DC mode; with
+/// `no-replication`, the module's own cost on one node).
 pub const DC_POLICIES: &[&str] =
-    &["naive", "deletion-aware", "resource-aware", "migration", "no-replication"];
+    &["naive", "deletion-aware", "resource-aware", "migration", "no-replication", "off"];
 
 /// The HAProxy balance of a policy name.
 pub fn haproxy_balance(policy: &str) -> Option<HaproxyBalance> {
