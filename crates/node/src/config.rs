@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::class_table::ClassTable;
 use crate::coop_config::CoopConfig;
+use crate::dc_config::DcConfig;
 use crate::cpu_model_config::CpuModelConfig;
 pub use crate::handoff_config::{HandoffConfig, RehandoffPolicy};
 use crate::origin::OriginAddr;
@@ -90,6 +91,8 @@ pub struct NodeConfig {
     pub handoff: Option<HandoffConfig>,
     /// Cooperative caching (`[coop]`): misses fetched from peers' memory before storage.
     pub coop: Option<CoopConfig>,
+    /// DC mode (`[dc]`): home of its own documents, co-op for replicas of the others'.
+    pub dc: Option<DcConfig>,
 }
 
 impl Default for NodeConfig {
@@ -112,6 +115,7 @@ impl Default for NodeConfig {
             seed: 0,
             handoff: None,
             coop: None,
+            dc: None,
         }
     }
 }
@@ -382,6 +386,16 @@ impl NodeConfig {
                 ));
             }
             coop.validate(self.listen).map_err(ConfigError::Invalid)?;
+        }
+        if let Some(dc) = &self.dc {
+            if self.coop.is_some() || self.origin.is_some() {
+                return invalid(
+                    "dc excludes coop and origin: a DC node serves its own document root and \
+                     fetches only replicas, from their homes; configure one of them"
+                        .into(),
+                );
+            }
+            dc.validate(self.listen).map_err(ConfigError::Invalid)?;
         }
         ClassTable::new(&self.classes, self.seed)?;
         Ok(())
