@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::class_table::ClassTable;
 use crate::coop_config::CoopConfig;
-use crate::dc_config::DcConfig;
 use crate::cpu_model_config::CpuModelConfig;
+use crate::dc_config::DcConfig;
 pub use crate::handoff_config::{HandoffConfig, RehandoffPolicy};
 use crate::origin::OriginAddr;
 use crate::preset_spec::{parse_preset_spec, spec_integer, spec_number};
@@ -388,14 +388,8 @@ impl NodeConfig {
             coop.validate(self.listen).map_err(ConfigError::Invalid)?;
         }
         if let Some(dc) = &self.dc {
-            if self.coop.is_some() || self.origin.is_some() {
-                return invalid(
-                    "dc excludes coop and origin: a DC node serves its own document root and \
-                     fetches only replicas, from their homes; configure one of them"
-                        .into(),
-                );
-            }
-            dc.validate(self.listen).map_err(ConfigError::Invalid)?;
+            dc.validate_beside(self.listen, self.coop.is_some(), self.origin.is_some())
+                .map_err(ConfigError::Invalid)?;
         }
         ClassTable::new(&self.classes, self.seed)?;
         Ok(())

@@ -96,10 +96,20 @@ impl DcConfig {
         let servers =
             entries.iter().map(|e| Server { name: e.name.clone(), authority: e.addr.authority() }).collect();
         let membership = Membership::new(servers).map_err(|e| format!("dc.servers: {e}"))?;
-        let me = membership.by_name(&self.self_name).ok_or_else(|| {
-            format!("dc.self {:?} is not one of the names in dc.servers", self.self_name)
-        })?;
+        let me = membership
+            .by_name(&self.self_name)
+            .ok_or_else(|| format!("dc.self {:?} is not one of the names in dc.servers", self.self_name))?;
         Ok((membership, me))
+    }
+
+    /// `validate`, and refuse DC mode beside cooperative caching or an origin.
+    pub fn validate_beside(&self, listen: SocketAddr, coop: bool, origin: bool) -> Result<(), String> {
+        if coop || origin {
+            return Err("dc excludes coop and origin: a DC node serves its own document root and \
+                        fetches only replicas, from their homes; configure one of them"
+                .into());
+        }
+        self.validate(listen)
     }
 
     /// Check what can be checked before the listener is bound (`listen` as configured).
@@ -262,6 +272,67 @@ mod tests {
         let e = config(&["s 1=127.0.0.1:8000"], "s 1").validate(listen).unwrap_err();
         assert!(e.contains("name"), "{e}");
         config(&["s1=127.0.0.1:8000", "s2=127.0.0.1:8001"], "s1").validate(listen).unwrap();
+    }
+
+    #[test]
+    fn the_dc_table_parses_with_defaults_and_refuses_unknown_keys_and_coop() {
+        use crate::config::NodeConfig;
+        let toml = "listen = \"127.0.0.1:8000\"\n[dc]\nservers = [\"s1=127.0.0.1:8000\", \"s2=127.0.0.1:8001\"]\n\
+                    self = \"s1\"\nquota = \"1MiB\"\nmethod = \"deletion-aware\"\n";
+        let dc = NodeConfig::from_toml_str(toml).unwrap().dc.unwrap();
+        assert_eq!((dc.quota, dc.method), (ByteSize::mib(1), QuotaMethod::DeletionAware));
+        assert_eq!(
+            (dc.consistency, dc.validate_s, dc.balance_ms),
+            (ConsistencyMethod::CoopValidation, 60, 5000)
+        );
+        assert_eq!((dc.alpha, dc.ping_ms, dc.replicate), (0.5, 1000, true));
+        let e = NodeConfig::from_toml_str(&format!("{toml}quotas = 1\n")).unwrap_err().to_string();
+        assert!(e.contains("quotas"), "{e}");
+        let e = NodeConfig::from_toml_str(&format!("{toml}method = \"smart\"\n")).unwrap_err().to_string();
+        assert!(e.contains("method") || e.contains("smart"), "{e}");
+        let with_coop = format!("{toml}[coop]\npeers = [\"http://127.0.0.1:8001\"]\n");
+        let e = NodeConfig::from_toml_str(&with_coop).unwrap_err().to_string();
+        assert!(e.contains("dc excludes coop"), "{e}");
+    }
+
+    #[test]
+    fn dc_flags_make_the_dc_table() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: crate::cli::NodeArgs,
+        }
+        let cli = Cli::try_parse_from([
+            "node",
+            "--listen",
+            "127.0.0.1:8000",
+            "--dc-servers",
+            "s1=127.0.0.1:8000,s2=127.0.0.1:8001",
+            "--dc-self",
+            "s1",
+            "--dc-quota",
+            "0",
+            "--dc-method",
+            "migration",
+            "--dc-consistency",
+            "implicit-notification",
+            "--dc-replicate",
+            "false",
+        ])
+        .unwrap();
+        let dc = cli.args.to_config().unwrap().dc.unwrap();
+        assert_eq!(dc.servers, vec!["s1=127.0.0.1:8000", "s2=127.0.0.1:8001"]);
+        assert_eq!((dc.quota, dc.method, dc.replicate), (ByteSize(0), QuotaMethod::MigrationOnly, false));
+        assert_eq!(dc.consistency, ConsistencyMethod::ImplicitNotification);
+        assert!(Cli::try_parse_from(["node", "--dc-method", "smart"]).is_err());
+        let e = Cli::try_parse_from(["node", "--dc-servers", "s1=127.0.0.1:8000", "--dc-self", "s2"])
+            .unwrap()
+            .args
+            .to_config()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("dc.self"), "{e}");
     }
 
     #[test]

@@ -49,7 +49,13 @@ pub fn is_dc_control(w: &WorkerContext, head: &RequestHead, buf: &[u8]) -> bool 
 }
 
 /// Queue the answer to a control request from `ip`; false if the connection closes after it.
-pub async fn answer(w: &WorkerContext, ip: IpAddr, head: &RequestHead, buf: &[u8], out: &mut OutQueue) -> bool {
+pub async fn answer(
+    w: &WorkerContext,
+    ip: IpAddr,
+    head: &RequestHead,
+    buf: &[u8],
+    out: &mut OutQueue,
+) -> bool {
     let persistence = if !head.keep_alive || w.node.is_shutting_down() {
         Persistence::Close
     } else if head.version == Version::Http10 {

@@ -89,14 +89,14 @@ pub async fn fetch_from_home(
         extra.push_str(&format!("If-Modified-Since: {date}\r\n"));
     }
     let target = format!("/~dc/fetch{path}");
-    let reply = match tokio::time::timeout(FETCH_TIMEOUT, pool.fetch_with(&target, extra.as_bytes(), MAX_COPY))
-        .await
-    {
-        Err(_) => return Err(FetchFailure::Timeout),
-        Ok(Err(e)) => return Err(failure(&e)),
-        Ok(Ok(OriginReply::Streaming { .. })) => return Err(FetchFailure::Oversized),
-        Ok(Ok(OriginReply::Buffered { headers, body })) => (headers, body),
-    };
+    let reply =
+        match tokio::time::timeout(FETCH_TIMEOUT, pool.fetch_with(&target, extra.as_bytes(), MAX_COPY)).await
+        {
+            Err(_) => return Err(FetchFailure::Timeout),
+            Ok(Err(e)) => return Err(failure(&e)),
+            Ok(Ok(OriginReply::Streaming { .. })) => return Err(FetchFailure::Oversized),
+            Ok(Ok(OriginReply::Buffered { headers, body })) => (headers, body),
+        };
     let (headers, body) = reply;
     if let Some(load) = &headers.dc_load {
         dc.note_load(load);
@@ -162,7 +162,12 @@ pub fn store_copy(dc: &DcNode, key: &DocKey, version: u64, copy: Arc<ReplicaCopy
 }
 
 /// Fetch `key` from its home and store it; concurrent callers for one key share one fetch.
-pub async fn fetch_joined(dc: &DcNode, pool: &OriginPool, flights: &FetchFlights, key: &DocKey) -> FetchOutcome {
+pub async fn fetch_joined(
+    dc: &DcNode,
+    pool: &OriginPool,
+    flights: &FetchFlights,
+    key: &DocKey,
+) -> FetchOutcome {
     loop {
         let joined = {
             let mut map = flights.flights.lock();

@@ -128,8 +128,10 @@ impl DcNode {
             ..BalancerConfig::default()
         };
         let balancer = Balancer::new(me, balancer_config, 0).map_err(|e| format!("dc: {e}"))?;
-        let consistency =
-            Consistency { method: config.consistency, validation_interval_ns: config.validate_s * 1_000_000_000 };
+        let consistency = Consistency {
+            method: config.consistency,
+            validation_interval_ns: config.validate_s * 1_000_000_000,
+        };
         let (outbox, outbox_rx) = mpsc::channel(OUTBOX);
         Ok(DcNode {
             map_seen: Mutex::new(vec![(String::new(), false); membership.len()]),

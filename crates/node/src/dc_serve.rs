@@ -226,7 +226,13 @@ async fn validate(dcw: &DcWorker, key: &DocKey, version: u64, reply: &mut Reply<
 
 /// Queue a copy of `home`'s document: a planned page rendered (links chosen, BASE to the
 /// home), anything else as is.
-fn queue_copy(dc: &DcNode, home: ServerId, copy: &ReplicaCopy, kind: DcKind, reply: &mut Reply<'_>) -> Served {
+fn queue_copy(
+    dc: &DcNode,
+    home: ServerId,
+    copy: &ReplicaCopy,
+    kind: DcKind,
+    reply: &mut Reply<'_>,
+) -> Served {
     if let Some(plan) = &copy.plan {
         let (choices, _) = dc.choose_slots(home, plan.slots());
         let base = plan.base_for_copy(dc.authority(home));

@@ -226,7 +226,14 @@ fn walk(
             None
         };
         let size = html.as_ref().map_or(meta.len(), |h| h.len() as u64);
-        found.push(Found { canonical: c, decoded: d, fs_path: entry.path(), size, mtime_s: mtime_s(&meta), html });
+        found.push(Found {
+            canonical: c,
+            decoded: d,
+            fs_path: entry.path(),
+            size,
+            mtime_s: mtime_s(&meta),
+            html,
+        });
     }
     Ok(())
 }

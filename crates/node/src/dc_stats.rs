@@ -205,15 +205,26 @@ impl DcSnapshot {
         let ages = Family::<Vec<(String, String)>, Gauge>::default();
         for (name, load, age) in &gauges.loads {
             loads.get_or_create(&vec![("server".to_string(), name.clone())]).set(*load);
-            ages.get_or_create(&vec![("server".to_string(), name.clone())]).set((*age).min(i64::MAX as u64) as i64);
+            ages.get_or_create(&vec![("server".to_string(), name.clone())])
+                .set((*age).min(i64::MAX as u64) as i64);
         }
         registry.register("dc_peer_load", "Last load reported by each peer", loads);
         registry.register("dc_peer_load_age_ms", "Age of each peer's last load report", ages);
-        gauge(registry, "dc_replicated_docs", "This home's documents on more than one server", gauges.replicated_docs);
+        gauge(
+            registry,
+            "dc_replicated_docs",
+            "This home's documents on more than one server",
+            gauges.replicated_docs,
+        );
         gauge(registry, "dc_map_entries", "Replica map entries over every home", gauges.map_entries);
         gauge(registry, "dc_store_bytes", "Bytes of replicas held", gauges.store_bytes);
         gauge(registry, "dc_store_quota_bytes", "Replica store quota", gauges.store_quota);
         gauge(registry, "dc_store_copies", "Replicas held", gauges.store_copies);
-        gauge(registry, "dc_unmodifiable_pages", "This home's pages served unmodified", gauges.unmodifiable_pages);
+        gauge(
+            registry,
+            "dc_unmodifiable_pages",
+            "This home's pages served unmodified",
+            gauges.unmodifiable_pages,
+        );
     }
 }

@@ -63,10 +63,10 @@ pub use config::{
     available_cpus,
 };
 pub use coop_config::CoopConfig;
-pub use dc_config::{DcArgs, DcConfig};
 pub use cpu_model::{CpuJob, CpuModel, CpuModelClosed, CpuModelStats};
 pub use cpu_model_config::CpuModelConfig;
 pub use cpu_pool::{burn_cpu, thread_cpu_time};
+pub use dc_config::{DcArgs, DcConfig};
 pub use document_root::{DocumentRoot, PathError, Resolved, decode_request_path};
 pub use error::NodeError;
 pub use locus_cache::Replacement;

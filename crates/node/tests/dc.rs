@@ -148,7 +148,8 @@ fn a_home_sending_a_truncated_or_oversized_copy_gets_it_refused() {
     let port = free_port();
     let members = vec![format!("s0=127.0.0.1:{port}"), format!("f=127.0.0.1:{fake}")];
     let node = start_dc("s0", port, root.path(), members, |_| {});
-    for (path, status) in [("/truncated.gif", 502), ("/oversized.gif", 502), ("/garbage.gif", 502), ("/nope.gif", 404)]
+    for (path, status) in
+        [("/truncated.gif", 502), ("/oversized.gif", 502), ("/garbage.gif", 502), ("/nope.gif", 404)]
     {
         let r = get(node.addr(), &replica_target("f", path));
         assert_eq!(r.status, status, "{path}");
@@ -184,7 +185,8 @@ fn control_requests_from_strangers_are_refused_and_not_counted_as_requests() {
 
 #[test]
 fn a_coop_never_holds_more_replica_bytes_than_its_quota() {
-    let docs: Vec<(String, Vec<u8>)> = (0..8).map(|i| (format!("/i{i}.gif"), pattern(3000, i as u8))).collect();
+    let docs: Vec<(String, Vec<u8>)> =
+        (0..8).map(|i| (format!("/i{i}.gif"), pattern(3000, i as u8))).collect();
     let refs: Vec<(&str, Vec<u8>)> = docs.iter().map(|(p, d)| (p.as_str(), d.clone())).collect();
     let c = cluster(2, &refs, |i, dc| {
         dc.quota = locus_node::ByteSize(10_000);
