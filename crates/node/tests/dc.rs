@@ -218,7 +218,12 @@ fn deletion_notices_reach_the_home_which_stops_linking_there() {
     }
     let i0_at_s1 = format!("{}/~migrate/{VERSION}/s0/i0.gif", c.addr(1));
     let linked = (0..40).any(|_| get(c.addr(0), "/p.html").text().contains(&i0_at_s1));
-    assert!(linked, "the home links i0 to the co-op while it is placed there");
+    let sample = get(c.addr(0), "/p.html").text();
+    assert!(
+        linked,
+        "the home links i0 to the co-op while placed there: {sample} {}",
+        c.nodes[0].status()["dc"]
+    );
     // The co-op's quota holds one copy: fetching i1 evicts i0.
     for p in ["/i0.gif", "/i1.gif"] {
         assert_eq!(get(c.addr(1), &replica_target("s0", p)).status, 200);
