@@ -1,7 +1,8 @@
 //! DC mode between in-process nodes on 127.0.0.1 (members named by their real authorities):
 //! a loaded home's pages rewritten to co-ops, replicas with the original bytes and a BASE,
 //! bad replica requests and broken homes answered without a crash, the quota, deletion
-//! notices, co-op validation, and control requests refused to strangers.
+//! notices, co-op validation, home invalidation and update, and control requests refused to
+//! strangers.
 
 mod dc_support;
 
@@ -258,4 +259,40 @@ fn coop_validation_refetches_a_changed_original_after_the_interval() {
     let r = get(c.addr(1), &target);
     assert_eq!((r.header("x-locus-dc"), r.body == pattern(2000, 9)), (Some("fetched"), true));
     assert_eq!(dc_figure(&c.nodes[1], "validations_200"), 1.0);
+}
+
+#[test]
+fn home_invalidation_drops_or_refreshes_the_coops_copy() {
+    use locus_dc::consistency::ConsistencyMethod;
+    for method in [ConsistencyMethod::ExplicitNotification, ConsistencyMethod::ActiveUpdate] {
+        let c = cluster(2, &site(), |_, dc| {
+            dc.consistency = method;
+            dc.replicate = false;
+        });
+        assert!(c.nodes[0].dc_place("/a.gif", "s1"));
+        assert_eq!(get(c.addr(1), &replica_target("s0", "/a.gif")).status, 200);
+        assert_eq!(dc_figure(&c.nodes[1], "store_copies"), 1.0);
+        write_doc(c.roots[0].path(), "/a.gif", &pattern(2000, 9), VERSION + 100);
+        wait_until("the co-op heard of the change", || {
+            dc_figure(&c.nodes[1], "invalidations_received") >= 1.0
+        });
+        if method == ConsistencyMethod::ActiveUpdate {
+            wait_until("the co-op fetched the new copy", || dc_figure(&c.nodes[1], "store_bytes") == 2000.0);
+            let r = get(c.addr(1), &replica_target("s0", "/a.gif"));
+            assert_eq!(
+                (r.header("x-locus-dc"), r.body == pattern(2000, 9)),
+                (Some("replica"), true),
+                "{method}"
+            );
+        } else {
+            assert_eq!(dc_figure(&c.nodes[1], "store_copies"), 0.0);
+            let r = get(c.addr(1), &replica_target("s0", "/a.gif"));
+            assert_eq!(
+                (r.header("x-locus-dc"), r.body == pattern(2000, 9)),
+                (Some("fetched"), true),
+                "{method}"
+            );
+        }
+        wait_until("the home counted it sent", || dc_figure(&c.nodes[0], "invalidations_sent") >= 1.0);
+    }
 }
