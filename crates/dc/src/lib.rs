@@ -9,6 +9,7 @@ pub mod doc_graph;
 pub mod html_links;
 pub mod replica_url;
 pub mod rewrite;
+pub mod site_names;
 pub mod site_path;
 
 // The cluster side: who is loaded, where copies are, what to place or drop.

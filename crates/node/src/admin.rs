@@ -66,6 +66,7 @@ pub fn status_json(node: &NodeContext) -> serde_json::Value {
         "load_report": load,
         "cpu_model": node.cpu_model.as_ref().map(cpu_model_json),
         "coop": node.coop.as_ref().map(|c| c.status_json(s.hits)),
+        "dc": node.dc.as_ref().map(|d| d.status_json()),
     })
 }
 
@@ -169,6 +170,9 @@ pub fn metrics_text(node: &NodeContext) -> String {
     }
     if let Some(coop) = &node.coop {
         coop.stats.snapshot(coop.directory.size()).register(&mut registry, s.hits);
+    }
+    if let Some(dc) = &node.dc {
+        dc.stats.snapshot().register(&mut registry, &dc.gauges());
     }
     let responses = Family::<Vec<(String, String)>, Counter>::default();
     for (status, n) in &s.statuses {

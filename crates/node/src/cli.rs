@@ -11,6 +11,7 @@ use locus_io::{ConfigFileArgs, TerminationSignals};
 
 use crate::config::{NodeConfig, RehandoffPolicy, StorageConfig};
 use crate::cpu_model_config::CpuModelConfig;
+use crate::dc_config::DcArgs;
 use crate::document_root::DocumentRoot;
 use crate::error::NodeError;
 use crate::server::NodeServer;
@@ -119,6 +120,8 @@ pub struct NodeArgs {
     /// Keep a copy of a document fetched from a peer (true|false, default true).
     #[arg(long, value_name = "BOOL")]
     pub coop_keep_copy: Option<bool>,
+    #[command(flatten)]
+    pub dc: DcArgs,
 }
 
 impl NodeArgs {
@@ -200,6 +203,7 @@ impl NodeArgs {
                 coop.self_url = self.coop_self.clone();
             }
         }
+        self.dc.apply(&mut c.dc);
         c.validate()?;
         Ok(c)
     }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::class_table::ClassTable;
 use crate::coop_config::CoopConfig;
 use crate::cpu_model_config::CpuModelConfig;
+use crate::dc_config::DcConfig;
 pub use crate::handoff_config::{HandoffConfig, RehandoffPolicy};
 use crate::origin::OriginAddr;
 use crate::preset_spec::{parse_preset_spec, spec_integer, spec_number};
@@ -90,6 +91,8 @@ pub struct NodeConfig {
     pub handoff: Option<HandoffConfig>,
     /// Cooperative caching (`[coop]`): misses fetched from peers' memory before storage.
     pub coop: Option<CoopConfig>,
+    /// DC mode (`[dc]`): home of its own documents, co-op for replicas of the others'.
+    pub dc: Option<DcConfig>,
 }
 
 impl Default for NodeConfig {
@@ -112,6 +115,7 @@ impl Default for NodeConfig {
             seed: 0,
             handoff: None,
             coop: None,
+            dc: None,
         }
     }
 }
@@ -382,6 +386,10 @@ impl NodeConfig {
                 ));
             }
             coop.validate(self.listen).map_err(ConfigError::Invalid)?;
+        }
+        if let Some(dc) = &self.dc {
+            dc.validate_beside(self.listen, self.coop.is_some(), self.origin.is_some())
+                .map_err(ConfigError::Invalid)?;
         }
         ClassTable::new(&self.classes, self.seed)?;
         Ok(())

@@ -5,7 +5,8 @@
 //! keep-alive and send timeouts with one lazily reset timer. With a `RequestRouter` (handed-
 //! off connections), each request is first routed by the switch: served here, fetched from
 //! another node, or the connection is dumped and handed back. Cooperative-caching requests
-//! from peers are answered apart (`coop_serve`), outside the client request counters.
+//! from peers are answered apart (`coop_serve`), as are DC control requests (`dc_control`),
+//! outside the client request counters; DC replicas and rewritten pages come from `dc_serve`.
 
 use std::cell::RefCell;
 use std::io;
@@ -30,6 +31,7 @@ use crate::backend_forward::PEER_IO_TIMEOUT;
 use crate::context::{WorkerContext, count};
 use crate::coop_serve::is_coop_request;
 use crate::cpu_charge::ConnectionCharge;
+use crate::dc_control::is_dc_control;
 use crate::doc_store::LargeFile;
 use crate::document_root::decode_request_path;
 use crate::dynamic::serve_dynamic;
@@ -260,8 +262,11 @@ impl Connection<'_> {
                 && b.end > b.start
             {
                 match parse_request(&b.read[b.start..b.end], &node.parse_limits, &mut b.head) {
-                    Ok(true) if is_coop_request(self.w, &b.head, &b.read[b.start..b.end]) => {
-                        if !self.answer_coop(b) {
+                    Ok(true)
+                        if is_coop_request(self.w, &b.head, &b.read[b.start..b.end])
+                            || is_dc_control(self.w, &b.head, &b.read[b.start..b.end]) =>
+                    {
+                        if !self.answer_coop(b).await {
                             return if self.flush(&mut b.out).await.is_ok() {
                                 Close::Linger
                             } else {
@@ -464,9 +469,14 @@ impl Connection<'_> {
 
     /// Answer a cooperative-caching request from a peer (not a client request: no request
     /// counter moves). False: close after it (a body, or the peer asked to).
-    fn answer_coop(&mut self, b: &mut ConnBuffers) -> bool {
+    async fn answer_coop(&mut self, b: &mut ConnBuffers) -> bool {
         let Ok(peer) = self.stream.peer_addr() else { return false };
-        let keep = crate::coop_serve::answer(self.w, peer.ip(), &b.head, &b.read[b.start..b.end], &mut b.out);
+        let (ip, buf) = (peer.ip(), &b.read[b.start..b.end]);
+        let keep = if is_dc_control(self.w, &b.head, buf) {
+            crate::dc_control::answer(self.w, ip, &b.head, buf, &mut b.out).await
+        } else {
+            crate::coop_serve::answer(self.w, ip, &b.head, buf, &mut b.out)
+        };
         b.start += b.head.head_len;
         if b.start == b.end {
             b.start = 0;
@@ -578,6 +588,10 @@ impl Connection<'_> {
             Some((p, q)) => (p, Some(q)),
             None => (target, None),
         };
+        if crate::dc_serve::is_replica_request(w, raw_path) {
+            self.flush(out).await?;
+            return Ok(crate::dc_serve::serve_replica(w, raw_path, head_only, persistence, out).await);
+        }
         if let Err(e) = decode_request_path(raw_path, &mut keys.path) {
             simple(out, nh, e.status(), persistence, head_only, b"");
             return Ok(Served::queued(e.status()));
@@ -606,6 +620,9 @@ impl Connection<'_> {
                 17 if is("if-modified-since") => req.if_modified_since = Some(h.value.get(buf)),
                 _ => {}
             }
+        }
+        if let Some(served) = crate::dc_serve::serve_home(w, &req, out) {
+            return Ok(served);
         }
         if let Some(class) = node.classes.classify(target) {
             active.make_dynamic();

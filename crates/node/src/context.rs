@@ -2,7 +2,7 @@
 //! document root, document store, storage model, origin, class table, CPU pool or model, counters,
 //! listeners' accept queues) and the load it reports (`NodeReport`);
 //! `WorkerContext`: what belongs to one worker thread (its counters, origin and peer
-//! connections, the handoff agent, cooperative caching's peer connections, shutdown signal).
+//! connections, the handoff agent, cooperative caching's and DC mode's peer connections, shutdown signal).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,6 +21,8 @@ use crate::coop_fetch::CoopWorker;
 use crate::coop_node::CoopNode;
 use crate::cpu_model::CpuModel;
 use crate::cpu_pool::CpuPool;
+use crate::dc_fetch::DcWorker;
+use crate::dc_node::DcNode;
 use crate::doc_store::DocStore;
 use crate::document_root::DocumentRoot;
 use crate::handoff_agent::HandoffAgent;
@@ -58,6 +60,8 @@ pub struct NodeContext {
     pub server_names: Vec<String>,
     /// Cooperative caching's shared state, when `[coop]` is on.
     pub coop: Option<Arc<CoopNode>>,
+    /// DC mode's shared state, when `[dc]` is on.
+    pub dc: Option<Arc<DcNode>>,
     pub shutting_down: AtomicBool,
 }
 
@@ -118,6 +122,8 @@ pub struct WorkerContext {
     pub peer_pool: PeerConnections,
     /// Cooperative caching's connections to peers, owned by this worker.
     pub coop: Option<CoopWorker>,
+    /// DC mode's connections to the other members, owned by this worker.
+    pub dc: Option<DcWorker>,
     /// The handoff agent, when the node runs one.
     pub handoff: Option<Arc<HandoffAgent>>,
     /// Turns true when the node shuts down.

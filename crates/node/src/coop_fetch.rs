@@ -87,7 +87,9 @@ impl CoopWorker {
             Ok(Err(OriginError::Connect(_) | OriginError::Io(_) | OriginError::ClosedEarly)) => {
                 PeerFailure::Refused
             }
-            Ok(Err(OriginError::Malformed(_) | OriginError::TooLarge(_))) => PeerFailure::BadReply,
+            Ok(Err(OriginError::Malformed(_) | OriginError::TooLarge(_) | OriginError::Truncated)) => {
+                PeerFailure::BadReply
+            }
             // Longer than the document: not what was asked for.
             Ok(Ok(OriginReply::Streaming { .. })) => PeerFailure::BadReply,
             Ok(Ok(OriginReply::Buffered { headers, body })) => match headers.status {

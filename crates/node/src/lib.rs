@@ -3,7 +3,8 @@
 //! misses, dynamic endpoints with real CPU cost from a class table (or an optional CPU model
 //! that charges every request's CPU cost as modelled time), an admin listener, and an
 //! optional handoff agent for the one-way switch (`[handoff]`), and optional cooperative
-//! caching (`[coop]`: misses fetched from peers' memory before storage). Start one in-process
+//! caching (`[coop]`: misses fetched from peers' memory before storage), or DC mode (`[dc]`:
+//! each node the home of its documents and a co-op for replicas of the others'). Start one in-process
 //! with `NodeServer::start(NodeConfig)`.
 
 mod admin;
@@ -27,6 +28,14 @@ mod cpu_charge;
 mod cpu_model;
 mod cpu_model_config;
 mod cpu_pool;
+mod dc_background;
+mod dc_config;
+mod dc_control;
+mod dc_fetch;
+mod dc_node;
+mod dc_serve;
+mod dc_site;
+mod dc_stats;
 mod doc_store;
 mod document_root;
 mod dynamic;
@@ -57,6 +66,7 @@ pub use coop_config::CoopConfig;
 pub use cpu_model::{CpuJob, CpuModel, CpuModelClosed, CpuModelStats};
 pub use cpu_model_config::CpuModelConfig;
 pub use cpu_pool::{burn_cpu, thread_cpu_time};
+pub use dc_config::{DcArgs, DcConfig};
 pub use document_root::{DocumentRoot, PathError, Resolved, decode_request_path};
 pub use error::NodeError;
 pub use locus_cache::Replacement;

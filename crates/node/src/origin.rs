@@ -84,6 +84,9 @@ pub enum OriginError {
     Malformed(String),
     #[error("origin body without Content-Length is larger than {0} bytes")]
     TooLarge(u64),
+    /// The connection closed before the body announced was complete.
+    #[error("origin closed the connection inside the body")]
+    Truncated,
 }
 
 // By hand, not `#[from]`: the message already carries the I/O error, so it is no `source()`
@@ -104,6 +107,14 @@ pub struct OriginHeaders {
     pub coop_validator: Option<String>,
     /// `X-Locus-Coop-Holders`, from a home answering a cooperative lookup.
     pub coop_holders: Option<String>,
+    /// `Content-Length`, when the body was framed by one.
+    pub content_length: Option<u64>,
+    /// DC mode's `X-DC-Load`, `X-DC-Map-Seq` and `X-DC-Version`.
+    pub dc_load: Option<String>,
+    pub dc_map_seq: Option<String>,
+    pub dc_version: Option<String>,
+    /// Bytes followed the body on the connection: the peer sent more than it announced.
+    pub overran: bool,
 }
 
 /// An origin response.
@@ -246,12 +257,20 @@ impl OriginPool {
         let text = |name: &str| {
             head.header(&buf, name).and_then(|v| std::str::from_utf8(v).ok()).map(str::to_string)
         };
-        let headers = OriginHeaders {
+        let mut headers = OriginHeaders {
             status: head.status,
             content_type: text("content-type"),
             last_modified: text("last-modified"),
             coop_validator: text("x-locus-coop-validator"),
             coop_holders: text("x-locus-coop-holders"),
+            content_length: match head.body {
+                BodyKind::Length(n) => Some(n),
+                _ => None,
+            },
+            dc_load: text("x-dc-load"),
+            dc_map_seq: text("x-dc-map-seq"),
+            dc_version: text("x-dc-version"),
+            overran: false,
         };
         let reusable = head.keep_alive;
         let after_head = head.head_len;
@@ -286,7 +305,7 @@ impl OriginPool {
         while !tracker.is_done() {
             let n = with_timeout(stream.read(&mut buf)).await.map_err(Exchange::During)?;
             if n == 0 {
-                tracker.eof().map_err(|e| Exchange::During(OriginError::Malformed(e.to_string())))?;
+                tracker.eof().map_err(|_| Exchange::During(OriginError::Truncated))?;
                 break;
             }
             let p = collect(&mut tracker, &buf[..n], &mut body)
@@ -296,7 +315,18 @@ impl OriginPool {
         if too_large {
             return Err(Exchange::During(OriginError::TooLarge(limit)));
         }
-        if reusable && !trailing && !tracker.is_until_close() {
+        // Bytes already waiting after a complete body are more than was announced.
+        let mut probe = [0u8; 1];
+        let mut closed = false;
+        if !trailing {
+            match stream.try_read(&mut probe) {
+                Ok(0) => closed = true,
+                Ok(_) => trailing = true,
+                Err(_) => {}
+            }
+        }
+        headers.overran = trailing && matches!(head.body, BodyKind::Length(_));
+        if reusable && !trailing && !closed && !tracker.is_until_close() {
             self.put(stream);
         }
         Ok(OriginReply::Buffered { headers, body: Bytes::from(body) })

@@ -36,6 +36,9 @@ use crate::coop_node::{CoopNode, observer};
 use crate::coop_notices::run_coop_background;
 use crate::cpu_model::CpuModel;
 use crate::cpu_pool::CpuPool;
+use crate::dc_background::run_dc_background;
+use crate::dc_fetch::DcWorker;
+use crate::dc_node::DcNode;
 use crate::doc_store::DocStore;
 use crate::document_root::DocumentRoot;
 use crate::error::NodeError;
@@ -300,6 +303,7 @@ fn node_context(
     workers: usize,
     origin: Option<OriginAddr>,
     coop: Option<Arc<CoopNode>>,
+    dc: Option<Arc<DcNode>>,
 ) -> Result<NodeContext, NodeError> {
     let cpu_threads = if config.cpu_threads == 0 { available_cpus() } else { config.cpu_threads };
     let root = match DocumentRoot::new(&config.root) {
@@ -310,7 +314,11 @@ fn node_context(
     let classes = ClassTable::new(&config.classes, config.seed)?;
     Ok(NodeContext {
         name: config.name.clone(),
-        node_headers: Bytes::from(format!("Server: locus\r\nX-Locus-Node: {}\r\n", config.name)),
+        node_headers: Bytes::from(format!(
+            "Server: locus\r\nX-Locus-Node: {}\r\n{}",
+            config.name,
+            if dc.is_some() { "X-Locus-DC: home\r\n" } else { "" }
+        )),
         parse_limits: Limits {
             max_head_bytes: config.limits.max_head_bytes.bytes() as usize,
             max_headers: config.limits.max_headers,
@@ -335,6 +343,7 @@ fn node_context(
         listen_queue: ListenQueue::default(),
         server_names: config.server_names.clone(),
         coop,
+        dc,
         shutting_down: Default::default(),
     })
 }
@@ -371,7 +380,13 @@ impl NodeServer {
             )),
             None => None,
         };
-        let node = Arc::new(node_context(&config, workers, origin.clone(), coop.clone())?);
+        let dc = match &config.dc {
+            Some(c) => Some(Arc::new(
+                DcNode::new(c, addr, &config.root, &config.name).map_err(ConfigError::Invalid)?,
+            )),
+            None => None,
+        };
+        let node = Arc::new(node_context(&config, workers, origin.clone(), coop.clone(), dc.clone())?);
         if let Some(coop) = &coop {
             node.store.set_observer(observer(coop));
         }
@@ -387,6 +402,7 @@ impl NodeServer {
                 origin_pool: origin.clone().map(OriginPool::new),
                 peer_pool: Default::default(),
                 coop: coop.clone().map(CoopWorker::new),
+                dc: dc.clone().map(DcWorker::new),
                 handoff: agent.clone(),
                 shutdown: shutdown_rx.clone(),
             });
@@ -416,6 +432,10 @@ impl NodeServer {
         if let Some(coop) = coop {
             let rx = shutdown_rx.clone();
             server.spawn("node-coop".into(), move || Ok(move || run_coop_background(coop, rx)), &ready_tx)?;
+        }
+        if let Some(dc) = dc {
+            let (rx, node) = (shutdown_rx.clone(), node.clone());
+            server.spawn("node-dc".into(), move || Ok(move || run_dc_background(node, dc, rx)), &ready_tx)?;
         }
         drop(ready_tx);
         for _ in 0..server.threads.len() {
@@ -466,6 +486,13 @@ impl NodeServer {
     /// The node's counters now.
     pub fn stats(&self) -> NodeStats {
         self.node.metrics.snapshot()
+    }
+
+    /// DC mode: add server `server` to the set of this home's document `path` (canonical site
+    /// path), as the balancer would; false without DC mode, for an unknown path or server, or
+    /// if it is there already.
+    pub fn dc_place(&self, path: &str, server: &str) -> bool {
+        self.node.dc.as_ref().is_some_and(|dc| dc.place(path, server))
     }
 
     /// The `/locus/status` document.

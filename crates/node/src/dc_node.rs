@@ -1,0 +1,370 @@
+//! `DcNode`: what every thread of a DC node shares — the membership and this node's id, its
+//! own documents (`HomeSite`), every home's replica map with the versions of the others'
+//! replicated documents, the load table with the replica selector, this node's load, the
+//! balancer, the replica store of copies of other homes' documents, the queue of messages
+//! for the background task, and the counters. Times given to `locus_dc` are ns since start.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use locus_dc::balancer::{Balancer, BalancerConfig};
+use locus_dc::consistency::Consistency;
+use locus_dc::load_table::{LoadTable, format_load_header, parse_load_header};
+use locus_dc::replica_map::{ClusterMaps, DocKey};
+use locus_dc::replica_store::ReplicaStore;
+use locus_dc::replica_url::replica_url;
+use locus_dc::rewrite::{PlanSlot, RewritePlan, SlotChoice};
+use locus_dc::selector::{Selector, SelectorConfig};
+use locus_dc::{Membership, ServerId};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::mpsc;
+
+use crate::dc_config::{DcConfig, check_self};
+use crate::dc_fetch::FetchFlights;
+use crate::dc_site::HomeSite;
+use crate::dc_stats::{DcGauges, DcStats};
+use crate::origin::{OriginAddr, OriginPool};
+
+/// Messages waiting for the background task; beyond it they are dropped.
+const OUTBOX: usize = 16 * 1024;
+
+/// A copy of another home's document held by this co-op.
+#[derive(Debug)]
+pub struct ReplicaCopy {
+    pub body: Bytes,
+    pub content_type: String,
+    /// The page's plan (HTML that parsed), made once when the copy arrived.
+    pub plan: Option<RewritePlan>,
+    /// HTML that could not be parsed: served unmodified.
+    pub unmodifiable: bool,
+}
+
+/// What the background task sends or does for the serving threads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outgoing {
+    /// Tell `home` this co-op evicted its copy of `path` (Deletion-Aware).
+    Deletion { home: ServerId, path: String },
+    /// Tell `coop` to drop its copy of `path` (explicit notification).
+    Invalidate { coop: ServerId, path: String },
+    /// Tell `coop` to fetch `path` anew (active update).
+    Update { coop: ServerId, path: String },
+    /// Fetch `home`'s `path` into the store now (an update received).
+    Refetch { home: ServerId, path: String },
+}
+
+/// The load table and the selector that reads it, locked together.
+pub struct Choosing {
+    pub table: LoadTable,
+    pub selector: Selector,
+}
+
+/// Shared DC state of a node.
+pub struct DcNode {
+    pub membership: Membership,
+    pub me: ServerId,
+    pub config: DcConfig,
+    pub consistency: Consistency,
+    pub site: HomeSite,
+    addrs: Vec<OriginAddr>,
+    allowed_ips: Vec<IpAddr>,
+    pub maps: RwLock<ClusterMaps>,
+    /// Versions of other homes' replicated documents, from their map replies.
+    pub versions: RwLock<HashMap<DocKey, u64>>,
+    /// The `X-DC-Map-Seq` last seen from each home, and whether its map needs a pull.
+    map_seen: Mutex<Vec<(String, bool)>>,
+    /// Moves whenever a document of this home changes version (so peers pull versions).
+    version_gen: AtomicU64,
+    pub choosing: Mutex<Choosing>,
+    own_load: AtomicU64,
+    pub balancer: Mutex<Balancer>,
+    pub store: Mutex<ReplicaStore<Arc<ReplicaCopy>>>,
+    /// Fetches of copies in progress (concurrent misses join one).
+    pub flights: FetchFlights,
+    outbox: mpsc::Sender<Outgoing>,
+    outbox_rx: Mutex<Option<mpsc::Receiver<Outgoing>>>,
+    pub stats: DcStats,
+    /// `Server` and `X-Locus-Node` lines without `X-Locus-DC` (DC responses add their own).
+    pub plain_headers: Bytes,
+    epoch: Instant,
+}
+
+impl DcNode {
+    /// The state for `config` on a node listening on `listen` (bound) over `root` (walked
+    /// now, blocking).
+    pub fn new(config: &DcConfig, listen: SocketAddr, root: &Path, name: &str) -> Result<DcNode, String> {
+        let (membership, me) = config.membership()?;
+        check_self(&membership, me, listen)?;
+        let mut addrs = Vec::with_capacity(membership.len());
+        let mut allowed_ips = Vec::new();
+        for (id, server) in membership.iter() {
+            let addr = format!("http://{}", server.authority).parse::<OriginAddr>()?;
+            if id != me {
+                let resolved: Vec<SocketAddr> = (addr.host.as_str(), addr.port)
+                    .to_socket_addrs()
+                    .map(Iterator::collect)
+                    .map_err(|e| format!("dc server {} ({}): {e}", server.name, server.authority))?;
+                allowed_ips.extend(resolved.iter().map(SocketAddr::ip));
+            }
+            addrs.push(addr);
+        }
+        let authority = membership.get(me).map(|s| s.authority.clone()).unwrap_or_default();
+        let site = HomeSite::load(root, &authority)
+            .map_err(|e| format!("dc: reading the document root {}: {e}", root.display()))?;
+        let epoch_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64);
+        let maps = ClusterMaps::new(me, epoch_ms, membership.ids());
+        let peers: Vec<ServerId> = membership.ids().filter(|&id| id != me).collect();
+        let selector = Selector::new(SelectorConfig::default(), config.seed);
+        let balancer_config = BalancerConfig {
+            method: config.method,
+            theta: config.theta,
+            period_ns: config.balance_ms * 1_000_000,
+            coop_quota: config.quota.bytes(),
+            max_age_ns: (3_000_000_000u64).max(config.ping_ms * 3_000_000),
+            ..BalancerConfig::default()
+        };
+        let balancer = Balancer::new(me, balancer_config, 0).map_err(|e| format!("dc: {e}"))?;
+        let consistency = Consistency {
+            method: config.consistency,
+            validation_interval_ns: config.validate_s * 1_000_000_000,
+        };
+        let (outbox, outbox_rx) = mpsc::channel(OUTBOX);
+        Ok(DcNode {
+            map_seen: Mutex::new(vec![(String::new(), false); membership.len()]),
+            membership,
+            me,
+            config: config.clone(),
+            consistency,
+            site,
+            addrs,
+            allowed_ips,
+            maps: RwLock::new(maps),
+            versions: RwLock::new(HashMap::new()),
+            version_gen: AtomicU64::new(0),
+            choosing: Mutex::new(Choosing { table: LoadTable::new(peers), selector }),
+            own_load: AtomicU64::new(0f64.to_bits()),
+            balancer: Mutex::new(balancer),
+            store: Mutex::new(ReplicaStore::new(config.quota.bytes())),
+            flights: FetchFlights::default(),
+            outbox,
+            outbox_rx: Mutex::new(Some(outbox_rx)),
+            stats: DcStats::default(),
+            plain_headers: Bytes::from(format!("Server: locus\r\nX-Locus-Node: {name}\r\n")),
+            epoch: Instant::now(),
+        })
+    }
+
+    /// ns since the node started: the clock handed to `locus_dc`.
+    pub fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    pub fn own_load(&self) -> f64 {
+        f64::from_bits(self.own_load.load(Ordering::Relaxed))
+    }
+
+    pub fn set_own_load(&self, load: f64) {
+        self.own_load.store(load.to_bits(), Ordering::Relaxed);
+    }
+
+    pub fn name(&self, id: ServerId) -> &str {
+        self.membership.get(id).map_or("", |s| s.name.as_str())
+    }
+
+    pub fn authority(&self, id: ServerId) -> &str {
+        self.membership.get(id).map_or("", |s| s.authority.as_str())
+    }
+
+    /// Add server `name` to the set of this home's document `path` (an operator's placement;
+    /// tests use it to place copies without waiting for the balancer). False if either is
+    /// unknown or the server holds it already.
+    pub fn place(&self, path: &str, name: &str) -> bool {
+        let Some(server) = self.membership.by_name(name) else { return false };
+        self.site.by_path(path).is_some() && self.maps.write().own_mut().add(path, server)
+    }
+
+    /// Whether control requests from `ip` are accepted (it is a peer's).
+    pub fn is_peer_ip(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        self.allowed_ips.contains(&ip)
+    }
+
+    /// One connection pool per member (none for this node), for one thread.
+    pub fn pools(&self) -> Vec<Option<OriginPool>> {
+        (self.membership.ids())
+            .map(|id| (id != self.me).then(|| OriginPool::new(self.addrs[id.0 as usize].clone())))
+            .collect()
+    }
+
+    /// This node's `X-DC-Load` value (with the store's free bytes).
+    pub fn load_header(&self) -> String {
+        let free = self.store.lock().free_bytes();
+        format_load_header(self.name(self.me), self.own_load(), Some(free))
+    }
+
+    /// Record an `X-DC-Load` value received from a peer; false if it is malformed or names
+    /// no peer.
+    pub fn note_load(&self, value: &str) -> bool {
+        let Ok(report) = parse_load_header(value) else { return false };
+        let Some(id) = self.membership.by_name(&report.name).filter(|&id| id != self.me) else {
+            return false;
+        };
+        let now = self.now_ns();
+        self.choosing.lock().table.update(id, report.load, now)
+    }
+
+    /// This home's `X-DC-Map-Seq`: epoch, map sequence and version generation.
+    pub fn map_seq(&self) -> String {
+        let maps = self.maps.read();
+        let own = maps.own();
+        format!("{}.{}.{}", own.epoch(), own.seq(), self.version_gen.load(Ordering::Relaxed))
+    }
+
+    /// A document of this home changed version: peers must pull the versions again.
+    pub fn bump_versions(&self) {
+        self.version_gen.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Record `home`'s `X-DC-Map-Seq`; a new value marks its map for a pull.
+    pub fn note_map_seq(&self, home: ServerId, seq: &str) {
+        if home == self.me {
+            return;
+        }
+        if let Some(entry) = self.map_seen.lock().get_mut(home.0 as usize)
+            && entry.0 != seq
+        {
+            *entry = (seq.to_string(), true);
+        }
+    }
+
+    /// Homes whose maps need a pull (the flags are cleared; `pull_failed` sets one again).
+    pub fn maps_to_pull(&self) -> Vec<ServerId> {
+        let mut seen = self.map_seen.lock();
+        (seen.iter_mut().enumerate())
+            .filter_map(|(i, e)| std::mem::replace(&mut e.1, false).then_some(ServerId(i as u16)))
+            .collect()
+    }
+
+    /// A pull from `home` failed: try again next time.
+    pub fn pull_failed(&self, home: ServerId) {
+        if let Some(e) = self.map_seen.lock().get_mut(home.0 as usize) {
+            e.0.clear();
+            e.1 = true;
+        }
+    }
+
+    /// Queue a message for the background task (dropped when the queue is full).
+    pub fn queue(&self, message: Outgoing) {
+        if self.outbox.try_send(message).is_err() {
+            tracing::debug!("DC outbox full; a message is dropped");
+        }
+    }
+
+    /// The outbox, for the background task (`None` after the first call).
+    pub fn take_outbox(&self) -> Option<mpsc::Receiver<Outgoing>> {
+        self.outbox_rx.lock().take()
+    }
+
+    /// The version of `home`'s document `path` as this node knows it.
+    fn version_of(&self, key: &DocKey) -> u64 {
+        if key.home == self.me {
+            return self.site.by_path(&key.path).map_or(0, |(_, d)| d.state().version);
+        }
+        self.versions.read().get(key).copied().unwrap_or(0)
+    }
+
+    /// One choice per slot of a page of `home`: a slot whose target is held by more than one
+    /// server (or only by a co-op) gets the chosen server's URL, or stays verbatim when the
+    /// home is chosen. The flag says whether any slot had a choice to make.
+    pub fn choose_slots(&self, home: ServerId, slots: &[PlanSlot]) -> (Vec<SlotChoice>, bool) {
+        let now = self.now_ns();
+        let own = self.own_load();
+        let maps = self.maps.read();
+        let mut choosing = self.choosing.lock();
+        let Choosing { table, selector } = &mut *choosing;
+        let mut any = false;
+        let choices = slots
+            .iter()
+            .map(|slot| {
+                let key = DocKey::new(home, &slot.target_path);
+                let servers = maps.servers(&key);
+                if servers == [home] {
+                    return SlotChoice::Verbatim;
+                }
+                any = true;
+                match selector.choose(servers, table, self.me, own, now) {
+                    Some(s) if s != home => {
+                        let version = self.version_of(&key);
+                        let mut url = replica_url(self.authority(s), version, self.name(home), &key.path);
+                        url.push_str(&slot.suffix);
+                        SlotChoice::Url(url)
+                    }
+                    _ => SlotChoice::Verbatim,
+                }
+            })
+            .collect();
+        (choices, any)
+    }
+
+    /// Figures for status and metrics.
+    pub fn gauges(&self) -> DcGauges {
+        let now = self.now_ns();
+        let loads = (self.choosing.lock().table.iter())
+            .filter_map(|(id, e)| {
+                e.map(|e| (self.name(id).to_string(), e.load, now.saturating_sub(e.received_at) / 1_000_000))
+            })
+            .collect();
+        let maps = self.maps.read();
+        let summary = maps.own().summary(|p| self.site.by_path(p).map(|(_, d)| d.state().size));
+        let map_entries = maps.iter().map(|(_, m)| m.replicated().count() as u64).sum();
+        let store = self.store.lock();
+        DcGauges {
+            own_load: self.own_load(),
+            loads,
+            replicated_docs: summary.replicated_docs,
+            map_entries,
+            store_bytes: store.used_bytes(),
+            store_quota: store.quota(),
+            store_copies: store.len() as u64,
+            unmodifiable_pages: self.site.unmodifiable,
+        }
+    }
+
+    /// The `dc` object of `/locus/status`.
+    pub fn status_json(&self) -> serde_json::Value {
+        let g = self.gauges();
+        let loads: Vec<serde_json::Value> = (g.loads.iter())
+            .map(|(name, load, age)| serde_json::json!({"server": name, "load": load, "age_ms": age}))
+            .collect();
+        let snapshot = self.stats.snapshot();
+        let failures: serde_json::Map<String, serde_json::Value> =
+            snapshot.fetch_failures.iter().map(|(k, n)| (k.clone(), (*n).into())).collect();
+        let mut v = serde_json::to_value(&snapshot).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("fetch_failures".into(), failures.into());
+            o.insert("self".into(), self.name(self.me).into());
+            o.insert("members".into(), self.membership.len().into());
+            o.insert("method".into(), self.config.method.as_str().into());
+            o.insert("consistency".into(), self.config.consistency.as_str().into());
+            o.insert("replicate".into(), self.config.replicate.into());
+            o.insert("own_load".into(), g.own_load.into());
+            o.insert("loads".into(), loads.into());
+            o.insert("replicated_docs".into(), g.replicated_docs.into());
+            o.insert("map_entries".into(), g.map_entries.into());
+            o.insert("store_bytes".into(), g.store_bytes.into());
+            o.insert("store_quota".into(), g.store_quota.into());
+            o.insert("store_copies".into(), g.store_copies.into());
+            o.insert("documents".into(), self.site.len().into());
+            o.insert("unmodifiable_pages".into(), g.unmodifiable_pages.into());
+            o.insert("skipped_files".into(), self.site.skipped.into());
+        }
+        v
+    }
+}
