@@ -126,7 +126,7 @@ pub fn reproduce_dc(opts: &DcOptions) -> Result<DcOutcome, SimError> {
         .collect::<Result<Vec<_>, _>>()?;
     let jobs = plan_jobs(opts, &sites);
     let runs = run_jobs(&sites, &jobs, opts.threads)?;
-    let rows: Vec<DcRow> = jobs
+    let mut rows: Vec<DcRow> = jobs
         .iter()
         .zip(runs)
         .map(|(job, run)| DcRow {
@@ -140,6 +140,15 @@ pub fn reproduce_dc(opts: &DcOptions) -> Result<DcOutcome, SimError> {
             run,
         })
         .collect();
+    rows.sort_by(|a, b| {
+        (a.experiment, &a.dataset, &a.method, a.servers, a.quota_bytes).cmp(&(
+            b.experiment,
+            &b.dataset,
+            &b.method,
+            b.servers,
+            b.quota_bytes,
+        ))
+    });
     let datasets: Vec<(String, u64)> = sites.iter().map(|s| (s.name.clone(), s.total_bytes)).collect();
     let claims = check_dc_claims(&rows, &datasets);
     let wall_s = started.elapsed().as_secs_f64();
