@@ -1,5 +1,5 @@
 //! `locus sim`: the `SimCommand` subcommands — `run` one point, `sweep` policies × node
-//! counts, `reproduce lard | csld | cap | sc` — their flags (a trace file or a synthetic spec; a TOML config
+//! counts, `reproduce lard | csld | cap | sc | dc` — their flags (a trace file or a synthetic spec; a TOML config
 //! and/or flags on top of a preset), and `run`, which prints summaries and writes results.
 
 use std::path::PathBuf;
@@ -18,6 +18,7 @@ use crate::plot::write_plots;
 use crate::reproduce::{ReproduceOptions, describe_outputs, reproduce_lard};
 use crate::reproduce_cap::reproduce_cap;
 use crate::reproduce_csld::{CsldOptions, StudyOutput, TABLE4, reproduce_csld};
+use crate::reproduce_dc::{DcOptions, reproduce_dc};
 use crate::reproduce_sc::{ScOptions, reproduce_sc};
 use crate::sim_policy::SimPolicy;
 use crate::study::find_point;
@@ -241,6 +242,9 @@ pub enum Study {
     /// The Socket Cloning paper's Fig. 9: RR, CF-LRU, CF-LFU and SC with links and a file
     /// server on a synthetic stand-in for the Berkeley trace, 1–12 nodes.
     Sc,
+    /// The DC-Apache paper's Figs 7–9: peer servers without a front-end, four data sets on
+    /// 1–16 servers, and the co-op quota sweep of SpecWeb and Sequoia.
+    Dc,
 }
 
 /// Flags of `locus sim reproduce`.
@@ -255,7 +259,8 @@ pub struct ReproduceArgs {
     /// Requests in the trace (lard: 2 000 000 Rice-like; sc: the Berkeley trace's 3 940 707).
     #[arg(long)]
     pub requests: Option<u64>,
-    /// sc: the share of the Berkeley trace's requests to simulate (e.g. 0.25).
+    /// sc: the share of the Berkeley trace's requests to simulate (e.g. 0.25); dc: the share
+    /// of the paper's data sets (documents and bytes, 0 < scale <= 1).
     #[arg(long)]
     pub scale: Option<f64>,
     /// sc: raw rate of the file server's TX link, Mbit/s (default 300: where RR stops rising at 8 nodes).
@@ -264,8 +269,8 @@ pub struct ReproduceArgs {
     /// Seed of the trace and the runs.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Node counts, comma-separated (lard: 1–16; sc: 1,2,4,6,8,10,12).
-    #[arg(long, value_delimiter = ',')]
+    /// Node counts, comma-separated (lard: 1–16; sc: 1,2,4,6,8,10,12; dc: servers 1,2,4,8,16).
+    #[arg(long, value_delimiter = ',', visible_alias = "servers")]
     pub node_counts: Option<Vec<u32>>,
     /// Threads running points in parallel.
     #[arg(long, default_value_t = 2)]
@@ -398,6 +403,7 @@ fn run_reproduce(a: ReproduceArgs) -> anyhow::Result<()> {
             Ok(())
         }
         Study::Sc => run_sc(&a),
+        Study::Dc => run_dc(&a),
         Study::Lard => {
             let opts = ReproduceOptions {
                 out: a.out.clone(),
@@ -425,6 +431,32 @@ fn run_reproduce(a: ReproduceArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn run_dc(a: &ReproduceArgs) -> anyhow::Result<()> {
+    let mut opts = if a.quick { DcOptions::quick(&a.out) } else { DcOptions::full(&a.out) };
+    opts.scale = a.scale.unwrap_or(opts.scale);
+    if let Some(counts) = &a.node_counts {
+        opts.servers = (counts.iter())
+            .map(|&n| u16::try_from(n).map_err(|_| anyhow::anyhow!("--servers {n} is too many")))
+            .collect::<anyhow::Result<_>>()?;
+    }
+    opts.seed = a.seed;
+    opts.threads = a.threads;
+    opts.warmup_s = a.warmup_s.unwrap_or(opts.warmup_s);
+    opts.measure_s = a.measure_s.unwrap_or(opts.measure_s);
+    let r = reproduce_dc(&opts)?;
+    for c in &r.claims {
+        println!("[{}] {} — {}", if c.met { "met" } else { "NOT MET" }, c.statement, c.evidence);
+    }
+    eprintln!(
+        "{} points in {:.1} s on {} threads; wrote {}",
+        r.rows.len(),
+        r.wall_s,
+        opts.threads,
+        describe_outputs(&r.files, &a.out)
+    );
+    Ok(())
 }
 
 fn run_sc(a: &ReproduceArgs) -> anyhow::Result<()> {

@@ -61,3 +61,33 @@ fn quick_csld_and_cap_reproductions_write_one_result_per_point_and_parseable_cla
     check_outputs(&cap_dir, cap_points);
     assert!(cap_dir.join("mix_latency.svg").is_file());
 }
+
+#[test]
+fn reproduce_dc_quick_writes_report_results_and_claims_that_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = locus_sim::reproduce_dc::DcOptions::quick(dir.path());
+    let out = locus_sim::reproduce_dc::reproduce_dc(&opts).unwrap();
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(dir.path().join("results.json")).unwrap()).unwrap();
+    assert_eq!(rows.len(), out.rows.len());
+    for key in ["dataset", "servers", "method", "quota_bytes", "cps", "mean_ms"] {
+        assert!(rows.iter().all(|r| r.get(key).is_some()), "{key} missing");
+    }
+    let sets: std::collections::BTreeSet<&str> = rows.iter().filter_map(|r| r["dataset"].as_str()).collect();
+    assert_eq!(sets.len(), 4, "{sets:?}");
+    assert!(rows.iter().all(|r| r["cps"].as_f64().unwrap() > 0.0));
+    let claims: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(dir.path().join("claims.json")).unwrap()).unwrap();
+    assert!(claims.len() >= 6 && claims.iter().all(|c| c["met"].is_boolean() && c["evidence"].is_string()));
+    let report = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(report.contains("Fig. 9") && report.contains("## Claims"));
+    for svg in ["fig7_cps.svg", "fig8_response.svg", "fig9_specweb99.svg", "fig9_sequoia.svg"] {
+        assert!(std::fs::read_to_string(dir.path().join(svg)).unwrap().starts_with("<svg"), "{svg}");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".dc-site"))
+        .collect();
+    assert!(left.is_empty(), "scratch sites left behind");
+}

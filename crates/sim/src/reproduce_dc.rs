@@ -1,0 +1,248 @@
+//! `locus sim reproduce dc`: the DC-Apache paper's Figs 7–9 on the peer simulator — CPS and
+//! response time of the four data sets on 1–16 servers (resource-aware, unlimited quota; MAPUG
+//! also migration-only), and the quota sweep of SpecWeb and Sequoia on one home and 7 co-ops
+//! under naive, deletion-aware and resource-aware — written as `report.md`, `results.json`,
+//! `claims.json` and SVG plots.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use locus_dc::balancer::QuotaMethod;
+use locus_trace::SitePreset;
+use serde::Serialize;
+
+use crate::dc_peer::{DcPeerConfig, DcRun, UNLIMITED_QUOTA, simulate_dc};
+use crate::dc_site::DcSite;
+use crate::error::SimError;
+use crate::reproduce::Claim;
+use crate::reproduce_dc_report::{check_dc_claims, dc_markdown, write_dc_plots};
+
+/// Balancer threshold θ of the study (the design default 0.2 stalls: see the docs).
+pub const DC_THETA: f64 = 0.05;
+/// Placements per balancing round of the study.
+pub const DC_MAX_PLACEMENTS: usize = 16;
+/// Servers of the quota study: one home and 7 co-ops.
+pub const QUOTA_SERVERS: u16 = 8;
+/// The quota points of Fig. 9 in MiB at scale 1 (scaled with the data set).
+pub const SPECWEB_QUOTAS_MIB: [f64; 7] = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2];
+pub const SEQUOIA_QUOTAS_MIB: [f64; 9] = [0.0, 32.0, 64.0, 96.0, 128.0, 160.0, 192.0, 224.0, 256.0];
+/// The quota methods of Fig. 9.
+pub const QUOTA_METHODS: [QuotaMethod; 3] =
+    [QuotaMethod::Naive, QuotaMethod::DeletionAware, QuotaMethod::ResourceAware];
+
+/// Options of the reproduction.
+#[derive(Clone, Debug)]
+pub struct DcOptions {
+    pub out: PathBuf,
+    /// Share of the paper's data sets (document counts, bytes); 1 = the paper's.
+    pub scale: f64,
+    pub servers: Vec<u16>,
+    pub seed: u64,
+    pub threads: usize,
+    pub clients: u32,
+    /// Simulated warm-up and measured seconds (Sequoia: `slow_factor` × these).
+    pub warmup_s: f64,
+    pub measure_s: f64,
+    pub slow_factor: f64,
+}
+
+impl DcOptions {
+    /// The paper's data sets, servers 1, 2, 4, 8, 16, 256 clients, 300 s warm-up, 120 s measured.
+    pub fn full(out: impl Into<PathBuf>) -> DcOptions {
+        DcOptions {
+            out: out.into(),
+            scale: 1.0,
+            servers: vec![1, 2, 4, 8, 16],
+            seed: 1,
+            threads: 2,
+            clients: 256,
+            warmup_s: 300.0,
+            measure_s: 120.0,
+            slow_factor: 20.0,
+        }
+    }
+
+    /// A tiny run for tests: 5% data sets, 1, 2 and 4 servers, 32 clients, 20 s + 20 s.
+    pub fn quick(out: impl Into<PathBuf>) -> DcOptions {
+        DcOptions {
+            scale: 0.05,
+            servers: vec![1, 2, 4],
+            clients: 32,
+            warmup_s: 20.0,
+            measure_s: 20.0,
+            slow_factor: 2.0,
+            ..DcOptions::full(out)
+        }
+    }
+}
+
+/// One point of the study (a row of `results.json`).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DcRow {
+    /// `fig7` (server scaling) or `fig9` (quota sweep).
+    pub experiment: &'static str,
+    pub dataset: String,
+    pub servers: u16,
+    pub method: String,
+    /// Per co-op replica quota; `null` when unlimited.
+    pub quota_bytes: Option<u64>,
+    pub cps: f64,
+    pub mean_ms: f64,
+    pub run: DcRun,
+}
+
+/// What `reproduce_dc` produced.
+#[derive(Clone, Debug)]
+pub struct DcOutcome {
+    pub rows: Vec<DcRow>,
+    pub claims: Vec<Claim>,
+    pub files: Vec<PathBuf>,
+    pub wall_s: f64,
+    /// Data set name and total bytes.
+    pub datasets: Vec<(String, u64)>,
+}
+
+/// One job: which site, which configuration, which experiment.
+struct Job {
+    site: usize,
+    experiment: &'static str,
+    config: DcPeerConfig,
+}
+
+/// Run the study and write its files into `opts.out`.
+pub fn reproduce_dc(opts: &DcOptions) -> Result<DcOutcome, SimError> {
+    let started = Instant::now();
+    if !(opts.scale > 0.0 && opts.scale <= 1.0) || opts.servers.is_empty() || opts.servers.contains(&0) {
+        return Err(SimError::Config(format!(
+            "reproduce dc: scale {} must be within (0, 1] and servers {:?} non-empty and positive",
+            opts.scale, opts.servers
+        )));
+    }
+    std::fs::create_dir_all(&opts.out).map_err(|e| SimError::io(&opts.out, e))?;
+    let sites = (SitePreset::ALL.iter())
+        .map(|&p| DcSite::from_preset(p, opts.scale, opts.seed, &opts.out))
+        .collect::<Result<Vec<_>, _>>()?;
+    let jobs = plan_jobs(opts, &sites);
+    let runs = run_jobs(&sites, &jobs, opts.threads)?;
+    let mut rows: Vec<DcRow> = jobs
+        .iter()
+        .zip(runs)
+        .map(|(job, run)| DcRow {
+            experiment: job.experiment,
+            dataset: sites[job.site].name.clone(),
+            servers: run.servers,
+            method: run.method.clone(),
+            quota_bytes: (run.quota_bytes < UNLIMITED_QUOTA).then_some(run.quota_bytes),
+            cps: run.cps,
+            mean_ms: run.mean_ms,
+            run,
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (a.experiment, &a.dataset, &a.method, a.servers, a.quota_bytes).cmp(&(
+            b.experiment,
+            &b.dataset,
+            &b.method,
+            b.servers,
+            b.quota_bytes,
+        ))
+    });
+    let datasets: Vec<(String, u64)> = sites.iter().map(|s| (s.name.clone(), s.total_bytes)).collect();
+    let claims = check_dc_claims(&rows, &datasets);
+    let wall_s = started.elapsed().as_secs_f64();
+    let mut files = write_dc_plots(&opts.out, &rows, &datasets)?;
+    let report = dc_markdown(opts, &rows, &claims, &datasets, wall_s);
+    files.extend(write_outputs(&opts.out, &rows, &claims, &report)?);
+    Ok(DcOutcome { rows, claims, files, wall_s, datasets })
+}
+
+/// The quota points of a data set in bytes (scaled to its size), or none for other sets.
+pub fn quota_points(name: &str, total_bytes: u64) -> Vec<u64> {
+    let (mib, paper_bytes): (&[f64], u64) = match name {
+        "specweb99" => (&SPECWEB_QUOTAS_MIB, SitePreset::Specweb99.targets(1.0).total_bytes),
+        "sequoia" => (&SEQUOIA_QUOTAS_MIB, SitePreset::Sequoia.targets(1.0).total_bytes),
+        _ => return Vec::new(),
+    };
+    let ratio = total_bytes as f64 / paper_bytes as f64;
+    mib.iter().map(|m| (m * (1 << 20) as f64 * ratio).round() as u64).collect()
+}
+
+fn plan_jobs(opts: &DcOptions, sites: &[DcSite]) -> Vec<Job> {
+    let base = |site: &DcSite, servers: u16, method: QuotaMethod, quota: u64| {
+        let mut c = DcPeerConfig::paper(servers, method, quota);
+        c.seed = opts.seed;
+        c.clients = opts.clients;
+        let slow = if site.name == "sequoia" { opts.slow_factor } else { 1.0 };
+        c.warmup_s = opts.warmup_s * slow;
+        c.measure_s = opts.measure_s * slow;
+        c.balancer.theta = DC_THETA;
+        c.balancer.max_placements = DC_MAX_PLACEMENTS;
+        c
+    };
+    let mut jobs = Vec::new();
+    for (i, site) in sites.iter().enumerate() {
+        for &n in &opts.servers {
+            let config = base(site, n, QuotaMethod::ResourceAware, UNLIMITED_QUOTA);
+            jobs.push(Job { site: i, experiment: "fig7", config });
+        }
+        if site.name == "mapug" {
+            for &n in &opts.servers {
+                let config = base(site, n, QuotaMethod::MigrationOnly, UNLIMITED_QUOTA);
+                jobs.push(Job { site: i, experiment: "fig7", config });
+            }
+        }
+        for quota in quota_points(&site.name, site.total_bytes) {
+            for method in QUOTA_METHODS {
+                let config = base(site, QUOTA_SERVERS, method, quota);
+                jobs.push(Job { site: i, experiment: "fig9", config });
+            }
+        }
+    }
+    // The slowest points first, so the threads finish together.
+    jobs.sort_by_key(|j| std::cmp::Reverse((sites[j.site].name == "sequoia", j.config.servers)));
+    jobs
+}
+
+/// Run every job on `threads` threads; results in job order.
+fn run_jobs(sites: &[DcSite], jobs: &[Job], threads: usize) -> Result<Vec<DcRun>, SimError> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<DcRun, SimError>>>> =
+        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = jobs.get(i) else { break };
+                    let run = simulate_dc(&sites[job.site], &job.config);
+                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(run);
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(SimError::Config("a dc job did not run".into()))))
+        .collect()
+}
+
+fn write_outputs(
+    dir: &Path,
+    rows: &[DcRow],
+    claims: &[Claim],
+    report: &str,
+) -> Result<Vec<PathBuf>, SimError> {
+    let write = |name: &str, text: String| -> Result<PathBuf, SimError> {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| SimError::io(&path, e))?;
+        Ok(path)
+    };
+    Ok(vec![
+        write("results.json", serde_json::to_string_pretty(rows).expect("rows serialize") + "\n")?,
+        write("claims.json", serde_json::to_string_pretty(claims).expect("claims serialize") + "\n")?,
+        write("report.md", report.to_string())?,
+    ])
+}
