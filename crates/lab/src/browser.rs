@@ -34,6 +34,9 @@ const QUIET_FLAGS: &[&str] = &[
     "--disable-extensions",
     "--metrics-recording-only",
     "--no-default-browser-check",
+    // Every name lookup fails but the lab's and loopback addresses: the browser's own
+    // background requests (update checks, time) go nowhere.
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 10.253.0.*, EXCLUDE 127.0.0.*",
 ];
 
 /// One request the browser made.
@@ -56,13 +59,21 @@ pub struct PageLoad {
 }
 
 impl PageLoad {
-    /// Requests that did not get a 2xx or 304 (the browser's own `/favicon.ico` probe aside).
-    pub fn failures(&self) -> Vec<&BrowserRequest> {
+    /// Requests to the servers at `authorities` (`10.253.0.11:80`; the browser's own
+    /// background requests elsewhere aside) that did not get a 2xx or 304, the browser's
+    /// `/favicon.ico` probe aside.
+    pub fn failures(&self, authorities: &[String]) -> Vec<&BrowserRequest> {
         self.requests
             .iter()
+            .filter(|r| authorities.iter().any(|a| names_authority(&r.url, a)))
             .filter(|r| !r.url.ends_with("/favicon.ico"))
             .filter(|r| !matches!(r.status, Some(200..=299 | 304)))
             .collect()
+    }
+
+    /// Requests to the servers at `authorities`.
+    pub fn requests_to(&self, authorities: &[String]) -> Vec<&BrowserRequest> {
+        self.requests.iter().filter(|r| authorities.iter().any(|a| names_authority(&r.url, a))).collect()
     }
 }
 
@@ -124,6 +135,13 @@ pub fn load_page(
     })?;
     let screenshot = screenshot.filter(|p| p.is_file()).map(Path::to_path_buf);
     Ok(PageLoad { url: url.to_string(), requests, screenshot })
+}
+
+/// Whether `url` is on the server at `authority`; the browser writes `host:80` as `host`.
+fn names_authority(url: &str, authority: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else { return false };
+    let host = rest.split('/').next().unwrap_or("");
+    host == authority || authority.strip_suffix(":80") == Some(host)
 }
 
 fn url_slug(url: &str) -> String {
@@ -188,8 +206,12 @@ mod tests {
         assert_eq!(requests[1].status, Some(404));
         assert_eq!(requests[3].status, None, "no headers arrived");
         let load = PageLoad { url: urls[0].into(), requests: requests.clone(), screenshot: None };
-        let failed: Vec<&str> = load.failures().iter().map(|r| r.url.as_str()).collect();
+        let hosts = ["10.0.0.1".to_string(), "10.0.0.2".to_string()];
+        let failed: Vec<&str> = load.failures(&hosts).iter().map(|r| r.url.as_str()).collect();
         assert_eq!(failed, vec!["http://10.0.0.2/~migrate/1/node1/a.gif", "http://10.0.0.1/b.css"]);
+        let failed_on_one = load.failures(&hosts[..1]).len();
+        assert_eq!(failed_on_one, 1, "requests to other hosts are not the cluster's");
+        assert_eq!(load.failures(&["10.0.0.2:80".to_string()]).len(), 1, "port 80 is left out of URLs");
     }
 
     #[test]

@@ -81,6 +81,16 @@ fn replica_page_links(html: &str) -> Vec<String> {
         .collect()
 }
 
+/// The home's own page URLs among the links of `html` (relative ones made absolute).
+fn page_links(html: &str, home: std::net::SocketAddr) -> Vec<String> {
+    html.split("href=\"")
+        .skip(1)
+        .filter_map(|r| r.split('"').next())
+        .filter(|u| u.ends_with(".html") && !u.contains("/~migrate/"))
+        .map(|u| if u.starts_with("http://") { u.to_string() } else { format!("http://{home}/{u}") })
+        .collect()
+}
+
 /// `GET url` from the client host: the body.
 fn fetch_body(net: &Net, url: &str) -> String {
     let url = url.to_string();
@@ -93,11 +103,18 @@ fn fetch_body(net: &Net, url: &str) -> String {
     .unwrap()
 }
 
-fn assert_loaded(load: &PageLoad) {
+fn assert_loaded(load: &PageLoad, cluster: &LabCluster<'_>) {
     assert!(!load.requests.is_empty(), "{}: the browser made no request", load.url);
-    let failed = load.failures();
+    let hosts: Vec<String> = cluster.node_addrs().iter().map(ToString::to_string).collect();
+    let failed = load.failures(&hosts);
     assert!(failed.is_empty(), "{}: the browser did not get {failed:?}", load.url);
-    let embeds = load.requests.iter().filter(|r| r.url.ends_with(".gif") || r.url.ends_with(".css")).count();
+    let ours = load.requests_to(&hosts);
+    assert!(
+        ours.iter().any(|r| r.url == load.url || r.url == load.url.replace(":80/", "/")),
+        "{}: the page itself is not among {ours:?}",
+        load.url
+    );
+    let embeds = ours.iter().filter(|r| r.url.ends_with(".gif") || r.url.ends_with(".css")).count();
     assert!(embeds > 0, "{}: no image or style sheet loaded: {:?}", load.url, load.requests);
 }
 
@@ -134,21 +151,27 @@ fn a_browser_loads_every_page_and_object_of_a_dc_cluster_while_it_replicates() {
         );
         let work = dir.path().join("browser");
         let first = load_page(&net, "client", &entry, &work, None).unwrap();
-        assert_loaded(&first);
+        assert_loaded(&first, &cluster);
         // Pages linked from the entry page, as the home wrote them, then a page from a replica.
         let mut replica_pages = replica_page_links(&entry_html);
-        let linked: Vec<String> = entry_html
-            .split("href=\"")
-            .skip(1)
-            .filter_map(|r| r.split('"').next())
-            .filter(|u| u.ends_with(".html") && !u.contains("/~migrate/"))
-            .take(2)
-            .map(|u| if u.starts_with("http://") { u.to_string() } else { format!("http://{home}/{u}") })
-            .collect();
+        let linked: Vec<String> = page_links(&entry_html, home).into_iter().take(2).collect();
         for url in &linked {
-            assert_loaded(&load_page(&net, "client", url, &work, None).unwrap());
-            replica_pages.extend(replica_page_links(&fetch_body(&net, url)));
+            assert_loaded(&load_page(&net, "client", url, &work, None).unwrap(), &cluster);
         }
+        // A page linked through a replica: walk the site as the nodes write it (at most 40 pages).
+        let mut queue: Vec<String> = linked.clone();
+        let mut seen = 0;
+        while replica_pages.is_empty() && seen < queue.len().min(40) {
+            let html = fetch_body(&net, &queue[seen]);
+            seen += 1;
+            replica_pages.extend(replica_page_links(&html));
+            for url in page_links(&html, home) {
+                if !queue.contains(&url) {
+                    queue.push(url);
+                }
+            }
+        }
+        let from_links = !replica_pages.is_empty();
         let replica_page = replica_pages.first().cloned().unwrap_or_else(|| {
             // No page replicated yet: any co-op serves any page of the home lazily.
             let page = linked
@@ -162,7 +185,7 @@ fn a_browser_loads_every_page_and_object_of_a_dc_cluster_while_it_replicates() {
         let shot =
             std::env::var_os("LOCUS_DC_SCREENSHOT").map_or_else(|| work.join("replica.png"), Into::into);
         let replica = load_page(&net, "client", &replica_page, &work, Some(&shot)).unwrap();
-        assert_loaded(&replica);
+        assert_loaded(&replica, &cluster);
         assert!(replica.screenshot.is_some(), "no screenshot of {replica_page}");
         let (status, served) = net
             .on_host("client", || {
@@ -177,10 +200,16 @@ fn a_browser_loads_every_page_and_object_of_a_dc_cluster_while_it_replicates() {
         let surf = report.surf.expect("a surf report");
         assert!(surf.counts.replica_responses > 0, "surfers never got a replica: {surf:?}");
         eprintln!(
-            "browser: {} + {} + 1 pages, {} requests; surfers: {} requests, {} from replicas",
+            "browser: entry page ({} requests), {} linked pages, {replica_page} ({} requests, {}); surfers: {} \
+             requests, {} from replicas",
             first.requests.len(),
             linked.len(),
             replica.requests.len(),
+            if from_links {
+                "a link a node wrote"
+            } else {
+                "no page replicated yet: the URL made by the test"
+            },
             report.requests,
             surf.counts.replica_responses
         );
