@@ -59,6 +59,8 @@ pub struct NodeCounters {
     pub cache: CacheSnapshot,
     /// Misses served from a peer's memory (cooperative caching; 0 without it).
     pub remote_hits: u64,
+    /// CPU time of the node's process so far.
+    pub cpu: Duration,
 }
 
 /// Counters of the whole cluster at one moment.
@@ -289,7 +291,8 @@ impl<'n> LabCluster<'n> {
             let cache = CacheSnapshot::from_status(&status)
                 .ok_or_else(|| bad("status has no cache counters".into()))?;
             let remote_hits = status["coop"]["remote_hits"].as_u64().unwrap_or(0);
-            nodes.push(NodeCounters { name: n.name.clone(), requests, cache, remote_hits });
+            let cpu = process_tree_cpu(n.process.pid())?;
+            nodes.push(NodeCounters { name: n.name.clone(), requests, cache, remote_hits, cpu });
         }
         let switch = match (self.kind, self.switch.as_ref().and_then(|s| s.admin)) {
             (SwitchKind::Locus, Some(addr)) => {
@@ -354,6 +357,8 @@ pub struct ClusterDelta {
     pub imbalance: Option<f64>,
     /// CPU time of the switch.
     pub switch_cpu: Duration,
+    /// CPU time of all nodes together.
+    pub node_cpu: Duration,
 }
 
 impl ClusterDelta {
@@ -396,6 +401,7 @@ impl ClusterDelta {
             remote_hit_ratio: (lookups > 0).then(|| remote as f64 / lookups as f64),
             imbalance: max_over_mean(counts),
             switch_cpu: after.switch_cpu.saturating_sub(before.switch_cpu),
+            node_cpu: after.nodes.iter().zip(&before.nodes).map(|(a, b)| a.cpu.saturating_sub(b.cpu)).sum(),
             node_requests,
             switch_requests,
         }
@@ -427,6 +433,7 @@ mod tests {
             requests,
             cache: CacheSnapshot { hits, misses },
             remote_hits: misses / 2,
+            cpu: Duration::from_millis(requests),
         }
     }
 

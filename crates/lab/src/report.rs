@@ -372,6 +372,7 @@ pub(crate) mod tests {
             hit_ratio: hit,
             remote_hit_ratio: 0.0,
             replica_share: 0.0,
+            node_cpu_us_per_request: None,
             imbalance: 1.25,
             errors: 0,
             mismatches: 0,

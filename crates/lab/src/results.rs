@@ -33,6 +33,9 @@ pub struct PointResult {
     /// Misses served from a peer's memory (cooperative caching) over hits and misses.
     #[serde(default)]
     pub remote_hit_ratio: f64,
+    /// CPU time of all nodes per request served, in µs.
+    #[serde(default)]
+    pub node_cpu_us_per_request: Option<f64>,
     /// Share of responses that came from a replica (surfing DC clusters; 0 otherwise).
     #[serde(default)]
     pub replica_share: f64,

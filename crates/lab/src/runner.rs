@@ -547,6 +547,11 @@ pub fn point_result(
         requests: load.requests,
         duration_s: load.duration_s,
         switch_cpu_us_per_request: cpu_us_per_request(Duration::ZERO, delta.switch_cpu, delta.forwarded()),
+        node_cpu_us_per_request: cpu_us_per_request(
+            Duration::ZERO,
+            delta.node_cpu,
+            delta.node_requests.iter().sum(),
+        ),
         node_requests: delta.node_requests,
         congestion_control: String::new(),
         attempts: 1,
