@@ -27,6 +27,10 @@ pub struct SeriesPoint {
     pub remote_hit_ratio: f64,
     pub imbalance: f64,
     pub switch_cpu_us_per_request: Option<f64>,
+    /// CPU time of all nodes per request served, in µs.
+    pub node_cpu_us_per_request: Option<f64>,
+    /// Share of responses from replicas (DC rows).
+    pub replica_share: f64,
     pub errors: u64,
     pub mismatches: u64,
 }
@@ -111,6 +115,8 @@ impl LabReport {
                     .into_iter()
                     .map(|(nodes, runs)| {
                         let cpu: Vec<f64> = runs.iter().filter_map(|r| r.switch_cpu_us_per_request).collect();
+                        let node_cpu: Vec<f64> =
+                            runs.iter().filter_map(|r| r.node_cpu_us_per_request).collect();
                         SeriesPoint {
                             nodes,
                             runs: runs.len(),
@@ -122,6 +128,9 @@ impl LabReport {
                             remote_hit_ratio: mean(runs.iter().map(|r| r.remote_hit_ratio)),
                             imbalance: mean(runs.iter().map(|r| r.imbalance)),
                             switch_cpu_us_per_request: (!cpu.is_empty()).then(|| mean(cpu.into_iter())),
+                            node_cpu_us_per_request: (!node_cpu.is_empty())
+                                .then(|| mean(node_cpu.into_iter())),
+                            replica_share: mean(runs.iter().map(|r| r.replica_share)),
                             errors: runs.iter().map(|r| r.errors).sum(),
                             mismatches: runs.iter().map(|r| r.mismatches).sum(),
                         }
@@ -280,6 +289,12 @@ impl LabReport {
         out.push_str(&pivot("Load imbalance (max/mean requests per node)", &|p| {
             format!("{:.2}", p.imbalance)
         }));
+        if series.iter().any(|s| s.switch == SwitchKind::Dc) {
+            out.push_str(&pivot("Share of responses from replicas", &|p| format!("{:.3}", p.replica_share)));
+            out.push_str(&pivot("Nodes' CPU per request (µs, all nodes)", &|p| {
+                p.node_cpu_us_per_request.map_or("—".into(), |c| format!("{c:.0}"))
+            }));
+        }
         let highlights = self.highlights(workload);
         if !highlights.is_empty() {
             out.push_str("### Highlights\n\n");

@@ -131,24 +131,39 @@ impl LabReport {
                 s.largest_bytes as f64 / 1024.0
             )
         });
-        let load = match w.rate {
-            Some(r) => format!(
+        let load = match (w.rate, &w.surf) {
+            (_, Some(surf)) => format!(
+                "{} surfing clients ({}), sessions of {} requests that start at the entry page, fetch each page's \
+                 embedded objects and follow one of its links as the server wrote it (back to the last page after an \
+                 image or download)",
+                w.clients,
+                if surf.keepalive { "keep-alive" } else { "a connection per request" },
+                surf.session_requests
+            ),
+            (Some(r), None) => format!(
                 "open loop, Poisson arrivals at {r} requests/s over at most {} keep-alive connections",
                 w.clients
             ),
-            None => format!("closed loop with {} keep-alive clients", w.clients),
+            (None, None) => format!("closed loop with {} keep-alive clients", w.clients),
+        };
+        let site_kind = match &w.preset {
+            Some(p) => {
+                format!("a generated {p}-like site (scale {}, seed {})", w.scale.unwrap_or(1.0), w.seed)
+            }
+            None => format!("a generated site (seed {})", w.seed),
+        };
+        let popularity = match w.surf {
+            Some(_) => String::new(),
+            None => format!("; Zipf α = {} over its files{}", w.alpha, describe_mix(w)),
         };
         let nodes: Vec<String> = e.nodes_of(i).iter().map(|n| n.to_string()).collect();
         let _ = writeln!(
             out,
-            "- **Workload `{}`**: a generated site (seed {}){size}; Zipf α = {} over its files{}; `locus load` in-process in \
-             the client namespace, {load}, every response checked byte for byte (documents against the site manifest, \
-             size and XXH3; dynamic answers against the body their target implies). Node counts {}; {} s warm-up, then {} s \
-             measured{}.",
+            "- **Workload `{}`**: {site_kind}{size}{popularity}; `locus load` in-process in the client namespace, {load}, \
+             every response checked byte for byte (documents against the site manifest, size and XXH3; pages a DC node \
+             rewrote against their originals, link by link; dynamic answers against the body their target implies). \
+             Node counts {}; {} s warm-up, then {} s measured{}.",
             w.name,
-            w.seed,
-            w.alpha,
-            describe_mix(w),
             nodes.join(", "),
             e.warmup_of(i),
             e.measure_of(i),
