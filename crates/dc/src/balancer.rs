@@ -77,16 +77,22 @@ impl FromStr for QuotaMethod {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BalancerConfig {
     pub method: QuotaMethod,
-    /// Load thresholds: overloaded / heavily loaded above (1+theta)*mean, lightly loaded below
-    /// (1-theta)*mean.
+    /// Load threshold: a server is overloaded (the home) or heavily loaded (a co-op) above
+    /// (1+theta) x the mean of fresh loads. A co-op is lightly loaded below the mean: a
+    /// (1-theta) x mean threshold stalls with many servers, since one overloaded home barely
+    /// lifts the mean (at N servers the home could stay at 1+theta(N-1) times it).
     pub theta: f64,
     /// Round length B (ns); the caller runs `round` this often.
     pub period_ns: u64,
     /// Share of recent requests the candidates cover.
     pub coverage: f64,
     pub max_candidates: usize,
-    /// Placements (or moves) per round.
+    /// Placements (or moves) per round: at least this many ...
     pub max_placements: usize,
+    /// ... or this many per co-op with a fresh load, whichever is more (a round can reach
+    /// every co-op of a large cluster).
+    #[serde(default = "default_placements_per_coop")]
+    pub placements_per_coop: usize,
     /// EWMA weight of the previous rate at each round.
     pub rate_alpha: f64,
     /// A peer's load older than this (ns) is unknown: left out of the mean, never a target.
@@ -104,11 +110,16 @@ impl Default for BalancerConfig {
             coverage: 0.9,
             max_candidates: 100,
             max_placements: 4,
+            placements_per_coop: default_placements_per_coop(),
             rate_alpha: 0.5,
             max_age_ns: 3_000_000_000,
             coop_quota: u64::MAX,
         }
     }
+}
+
+fn default_placements_per_coop() -> usize {
+    2
 }
 
 /// Why balancing settings are refused.
@@ -179,8 +190,9 @@ impl RoundLoads {
         self.home > (1.0 + self.theta) * self.mean
     }
 
+    /// Lightly loaded: below the mean (see `BalancerConfig::theta`).
     pub(crate) fn light(&self, load: f64) -> bool {
-        load < (1.0 - self.theta) * self.mean
+        load < self.mean
     }
 
     pub(crate) fn heavy(&self, load: f64) -> bool {
@@ -283,18 +295,26 @@ impl Balancer {
             }
             QuotaMethod::MigrationOnly => self.migrate(&mut loads, &candidates, map, &mut actions),
             QuotaMethod::ResourceAware => {
+                let max_placements = self.placement_limit(&loads);
                 let mut round = crate::resource_aware::ResourceRound {
                     books: &mut self.books,
                     rates: &self.rates,
                     map,
                     loads: &mut loads,
                     actions: &mut actions,
-                    max_placements: self.config.max_placements,
+                    max_placements,
                 };
                 round.run(&mut candidates, &size);
             }
         }
         actions
+    }
+
+    /// Placements a round may make: `max_placements`, or `placements_per_coop` per co-op with
+    /// a fresh load if that is more.
+    fn placement_limit(&self, loads: &RoundLoads) -> usize {
+        let per_coop = self.config.placements_per_coop.saturating_mul(loads.coops.len());
+        self.config.max_placements.max(per_coop)
     }
 
     /// Naive and Deletion-Aware: while the home is overloaded, add the least loaded lightly
@@ -306,7 +326,8 @@ impl Balancer {
         map: &mut ReplicaMap,
         actions: &mut Vec<Action>,
     ) {
-        while actions.len() < self.config.max_placements && loads.home_overloaded() {
+        let limit = self.placement_limit(loads);
+        while actions.len() < limit && loads.home_overloaded() {
             let pick = order_by_rate(candidates).into_iter().find_map(|i| {
                 let path = &candidates[i].0;
                 let coop = loads.least_light(|s| !map.servers(path).contains(&s))?;
@@ -334,7 +355,8 @@ impl Balancer {
         let at_home: Vec<Candidate> =
             candidates.iter().filter(|(p, _)| map.servers(p) == [self.home]).cloned().collect();
         let mut at_home = at_home.into_iter();
-        while actions.len() < self.config.max_placements && loads.home_overloaded() {
+        let limit = self.placement_limit(loads);
+        while actions.len() < limit && loads.home_overloaded() {
             let Some(to) = loads.least_light(|_| true) else { break };
             let Some((path, rate)) = at_home.next() else { break };
             map.move_to(&path, to);
@@ -387,6 +409,30 @@ mod tests {
         assert_eq!(acts[0], Action::Place { path: "/hot".into(), coop: ServerId(2) });
         assert!(map.servers("/hot").starts_with(&[H, ServerId(2)]));
         assert!(acts.len() <= 4);
+    }
+
+    #[test]
+    fn overloaded_home_of_a_large_cluster_still_places_when_coops_sit_just_below_the_mean() {
+        // Home 40, 15 co-ops at 10: mean 11.9. Under a (1-theta) x mean rule no co-op would be
+        // light (10 > 0.8 x 11.9) and the home would stay at 3.4 x the mean.
+        let mut b = balancer(QuotaMethod::Naive);
+        let mut map = ReplicaMap::new(H, 1);
+        requests(&mut b, &[("/a", 100), ("/b", 100)]);
+        let acts = b.round(5 * S, 40.0, &table(&[10.0; 15], 5 * S), &mut map, |_| Some(1));
+        assert!(!acts.is_empty());
+    }
+
+    #[test]
+    fn placements_per_round_scale_with_the_coops() {
+        let docs: Vec<String> = (0..40).map(|i| format!("/d{i:02}")).collect();
+        let counts: Vec<(&str, u64)> = docs.iter().map(|d| (d.as_str(), 100)).collect();
+        for (coops, limit) in [(1, 4), (3, 6), (15, 30)] {
+            let mut b = balancer(QuotaMethod::Naive);
+            let mut map = ReplicaMap::new(H, 1);
+            requests(&mut b, &counts);
+            let acts = b.round(5 * S, 10_000.0, &table(&vec![0.0; coops], 5 * S), &mut map, |_| Some(1));
+            assert_eq!(acts.len(), limit, "{coops} co-ops");
+        }
     }
 
     #[test]

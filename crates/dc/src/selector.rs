@@ -1,4 +1,5 @@
-//! Replica selection for one emitted link: `Selector` picks a server of the target's set,
+//! Replica selection for one emitted link: `Selector` picks a lightly loaded server of the
+//! target's set — one not overloaded (load <= (1+theta) x the mean of fresh loads) if any is —
 //! either weighted random with P(s) proportional to 1/(1+L_s) from a seeded RNG, or the least
 //! loaded with a local bump per emitted link that lasts until that server's next load update.
 
@@ -64,11 +65,25 @@ pub struct SelectorConfig {
     /// Least-loaded: connections per second added to a server's estimate per emitted link
     /// (1/T_sample with 1-s ticks).
     pub bump: f64,
+    /// A server whose load is above (1+theta) x the mean of fresh loads (this server's
+    /// included) is overloaded and only chosen when every server of the set is; the
+    /// balancer's threshold.
+    #[serde(default = "default_theta")]
+    pub theta: f64,
+}
+
+fn default_theta() -> f64 {
+    crate::balancer::BalancerConfig::default().theta
 }
 
 impl Default for SelectorConfig {
     fn default() -> Self {
-        SelectorConfig { rule: SelectionRule::Weighted, max_age_ns: 2_000_000_000, bump: 1.0 }
+        SelectorConfig {
+            rule: SelectionRule::Weighted,
+            max_age_ns: 2_000_000_000,
+            bump: 1.0,
+            theta: default_theta(),
+        }
     }
 }
 
@@ -86,21 +101,29 @@ pub struct Selector {
     config: SelectorConfig,
     rng: SmallRng,
     bumps: BTreeMap<ServerId, Bump>,
+    /// Per server of the current set: its estimate and whether it may be chosen.
     loads: Vec<f64>,
+    eligible: Vec<bool>,
 }
 
 impl Selector {
     pub fn new(config: SelectorConfig, seed: u64) -> Selector {
-        Selector { config, rng: SmallRng::seed_from_u64(seed), bumps: BTreeMap::new(), loads: Vec::new() }
+        Selector {
+            config,
+            rng: SmallRng::seed_from_u64(seed),
+            bumps: BTreeMap::new(),
+            loads: Vec::new(),
+            eligible: Vec::new(),
+        }
     }
 
     pub fn config(&self) -> &SelectorConfig {
         &self.config
     }
 
-    /// One server of `servers` for a link, by the configured rule; `None` for an empty set.
-    /// `self_id`'s load is `self_load`; a peer without a fresh load counts as the mean of the
-    /// fresh ones.
+    /// One server of `servers` for a link, by the configured rule among the servers that are
+    /// not overloaded (among all if every one is); `None` for an empty set. `self_id`'s load is
+    /// `self_load`; a peer without a fresh load counts as the mean of the fresh ones.
     pub fn choose(
         &mut self,
         servers: &[ServerId],
@@ -119,7 +142,7 @@ impl Selector {
                 self.estimate(servers, table, self_id, self_load, now);
                 let index = match self.config.rule {
                     SelectionRule::Weighted => self.weighted_index(),
-                    SelectionRule::LeastLoaded => least_index(&self.loads),
+                    SelectionRule::LeastLoaded => least_index(&self.loads, &self.eligible),
                 };
                 let chosen = servers[index];
                 self.note_emitted(chosen, table, self_id, self_load);
@@ -128,18 +151,27 @@ impl Selector {
         }
     }
 
-    /// Fills `self.loads` with each server's estimate (load, plus bumps under least-loaded).
+    /// Fills `self.loads` with each server's estimate (load, plus bumps under least-loaded) and
+    /// `self.eligible` with whether it is not overloaded (every server if all are).
     fn estimate(&mut self, servers: &[ServerId], table: &LoadTable, self_id: ServerId, own: f64, now: u64) {
         let max_age = self.config.max_age_ns;
+        let own = if own.is_finite() && own > 0.0 { own } else { 0.0 };
         let mean = table.mean_fresh(now, max_age, self_id, own);
+        let limit = (1.0 + self.config.theta) * mean;
         self.loads.clear();
+        self.eligible.clear();
         for &s in servers {
             let load = if s == self_id { own } else { table.fresh_load(s, now, max_age).unwrap_or(mean) };
+            let load = if load.is_finite() && load > 0.0 { load } else { 0.0 };
             let bump = match self.config.rule {
                 SelectionRule::LeastLoaded => self.current_bump(s, table, self_id, own),
                 SelectionRule::Weighted => 0.0,
             };
-            self.loads.push(if load.is_finite() && load > 0.0 { load + bump } else { bump });
+            self.loads.push(load + bump);
+            self.eligible.push(load <= limit);
+        }
+        if !self.eligible.contains(&true) {
+            self.eligible.fill(true);
         }
     }
 
@@ -160,27 +192,37 @@ impl Selector {
         self.bumps.insert(s, Bump { amount, basis: Self::basis(s, table, self_id, own) });
     }
 
+    /// Weighted random among the eligible servers; one draw per call whatever the set.
     fn weighted_index(&mut self) -> usize {
-        let total: f64 = self.loads.iter().map(|l| 1.0 / (1.0 + l)).sum();
+        let weight = |i: usize, loads: &[f64], eligible: &[bool]| match eligible[i] {
+            true => 1.0 / (1.0 + loads[i]),
+            false => 0.0,
+        };
+        let n = self.loads.len();
+        let total: f64 = (0..n).map(|i| weight(i, &self.loads, &self.eligible)).sum();
         let mut point = self.rng.random::<f64>() * total;
-        for (i, l) in self.loads.iter().enumerate() {
-            point -= 1.0 / (1.0 + l);
+        let mut last = 0;
+        for i in (0..n).filter(|&i| self.eligible[i]) {
+            point -= weight(i, &self.loads, &self.eligible);
+            last = i;
             if point < 0.0 {
                 return i;
             }
         }
-        self.loads.len() - 1
+        last
     }
 }
 
-fn least_index(loads: &[f64]) -> usize {
-    let mut best = 0;
-    for (i, &l) in loads.iter().enumerate().skip(1) {
-        if l < loads[best] {
-            best = i;
+/// The eligible server with the lowest estimate (ties: the earlier one); `eligible` has at
+/// least one true entry.
+fn least_index(loads: &[f64], eligible: &[bool]) -> usize {
+    let mut best: Option<usize> = None;
+    for i in (0..loads.len()).filter(|&i| eligible[i]) {
+        if best.is_none_or(|b| loads[i] < loads[b]) {
+            best = Some(i);
         }
     }
-    best
+    best.unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -210,7 +252,8 @@ mod tests {
     fn weighted_choice_is_proportional_to_inverse_one_plus_load() {
         let t = table(&[(1, 3.0)]);
         let set = [ServerId(0), ServerId(1)];
-        let mut sel = Selector::new(SelectorConfig::default(), 7);
+        // theta 0.9: neither load is above 1.9 x the mean 2, so both may be chosen.
+        let mut sel = Selector::new(SelectorConfig { theta: 0.9, ..Default::default() }, 7);
         // Weights 1/(1+1) = 0.5 and 1/(1+3) = 0.25: server 0 twice as likely.
         let c = counts(&mut sel, &set, &t, 1.0, 30_000);
         let ratio = c[0] as f64 / c[1] as f64;
@@ -229,6 +272,75 @@ mod tests {
         };
         assert_eq!(seq(9), seq(9));
         assert_ne!(seq(9), seq(10));
+    }
+
+    #[test]
+    fn overloaded_server_is_never_chosen_when_another_of_the_set_is_not() {
+        // Own 10, peers 90, 20, 0: mean 30, limit 1.2 x 30 = 36; server 1 is overloaded.
+        let t = table(&[(1, 90.0), (2, 20.0), (3, 0.0)]);
+        let set = [ServerId(1), ServerId(2)];
+        for rule in SelectionRule::ALL {
+            let mut sel = Selector::new(SelectorConfig { rule, bump: 0.0, ..Default::default() }, 3);
+            assert_eq!(counts(&mut sel, &set, &t, 10.0, 2000), [0, 2000], "{rule}");
+        }
+        // This server itself overloaded: a loaded home sends its links elsewhere.
+        let set = [ServerId(0), ServerId(2)];
+        let mut sel = Selector::new(SelectorConfig::default(), 3);
+        assert_eq!(counts(&mut sel, &set, &t, 60.0, 2000), [0, 2000]);
+    }
+
+    #[test]
+    fn when_every_server_of_the_set_is_overloaded_all_of_them_are_candidates() {
+        // Own 0, peers 10, 10, 0: mean 5, limit 6; servers 1 and 2 both overloaded.
+        let t = table(&[(1, 10.0), (2, 10.0), (3, 0.0)]);
+        let set = [ServerId(1), ServerId(2)];
+        let mut sel = Selector::new(SelectorConfig::default(), 4);
+        let c = counts(&mut sel, &set, &t, 0.0, 4000);
+        assert!(c[0] > 1500 && c[1] > 1500, "{c:?}");
+    }
+
+    #[test]
+    fn selector_theta_defaults_to_the_balancers() {
+        assert_eq!(SelectorConfig::default().theta, crate::balancer::BalancerConfig::default().theta);
+        let old: SelectorConfig =
+            serde_json::from_str(r#"{"rule":"weighted","max_age_ns":1,"bump":1.0}"#).unwrap();
+        assert_eq!(old.theta, SelectorConfig::default().theta);
+    }
+
+    fn overloaded(load: f64, loads: &[f64], own: f64, theta: f64) -> bool {
+        let mean = (own + loads.iter().sum::<f64>()) / (loads.len() + 1) as f64;
+        load > (1.0 + theta) * mean
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_overloaded_when_another_qualifies_and_deterministic_per_seed(
+            loads in proptest::collection::vec(0.0f64..200.0, 1..8),
+            own in 0.0f64..200.0,
+            members in proptest::collection::vec(0usize..9, 1..6),
+            least in proptest::bool::ANY,
+            seed in 0u64..1000,
+        ) {
+            let ids: Vec<(u16, f64)> = loads.iter().enumerate().map(|(i, &l)| (i as u16 + 1, l)).collect();
+            let t = table(&ids);
+            let mut set: Vec<ServerId> = members.iter().map(|&m| ServerId((m % (loads.len() + 1)) as u16)).collect();
+            set.dedup();
+            let load_of = |s: ServerId| if s.0 == 0 { own } else { loads[s.0 as usize - 1] };
+            let rule = if least { SelectionRule::LeastLoaded } else { SelectionRule::Weighted };
+            let config = SelectorConfig { rule, ..Default::default() };
+            let any_ok = set.iter().any(|&s| !overloaded(load_of(s), &loads, own, config.theta));
+            let run = |seed| {
+                let mut sel = Selector::new(config, seed);
+                (0..40).map(|_| sel.choose(&set, &t, ServerId(0), own, 10 * S).unwrap()).collect::<Vec<_>>()
+            };
+            let picks = run(seed);
+            for &p in &picks {
+                proptest::prop_assert!(set.contains(&p));
+                proptest::prop_assert!(!(any_ok && overloaded(load_of(p), &loads, own, config.theta)),
+                    "chose overloaded {p:?} from {set:?}");
+            }
+            proptest::prop_assert_eq!(picks, run(seed));
+        }
     }
 
     #[test]

@@ -465,7 +465,6 @@ mod tests {
     fn config(servers: u16, method: QuotaMethod, quota: u64) -> DcPeerConfig {
         let mut c = DcPeerConfig::paper(servers, method, quota);
         (c.clients, c.warmup_s, c.measure_s) = (48, 20.0, 20.0);
-        c.balancer.theta = 0.05;
         c
     }
 

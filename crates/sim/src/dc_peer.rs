@@ -52,7 +52,8 @@ pub struct DcPeerConfig {
 
 impl DcPeerConfig {
     /// The paper's testbed: 256 clients, 20 requests a session, LARD costs × 1.5, 64 MB page
-    /// cache, 100 Mbps NICs, pinger every 1 s for entries older than 2 s, balancer every 5 s.
+    /// cache, 100 Mbps NICs, pinger every 1 s for entries older than 2 s, and the `locus_dc`
+    /// default balancer (every 5 s) and selector.
     pub fn paper(servers: u16, method: QuotaMethod, quota_bytes: u64) -> DcPeerConfig {
         let costs = CostModel::lard98().with_cpu_speed(1.0 / PENTIUM_200_SLOWDOWN);
         DcPeerConfig {
@@ -79,6 +80,11 @@ impl DcPeerConfig {
     /// The balancer's configuration with this run's method and co-op quota.
     pub fn balancer_config(&self) -> BalancerConfig {
         BalancerConfig { method: self.method, coop_quota: self.store_quota(), ..self.balancer }
+    }
+
+    /// The selector's configuration with the balancer's threshold θ (one notion of overloaded).
+    pub fn selector_config(&self) -> SelectorConfig {
+        SelectorConfig { theta: self.balancer.theta, ..self.selector }
     }
 
     /// The replica store's byte quota on each co-op.

@@ -63,7 +63,7 @@ impl DcServer {
             connections: 0,
             table: LoadTable::new(peers),
             maps: ClusterMaps::new(id, 1, (0..config.servers).map(ServerId)),
-            selector: Selector::new(config.selector, config.seed ^ (u64::from(id.0) << 32) ^ 0x5eed),
+            selector: Selector::new(config.selector_config(), config.seed ^ (u64::from(id.0) << 32) ^ 0x5eed),
             store: ReplicaStore::new(config.store_quota()),
             balancer,
         })

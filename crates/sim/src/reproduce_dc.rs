@@ -1,8 +1,9 @@
 //! `locus sim reproduce dc`: the DC-Apache paper's Figs 7–9 on the peer simulator — CPS and
 //! response time of the four data sets on 1–16 servers (resource-aware, unlimited quota; MAPUG
 //! also migration-only), and the quota sweep of SpecWeb and Sequoia on one home and 7 co-ops
-//! under naive, deletion-aware and resource-aware — written as `report.md`, `results.json`,
-//! `claims.json` and SVG plots.
+//! under naive, deletion-aware and resource-aware, as fractions of the set's full size (what
+//! the co-ops hold at an unlimited quota, measured first) — written as `report.md`,
+//! `results.json`, `claims.json` and SVG plots.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -19,15 +20,13 @@ use crate::error::SimError;
 use crate::reproduce::Claim;
 use crate::reproduce_dc_report::{check_dc_claims, dc_markdown, write_dc_plots};
 
-/// Balancer threshold θ of the study (the design default 0.2 stalls: see the docs).
-pub const DC_THETA: f64 = 0.05;
-/// Placements per balancing round of the study.
-pub const DC_MAX_PLACEMENTS: usize = 16;
 /// Servers of the quota study: one home and 7 co-ops.
 pub const QUOTA_SERVERS: u16 = 8;
-/// The quota points of Fig. 9 in MiB at scale 1 (scaled with the data set).
-pub const SPECWEB_QUOTAS_MIB: [f64; 7] = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2];
-pub const SEQUOIA_QUOTAS_MIB: [f64; 9] = [0.0, 32.0, 64.0, 96.0, 128.0, 160.0, 192.0, 224.0, 256.0];
+/// The quota points of Fig. 9 as fractions of the set's full size.
+pub const QUOTA_FRACTIONS: [f64; 9] = [0.0, 0.2, 0.4, 0.6, 0.8, 0.9, 0.95, 1.0, 1.2];
+/// The data sets of Fig. 9 with the paper's largest quota and data set size (MB): SpecWeb
+/// 0–1.2 MB of 1.03 MB, Sequoia 0–256 MB of about 247 MB.
+pub const QUOTA_SETS: [(&str, f64, f64); 2] = [("specweb99", 1.2, 1.03), ("sequoia", 256.0, 247.0)];
 /// The quota methods of Fig. 9.
 pub const QUOTA_METHODS: [QuotaMethod; 3] =
     [QuotaMethod::Naive, QuotaMethod::DeletionAware, QuotaMethod::ResourceAware];
@@ -81,7 +80,8 @@ impl DcOptions {
 /// One point of the study (a row of `results.json`).
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct DcRow {
-    /// `fig7` (server scaling) or `fig9` (quota sweep).
+    /// `fig7` (server scaling), `fig9_unlimited` (the quota study's servers at an unlimited
+    /// quota, which measures the full size) or `fig9` (quota sweep).
     pub experiment: &'static str,
     pub dataset: String,
     pub servers: u16,
@@ -102,6 +102,9 @@ pub struct DcOutcome {
     pub wall_s: f64,
     /// Data set name and total bytes.
     pub datasets: Vec<(String, u64)>,
+    /// Fig. 9's data sets and their full size: the most replica bytes a co-op held at an
+    /// unlimited quota (any method).
+    pub full_sizes: Vec<(String, u64)>,
 }
 
 /// One job: which site, which configuration, which experiment.
@@ -126,20 +129,11 @@ pub fn reproduce_dc(opts: &DcOptions) -> Result<DcOutcome, SimError> {
         .collect::<Result<Vec<_>, _>>()?;
     let jobs = plan_jobs(opts, &sites);
     let runs = run_jobs(&sites, &jobs, opts.threads)?;
-    let mut rows: Vec<DcRow> = jobs
-        .iter()
-        .zip(runs)
-        .map(|(job, run)| DcRow {
-            experiment: job.experiment,
-            dataset: sites[job.site].name.clone(),
-            servers: run.servers,
-            method: run.method.clone(),
-            quota_bytes: (run.quota_bytes < UNLIMITED_QUOTA).then_some(run.quota_bytes),
-            cps: run.cps,
-            mean_ms: run.mean_ms,
-            run,
-        })
-        .collect();
+    let mut rows = to_rows(&sites, &jobs, runs);
+    let full_sizes = full_sizes(&rows, &sites);
+    let jobs = plan_quota_jobs(opts, &sites, &full_sizes);
+    let runs = run_jobs(&sites, &jobs, opts.threads)?;
+    rows.extend(to_rows(&sites, &jobs, runs));
     rows.sort_by(|a, b| {
         (a.experiment, &a.dataset, &a.method, a.servers, a.quota_bytes).cmp(&(
             b.experiment,
@@ -150,36 +144,72 @@ pub fn reproduce_dc(opts: &DcOptions) -> Result<DcOutcome, SimError> {
         ))
     });
     let datasets: Vec<(String, u64)> = sites.iter().map(|s| (s.name.clone(), s.total_bytes)).collect();
-    let claims = check_dc_claims(&rows, &datasets);
+    let claims = check_dc_claims(&rows, &datasets, &full_sizes);
     let wall_s = started.elapsed().as_secs_f64();
-    let mut files = write_dc_plots(&opts.out, &rows, &datasets)?;
-    let report = dc_markdown(opts, &rows, &claims, &datasets, wall_s);
+    let mut files = write_dc_plots(&opts.out, &rows, &datasets, &full_sizes)?;
+    let report = dc_markdown(opts, &rows, &claims, &datasets, &full_sizes, wall_s);
     files.extend(write_outputs(&opts.out, &rows, &claims, &report)?);
-    Ok(DcOutcome { rows, claims, files, wall_s, datasets })
+    Ok(DcOutcome { rows, claims, files, wall_s, datasets, full_sizes })
 }
 
-/// The quota points of a data set in bytes (scaled to its size), or none for other sets.
-pub fn quota_points(name: &str, total_bytes: u64) -> Vec<u64> {
-    let (mib, paper_bytes): (&[f64], u64) = match name {
-        "specweb99" => (&SPECWEB_QUOTAS_MIB, SitePreset::Specweb99.targets(1.0).total_bytes),
-        "sequoia" => (&SEQUOIA_QUOTAS_MIB, SitePreset::Sequoia.targets(1.0).total_bytes),
-        _ => return Vec::new(),
-    };
-    let ratio = total_bytes as f64 / paper_bytes as f64;
-    mib.iter().map(|m| (m * (1 << 20) as f64 * ratio).round() as u64).collect()
+fn to_rows(sites: &[DcSite], jobs: &[Job], runs: Vec<DcRun>) -> Vec<DcRow> {
+    (jobs.iter().zip(runs))
+        .map(|(job, run)| DcRow {
+            experiment: job.experiment,
+            dataset: sites[job.site].name.clone(),
+            servers: run.servers,
+            method: run.method.clone(),
+            quota_bytes: (run.quota_bytes < UNLIMITED_QUOTA).then_some(run.quota_bytes),
+            cps: run.cps,
+            mean_ms: run.mean_ms,
+            run,
+        })
+        .collect()
 }
 
+/// Each quota set's full size: the most replica bytes any co-op held in its `fig9_unlimited`
+/// runs; the data set's bytes if replication never started (nothing measured).
+pub fn full_sizes(rows: &[DcRow], sites: &[DcSite]) -> Vec<(String, u64)> {
+    (QUOTA_SETS.iter())
+        .filter_map(|&(name, _, _)| sites.iter().find(|s| s.name == name))
+        .map(|site| {
+            let held = (rows.iter())
+                .filter(|r| r.experiment == "fig9_unlimited" && r.dataset == site.name)
+                .map(|r| r.run.max_store_bytes)
+                .max()
+                .unwrap_or(0);
+            (site.name.clone(), if held > 0 { held } else { site.total_bytes })
+        })
+        .collect()
+}
+
+/// The quota points of a full size: `QUOTA_FRACTIONS` of it, in bytes.
+pub fn quota_points(full_bytes: u64) -> Vec<u64> {
+    QUOTA_FRACTIONS.iter().map(|f| (f * full_bytes as f64).round() as u64).collect()
+}
+
+/// One run of the study: the paper's testbed with the options' clients, seed and times, and
+/// the `locus_dc` default balancer and selector.
+fn base_config(
+    opts: &DcOptions,
+    site: &DcSite,
+    servers: u16,
+    method: QuotaMethod,
+    quota: u64,
+) -> DcPeerConfig {
+    let mut c = DcPeerConfig::paper(servers, method, quota);
+    c.seed = opts.seed;
+    c.clients = opts.clients;
+    let slow = if site.name == "sequoia" { opts.slow_factor } else { 1.0 };
+    c.warmup_s = opts.warmup_s * slow;
+    c.measure_s = opts.measure_s * slow;
+    c
+}
+
+/// Fig. 7 and, for the quota sets, the quota study's servers at an unlimited quota.
 fn plan_jobs(opts: &DcOptions, sites: &[DcSite]) -> Vec<Job> {
     let base = |site: &DcSite, servers: u16, method: QuotaMethod, quota: u64| {
-        let mut c = DcPeerConfig::paper(servers, method, quota);
-        c.seed = opts.seed;
-        c.clients = opts.clients;
-        let slow = if site.name == "sequoia" { opts.slow_factor } else { 1.0 };
-        c.warmup_s = opts.warmup_s * slow;
-        c.measure_s = opts.measure_s * slow;
-        c.balancer.theta = DC_THETA;
-        c.balancer.max_placements = DC_MAX_PLACEMENTS;
-        c
+        base_config(opts, site, servers, method, quota)
     };
     let mut jobs = Vec::new();
     for (i, site) in sites.iter().enumerate() {
@@ -193,16 +223,36 @@ fn plan_jobs(opts: &DcOptions, sites: &[DcSite]) -> Vec<Job> {
                 jobs.push(Job { site: i, experiment: "fig7", config });
             }
         }
-        for quota in quota_points(&site.name, site.total_bytes) {
+        if QUOTA_SETS.iter().any(|&(name, _, _)| name == site.name) {
             for method in QUOTA_METHODS {
-                let config = base(site, QUOTA_SERVERS, method, quota);
+                let config = base(site, QUOTA_SERVERS, method, UNLIMITED_QUOTA);
+                jobs.push(Job { site: i, experiment: "fig9_unlimited", config });
+            }
+        }
+    }
+    slowest_first(&mut jobs, sites);
+    jobs
+}
+
+/// Fig. 9: each quota set's quota points (fractions of its full size) under every method.
+fn plan_quota_jobs(opts: &DcOptions, sites: &[DcSite], full_sizes: &[(String, u64)]) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for (name, full) in full_sizes {
+        let Some(i) = sites.iter().position(|s| &s.name == name) else { continue };
+        for quota in quota_points(*full) {
+            for method in QUOTA_METHODS {
+                let config = base_config(opts, &sites[i], QUOTA_SERVERS, method, quota);
                 jobs.push(Job { site: i, experiment: "fig9", config });
             }
         }
     }
-    // The slowest points first, so the threads finish together.
-    jobs.sort_by_key(|j| std::cmp::Reverse((sites[j.site].name == "sequoia", j.config.servers)));
+    slowest_first(&mut jobs, sites);
     jobs
+}
+
+/// The slowest points first, so the threads finish together.
+fn slowest_first(jobs: &mut [Job], sites: &[DcSite]) {
+    jobs.sort_by_key(|j| std::cmp::Reverse((sites[j.site].name == "sequoia", j.config.servers)));
 }
 
 /// Run every job on `threads` threads; results in job order.

@@ -1,6 +1,6 @@
 //! The claims of `reproduce dc` (Figs 7, 8 and 9, each with a criterion fixed before the runs),
-//! its SVG plots (CPS against servers, response time against servers, CPS against quota) and
-//! its `report.md`: our numbers beside what the paper reports.
+//! its SVG plots (CPS against servers, response time against servers, CPS against quota as a
+//! share of the full size) and its `report.md`: our numbers beside what the paper reports.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use crate::error::SimError;
 use crate::plot_lines::{Axes, Series, plot_lines};
 use crate::reproduce::Claim;
-use crate::reproduce_dc::{DC_MAX_PLACEMENTS, DC_THETA, DcOptions, DcRow, QUOTA_METHODS, QUOTA_SERVERS};
+use locus_dc::balancer::BalancerConfig;
+use locus_dc::selector::SelectorConfig;
+
+use crate::reproduce_dc::{DcOptions, DcRow, QUOTA_FRACTIONS, QUOTA_METHODS, QUOTA_SERVERS, QUOTA_SETS};
 
 const MIB: f64 = (1 << 20) as f64;
 
@@ -26,14 +29,33 @@ fn fig9<'a>(rows: &'a [DcRow], set: &str, method: &str) -> Vec<&'a DcRow> {
     v
 }
 
+/// `set`'s full size (0 if unknown).
+fn full_of(full_sizes: &[(String, u64)], set: &str) -> u64 {
+    full_sizes.iter().find(|(n, _)| n == set).map_or(0, |f| f.1)
+}
+
+/// A quota as a share of the full size.
+fn fraction(row: &DcRow, full: u64) -> f64 {
+    row.quota_bytes.unwrap_or(0) as f64 / full.max(1) as f64
+}
+
+/// `set`'s `method` run at the quota point nearest `share` × full.
+fn at_share<'a>(rows: &'a [DcRow], set: &str, method: &str, full: u64, share: f64) -> Option<&'a DcRow> {
+    fig9(rows, set, method).into_iter().find(|r| (fraction(r, full) - share).abs() < 0.01)
+}
+
 fn claim(statement: &'static str, criterion: &'static str, met: bool, evidence: String) -> Claim {
     Claim { statement, criterion, met, evidence }
 }
 
 /// Every claim, met or not, with its numbers.
-pub fn check_dc_claims(rows: &[DcRow], datasets: &[(String, u64)]) -> Vec<Claim> {
+pub fn check_dc_claims(
+    rows: &[DcRow],
+    datasets: &[(String, u64)],
+    full_sizes: &[(String, u64)],
+) -> Vec<Claim> {
     let mut claims = vec![scaling_claim(rows, datasets), migration_claim(rows), response_claim(rows)];
-    claims.extend(quota_claims(rows, datasets));
+    claims.extend(quota_claims(rows, full_sizes));
     claims
 }
 
@@ -104,37 +126,35 @@ fn response_claim(rows: &[DcRow]) -> Claim {
     )
 }
 
-fn quota_claims(rows: &[DcRow], datasets: &[(String, u64)]) -> Vec<Claim> {
+fn quota_claims(rows: &[DcRow], full_sizes: &[(String, u64)]) -> Vec<Claim> {
     let mut ends = (true, Vec::new(), true, Vec::new());
-    for set in ["specweb99", "sequoia"] {
-        let Some(total) = datasets.iter().find(|(n, _)| n == set).map(|d| d.1) else { continue };
+    for (set, _, _) in QUOTA_SETS {
+        let full = full_of(full_sizes, set);
+        if full == 0 {
+            continue;
+        }
         let one = fig7(rows, set, "resource-aware").into_iter().find(|r| r.servers == 1).map(|r| r.cps);
-        let mut full = Vec::new();
+        let mut largest = Vec::new();
         for m in QUOTA_METHODS {
             let v = fig9(rows, set, m.as_str());
             if let (Some(zero), Some(one)) = (v.first(), one) {
-                let ok = zero.cps <= 1.25 * one;
-                ends.0 &= ok;
+                ends.0 &= zero.quota_bytes == Some(0) && zero.cps <= 1.25 * one;
                 ends.1.push(format!("{set} {m} q=0 {:.0} vs 1 server {one:.0}", zero.cps));
             }
             if let Some(last) = v.last() {
-                full.push((m, last.cps, last.quota_bytes.unwrap_or(u64::MAX) >= total));
+                largest.push((m, last.cps, fraction(last, full) >= 1.0));
             }
         }
-        let best = rows
-            .iter()
-            .filter(|r| r.experiment == "fig9" && r.dataset == set)
-            .map(|r| r.cps)
-            .fold(0.0, f64::max);
-        let lo = full.iter().map(|f| f.1).fold(f64::INFINITY, f64::min);
-        let ok = !full.is_empty() && full.iter().all(|f| f.2 && f.1 >= 0.9 * best) && lo >= 0.9 * best;
+        let best = fig9_all(rows, set).map(|r| r.cps).fold(0.0, f64::max);
+        let ok = !largest.is_empty() && largest.iter().all(|f| f.2 && f.1 >= 0.9 * best);
         ends.2 &= ok;
         ends.3.push(format!(
-            "{set} full quota {} (best {best:.0})",
-            full.iter().map(|f| format!("{} {:.0}", f.0, f.1)).collect::<Vec<_>>().join(", ")
+            "{set} at {:.1} × full: {} (best {best:.0})",
+            QUOTA_FRACTIONS[QUOTA_FRACTIONS.len() - 1],
+            largest.iter().map(|f| format!("{} {:.0}", f.0, f.1)).collect::<Vec<_>>().join(", ")
         ));
     }
-    let mut claims = vec![
+    vec![
         claim(
             "Fig. 9: quota 0 gives one-server performance",
             "CPS at quota 0 <= 1.25 × CPS of one server, each method and set",
@@ -142,18 +162,21 @@ fn quota_claims(rows: &[DcRow], datasets: &[(String, u64)]) -> Vec<Claim> {
             ends.1.join("; "),
         ),
         claim(
-            "Fig. 9: a quota holding the whole data set is best and the methods are equal",
-            "at the largest quota (>= data set) every method >= 0.9 × the best CPS of the sweep",
+            "Fig. 9: a quota holding the whole replicated set is best and the methods are equal",
+            "full size (ours) = most replica bytes a co-op held at an unlimited quota; at the largest quota (1.2 × full) every method >= 0.9 × the best CPS of the sweep",
             ends.2 && !ends.3.is_empty(),
             ends.3.join("; "),
         ),
-    ];
-    claims.push(specweb_order_claim(rows));
-    claims.push(sequoia_order_claim(rows, datasets));
-    claims
+        specweb_order_claim(rows, full_of(full_sizes, "specweb99")),
+        sequoia_order_claim(rows, full_of(full_sizes, "sequoia")),
+    ]
 }
 
-fn specweb_order_claim(rows: &[DcRow]) -> Claim {
+fn fig9_all<'a>(rows: &'a [DcRow], set: &'a str) -> impl Iterator<Item = &'a DcRow> {
+    rows.iter().filter(move |r| r.experiment == "fig9" && r.dataset == set)
+}
+
+fn specweb_order_claim(rows: &[DcRow], full: u64) -> Claim {
     let (n, d, r) = (
         fig9(rows, "specweb99", "naive"),
         fig9(rows, "specweb99", "deletion-aware"),
@@ -164,28 +187,37 @@ fn specweb_order_claim(rows: &[DcRow]) -> Claim {
     for ((a, b), c) in n.iter().zip(&d).zip(&r) {
         ordered &= c.cps >= 0.95 * b.cps && b.cps >= 0.95 * a.cps;
         evidence.push(format!(
-            "{:.2} MiB: RA {:.0} DA {:.0} N {:.0}",
-            a.quota_bytes.unwrap_or(0) as f64 / MIB,
+            "{:.2} × full: RA {:.0} DA {:.0} N {:.0}",
+            fraction(a, full),
             c.cps,
             b.cps,
             a.cps
         ));
     }
-    let drop = n.len() >= 3 && n[n.len() - 3].cps <= 0.7 * n[n.len() - 1].cps;
+    let below = at_share(rows, "specweb99", "naive", full, 0.95);
+    let top = at_share(rows, "specweb99", "naive", full, 1.2);
+    let drop = matches!((below, top), (Some(b), Some(t)) if b.cps <= 0.7 * t.cps);
+    if let (Some(b), Some(t)) = (below, top) {
+        evidence.push(format!(
+            "Naive 0.95 × full {:.0} vs 1.2 × full {:.0} ({:.2}×)",
+            b.cps,
+            t.cps,
+            b.cps / t.cps.max(1e-9)
+        ));
+    }
     claim(
         "Fig. 9(a): SpecWeb — Resource-Aware > Deletion-Aware > Naive over the range; Naive drops sharply just below full size",
-        "at every quota RA >= 0.95 × DA and DA >= 0.95 × Naive; Naive at the last quota below the data set <= 0.7 × Naive at the largest",
+        "at every quota RA >= 0.95 × DA and DA >= 0.95 × Naive; Naive at 0.95 × full <= 0.7 × Naive at 1.2 × full (full size ours: see above)",
         ordered && drop,
         evidence.join("; "),
     )
 }
 
-fn sequoia_order_claim(rows: &[DcRow], datasets: &[(String, u64)]) -> Claim {
-    let total = datasets.iter().find(|(n, _)| n == "sequoia").map_or(u64::MAX, |d| d.1);
+fn sequoia_order_claim(rows: &[DcRow], full: u64) -> Claim {
     let mid = |m: &str| -> f64 {
         let v: Vec<f64> = fig9(rows, "sequoia", m)
             .iter()
-            .filter(|r| r.quota_bytes.is_some_and(|q| q > 0 && q < total))
+            .filter(|r| r.quota_bytes.is_some_and(|q| q > 0 && q < full))
             .map(|r| r.cps)
             .collect();
         if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
@@ -193,7 +225,7 @@ fn sequoia_order_claim(rows: &[DcRow], datasets: &[(String, u64)]) -> Claim {
     let (da, ra) = (mid("deletion-aware"), mid("resource-aware"));
     claim(
         "Fig. 9(b): Sequoia — Deletion-Aware beats Resource-Aware (revoked large copies idle until evicted)",
-        "mean CPS over the quotas strictly between 0 and the data set: DA > RA",
+        "mean CPS over the quotas strictly between 0 and full size: DA > RA",
         da > ra && da > 0.0,
         format!("DA {da:.2} vs RA {ra:.2} CPS"),
     )
@@ -204,6 +236,7 @@ pub fn write_dc_plots(
     dir: &Path,
     rows: &[DcRow],
     datasets: &[(String, u64)],
+    full_sizes: &[(String, u64)],
 ) -> Result<Vec<PathBuf>, SimError> {
     let mut files = Vec::new();
     let mut series: Vec<Series> = Vec::new();
@@ -239,22 +272,24 @@ pub fn write_dc_plots(
         &series,
     )?;
     files.push(path);
-    for set in ["specweb99", "sequoia"] {
+    for (set, _, _) in QUOTA_SETS {
+        let full = full_of(full_sizes, set);
         let series: Vec<Series> = QUOTA_METHODS
             .iter()
             .map(|m| {
                 (
                     m.to_string(),
-                    fig9(rows, set, m.as_str())
-                        .iter()
-                        .map(|r| (r.quota_bytes.unwrap_or(0) as f64 / MIB, r.cps))
-                        .collect(),
+                    fig9(rows, set, m.as_str()).iter().map(|r| (fraction(r, full), r.cps)).collect(),
                 )
             })
             .collect();
         let path = dir.join(format!("fig9_{set}.svg"));
-        let title = format!("Fig. 9: {set}, 1 home + {} co-ops, CPS vs co-op quota", QUOTA_SERVERS - 1);
-        plot_lines(&path, Axes { title: &title, x: "quota (MiB)", y: "responses/s" }, &series)?;
+        let title = format!(
+            "Fig. 9: {set}, 1 home + {} co-ops, CPS vs co-op quota (full = {:.2} MiB)",
+            QUOTA_SERVERS - 1,
+            full as f64 / MIB
+        );
+        plot_lines(&path, Axes { title: &title, x: "quota (× full size)", y: "responses/s" }, &series)?;
         files.push(path);
     }
     Ok(files)
@@ -266,14 +301,21 @@ pub fn dc_markdown(
     rows: &[DcRow],
     claims: &[Claim],
     datasets: &[(String, u64)],
+    full_sizes: &[(String, u64)],
     wall_s: f64,
 ) -> String {
+    let (balancer, selector) = (BalancerConfig::default(), SelectorConfig::default());
     let mut o = String::new();
     let _ = writeln!(o, "# DC-Apache on the peer simulator (Figs 7–9)\n");
     let _ = writeln!(
         o,
-        "Peer mode, no front-end; all documents on home s0, the others co-ops. {} closed-loop surfers (20 requests a session, no think time); LARD costs × 1.5 (200 MHz); 64 MB page cache, one disk and a 100 Mbps NIC per server; pinger 1 s, balancer 5 s (θ = {DC_THETA}, ≤ {DC_MAX_PLACEMENTS} placements a round), weighted replica selection, co-op validation. Scale {}, seed {}, warm-up {} s and {} s measured (Sequoia × {}). {} points in {wall_s:.1} s on {} threads.\n",
+        "Peer mode, no front-end; all documents on home s0, the others co-ops. {} closed-loop surfers (20 requests a session, no think time); LARD costs × 1.5 (200 MHz); 64 MB page cache, one disk and a 100 Mbps NIC per server; pinger 1 s, the `locus_dc` defaults: balancer every {} s (θ = {}, ≥ {} or {} per co-op placements a round), selection {} among the set's servers not above (1+θ) × the mean load; co-op validation. Scale {}, seed {}, warm-up {} s and {} s measured (Sequoia × {}). {} points in {wall_s:.1} s on {} threads.\n",
         opts.clients,
+        balancer.period_ns as f64 / 1e9,
+        balancer.theta,
+        balancer.max_placements,
+        balancer.placements_per_coop,
+        selector.rule,
         opts.scale,
         opts.seed,
         opts.warmup_s,
@@ -320,16 +362,35 @@ pub fn dc_markdown(
         "\n## Fig. 9 — co-op quota, 1 home + {} co-ops (paper: RA > DA > Naive on SpecWeb; DA > RA on Sequoia)\n",
         QUOTA_SERVERS - 1
     );
-    let _ = writeln!(
-        o,
-        "| set | quota MiB | method | CPS | mean ms | fetches | evicted | notices | redirects |\n|---|---|---|---|---|---|---|---|---|"
-    );
-    for r in rows.iter().filter(|r| r.experiment == "fig9") {
+    for (set, paper_max_mb, paper_set_mb) in QUOTA_SETS {
+        let full = full_of(full_sizes, set);
+        let total = datasets.iter().find(|d| d.0 == set).map_or(0, |d| d.1);
+        let held: Vec<String> = (rows.iter())
+            .filter(|r| r.experiment == "fig9_unlimited" && r.dataset == set)
+            .map(|r| format!("{} {:.3} MiB ({:.0} CPS)", r.method, r.run.max_store_bytes as f64 / MIB, r.cps))
+            .collect();
         let _ = writeln!(
             o,
-            "| {} | {:.2} | {} | {:.1} | {:.1} | {} | {} | {} | {} |",
+            "- {set}: full size (ours) {:.3} MiB = the most replica bytes a co-op held at an unlimited quota ({}); data set {:.3} MiB. Paper: quota 0–{paper_max_mb} MB, data set {paper_set_mb} MB (its full size).",
+            full as f64 / MIB,
+            held.join(", "),
+            total as f64 / MIB
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n| set | × full | quota MiB | same share of the paper's set, MB | method | CPS | mean ms | fetches | evicted | notices | redirects |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for r in rows.iter().filter(|r| r.experiment == "fig9") {
+        let full = full_of(full_sizes, &r.dataset);
+        let paper_set = QUOTA_SETS.iter().find(|q| q.0 == r.dataset).map_or(0.0, |q| q.2);
+        let _ = writeln!(
+            o,
+            "| {} | {:.2} | {:.3} | {:.1} | {} | {:.1} | {:.1} | {} | {} | {} | {} |",
             r.dataset,
+            fraction(r, full),
             r.quota_bytes.unwrap_or(0) as f64 / MIB,
+            fraction(r, full) * paper_set,
             r.method,
             r.cps,
             r.mean_ms,
