@@ -41,7 +41,7 @@ pub struct DcConfig {
     pub seed: u64,
     /// False: serve as a DC node but never replicate (overhead measurement).
     pub replicate: bool,
-    /// Load threshold theta of the balancer (overloaded above (1+theta)·mean).
+    /// Load threshold theta of the balancer and the selector (overloaded above (1+theta)·mean).
     pub theta: f64,
 }
 
@@ -59,7 +59,7 @@ impl Default for DcConfig {
             ping_ms: 1000,
             seed: 0,
             replicate: true,
-            theta: 0.2,
+            theta: locus_dc::balancer::BalancerConfig::default().theta,
         }
     }
 }

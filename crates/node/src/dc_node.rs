@@ -118,7 +118,8 @@ impl DcNode {
         let epoch_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64);
         let maps = ClusterMaps::new(me, epoch_ms, membership.ids());
         let peers: Vec<ServerId> = membership.ids().filter(|&id| id != me).collect();
-        let selector = Selector::new(SelectorConfig::default(), config.seed);
+        let selector =
+            Selector::new(SelectorConfig { theta: config.theta, ..SelectorConfig::default() }, config.seed);
         let balancer_config = BalancerConfig {
             method: config.method,
             theta: config.theta,
