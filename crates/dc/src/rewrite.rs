@@ -463,6 +463,19 @@ mod tests {
         })
     }
 
+    /// Per slot: verbatim, the home's original URL or a replica URL, as `picks` (0, 1, 2) say.
+    fn mixed_choices(p: &RewritePlan, picks: &[u8]) -> Vec<SlotChoice> {
+        p.slots()
+            .iter()
+            .zip(picks.iter().cycle())
+            .map(|(s, k)| match k {
+                0 => SlotChoice::Verbatim,
+                1 => SlotChoice::Url(format!("{}{}", original_url(HOME, &s.target_path), s.suffix)),
+                _ => SlotChoice::Url(format!("{}{}", replica_url(COOP, 7, "s1", &s.target_path), s.suffix)),
+            })
+            .collect()
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -473,13 +486,7 @@ mod tests {
             let p = plan(&html, "/d/page.html");
             let verbatim = vec![SlotChoice::Verbatim; p.slots().len()];
             prop_assert_eq!(p.render_to_vec(html.as_bytes(), &verbatim, None).unwrap(), html.as_bytes());
-            let choices: Vec<SlotChoice> = p.slots().iter().zip(picks.iter().cycle())
-                .map(|(s, k)| match k {
-                    0 => SlotChoice::Verbatim,
-                    1 => SlotChoice::Url(format!("{}{}", original_url(HOME, &s.target_path), s.suffix)),
-                    _ => SlotChoice::Url(format!("{}{}", replica_url(COOP, 7, "s1", &s.target_path), s.suffix)),
-                })
-                .collect();
+            let choices = mixed_choices(&p, &picks);
             let base = if with_base { p.base_for_copy(HOME) } else { None };
             let out = p.render_to_vec(html.as_bytes(), &choices, base.as_deref()).unwrap();
             prop_assert_eq!(out.len() as u64, p.render(&choices, base.as_deref()).unwrap().content_length);
@@ -491,13 +498,7 @@ mod tests {
         ) {
             let before = scan_page(html.as_bytes()).unwrap();
             let p = plan(&html, "/d/page.html");
-            let choices: Vec<SlotChoice> = p.slots().iter().zip(picks.iter().cycle())
-                .map(|(s, k)| match k {
-                    0 => SlotChoice::Verbatim,
-                    1 => SlotChoice::Url(format!("{}{}", original_url(HOME, &s.target_path), s.suffix)),
-                    _ => SlotChoice::Url(format!("{}{}", replica_url(COOP, 7, "s1", &s.target_path), s.suffix)),
-                })
-                .collect();
+            let choices = mixed_choices(&p, &picks);
             let base = if with_base { p.base_for_copy(HOME) } else { None };
             let out = p.render_to_vec(html.as_bytes(), &choices, base.as_deref()).unwrap();
             let after = scan_page(&out).unwrap();

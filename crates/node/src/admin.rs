@@ -112,16 +112,8 @@ pub fn metrics_text(node: &NodeContext) -> String {
     let load = node.load_report();
     let (objects, used) = node.store.usage();
     let mut registry = Registry::with_prefix("locus_node");
-    let counter = |registry: &mut Registry, name: &str, help: &str, v: u64| {
-        let c: Counter = Counter::default();
-        c.inc_by(v);
-        registry.register(name, help, c);
-    };
-    let gauge = |registry: &mut Registry, name: &str, help: &str, v: u64| {
-        let g: Gauge = Gauge::default();
-        g.set(v.min(i64::MAX as u64) as i64);
-        registry.register(name, help, g);
-    };
+    let counter = register_counter;
+    let gauge = register_gauge;
     counter(&mut registry, "requests", "Requests whose head was parsed", s.requests);
     counter(
         &mut registry,
@@ -320,4 +312,18 @@ pub async fn serve_admin(listener: TcpListener, node: Arc<NodeContext>, mut shut
         }
     }
     connections.shutdown().await;
+}
+
+/// Register a counter standing at `v`.
+pub(crate) fn register_counter(registry: &mut Registry, name: &str, help: &str, v: u64) {
+    let c: Counter = Counter::default();
+    c.inc_by(v);
+    registry.register(name, help, c);
+}
+
+/// Register a gauge at `v` (saturated to i64).
+pub(crate) fn register_gauge(registry: &mut Registry, name: &str, help: &str, v: u64) {
+    let g: Gauge = Gauge::default();
+    g.set(v.min(i64::MAX as u64) as i64);
+    registry.register(name, help, g);
 }

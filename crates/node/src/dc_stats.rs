@@ -159,16 +159,8 @@ pub struct DcGauges {
 impl DcSnapshot {
     /// Register the `dc_*` metrics.
     pub fn register(&self, registry: &mut Registry, gauges: &DcGauges) {
-        let counter = |registry: &mut Registry, name: &str, help: &str, v: u64| {
-            let c: Counter = Counter::default();
-            c.inc_by(v);
-            registry.register(name, help, c);
-        };
-        let gauge = |registry: &mut Registry, name: &str, help: &str, v: u64| {
-            let g: Gauge = Gauge::default();
-            g.set(v.min(i64::MAX as u64) as i64);
-            registry.register(name, help, g);
-        };
+        let counter = crate::admin::register_counter;
+        let gauge = crate::admin::register_gauge;
         counter(registry, "dc_fetches_ok", "Copies fetched from their homes", self.fetches_ok);
         let failures = Family::<Vec<(String, String)>, Counter>::default();
         for (reason, n) in &self.fetch_failures {
