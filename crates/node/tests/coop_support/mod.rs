@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use locus_node::{CoopConfig, NodeConfig, NodeServer, Replacement};
 
@@ -82,14 +82,7 @@ pub fn coop_figure(node: &NodeServer, name: &str) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("coop.{name} in {coop}"))
 }
 
-/// Wait (at most 20 s) until `ok` holds.
-pub fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
+pub use locus_test_support::wait_until;
 
 /// Write `data` at `rel` under `root` with a fixed mtime, so copies in several roots are the
 /// same version.

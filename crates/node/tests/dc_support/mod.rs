@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use locus_node::{DcConfig, NodeConfig, NodeServer};
 
@@ -115,14 +115,7 @@ pub fn dc_figure(node: &NodeServer, name: &str) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("dc.{name} in {dc}"))
 }
 
-/// Wait (at most 20 s) until `ok` holds.
-pub fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+pub use locus_test_support::wait_until;
 
 /// Every `src="…"` and `href="…"` value of a page, in order.
 pub fn links(html: &str) -> Vec<String> {
