@@ -107,12 +107,28 @@ struct InFlight {
     measured: bool,
 }
 
-/// Why a connection stopped waiting.
+/// Why a connection stopped waiting (also the live surfer's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fault {
+pub(crate) enum Fault {
     /// The run is over (its end passed): abandon without counting.
     Stop,
     Error(ErrorKind),
+}
+
+impl Fault {
+    /// A response that does not frame: cut off reads as a closed connection.
+    pub(crate) fn framing(e: crate::response_reader::FramingError) -> Fault {
+        Fault::Error(if e.is_truncation() { ErrorKind::Closed } else { ErrorKind::Framing })
+    }
+}
+
+/// The server closed the connection: the response it completed (never kept alive), or why not.
+pub(crate) fn response_at_eof(reader: &mut ResponseReader) -> Result<ResponseSummary, Fault> {
+    match reader.at_eof() {
+        Ok(Some(summary)) => Ok(ResponseSummary { keep_alive: false, ..summary }),
+        Ok(None) => Err(Fault::Error(ErrorKind::Closed)),
+        Err(e) => Err(Fault::framing(e)),
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -462,14 +478,11 @@ impl ClientConnection {
         let timeout_at = front.sent_at + self.shared.settings.timeout;
         let run_end = self.shared.timing.run_end;
         let deadline = run_end.map_or(timeout_at, |e| e.min(timeout_at));
-        let classify = |e: crate::response_reader::FramingError| {
-            Fault::Error(if e.is_truncation() { ErrorKind::Closed } else { ErrorKind::Framing })
-        };
         loop {
             match self.reader.poll_response(head_only, hash) {
                 Ok(Some(summary)) => return Ok(summary),
                 Ok(None) => {}
-                Err(e) => return Err(classify(e)),
+                Err(e) => return Err(Fault::framing(e)),
             }
             let Some(stream) = self.stream.as_mut() else { return Err(Fault::Error(ErrorKind::Closed)) };
             // The timer may be set earlier than needed (it is moved only when it fires, not
@@ -484,13 +497,7 @@ impl ClientConnection {
                 () = &mut self.timer => None,
             };
             match read {
-                Some(Ok(0)) => {
-                    return match self.reader.at_eof() {
-                        Ok(Some(summary)) => Ok(ResponseSummary { keep_alive: false, ..summary }),
-                        Ok(None) => Err(Fault::Error(ErrorKind::Closed)),
-                        Err(e) => Err(classify(e)),
-                    };
-                }
+                Some(Ok(0)) => return response_at_eof(&mut self.reader),
                 Some(Ok(n)) => self.reader.commit(n),
                 Some(Err(_)) => return Err(Fault::Error(ErrorKind::Closed)),
                 None => {

@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use crate::connection::WorkerShared;
+use crate::connection::{Fault, WorkerShared, response_at_eof};
 use crate::response_reader::{BodyCapture, ResponseReader, ResponseSummary};
 use crate::stats::{ErrorKind, ThreadStats};
 use crate::surf_plan::{LinkTarget, MAX_PAGE_BYTES, PageUrl, SiteCheck, SurfPlan, site_path_of};
@@ -29,12 +29,6 @@ const MAX_LINK_DRAWS: usize = 8;
 
 /// The run is over (its end passed, or the request budget is spent).
 struct Stopped;
-
-/// Why a request got no usable answer.
-enum Fault {
-    Stop,
-    Error(ErrorKind),
-}
 
 /// One allowed host's connection of a client.
 struct HostConnection {
@@ -309,15 +303,12 @@ impl SurfClient {
 
     /// Read one response on `host`'s connection into the capture (the timer is armed).
     async fn read_response(&mut self, host: usize) -> Result<ResponseSummary, Fault> {
-        let classify = |e: crate::response_reader::FramingError| {
-            Fault::Error(if e.is_truncation() { ErrorKind::Closed } else { ErrorKind::Framing })
-        };
         loop {
             let conn = &mut self.conns[host];
             match conn.reader.poll_response_capturing(false, true, &mut self.capture) {
                 Ok(Some(summary)) => return Ok(summary),
                 Ok(None) => {}
-                Err(e) => return Err(classify(e)),
+                Err(e) => return Err(Fault::framing(e)),
             }
             let Some(stream) = conn.stream.as_mut() else { return Err(Fault::Error(ErrorKind::Closed)) };
             let read = tokio::select! {
@@ -326,13 +317,7 @@ impl SurfClient {
                 () = &mut self.timer => None,
             };
             match read {
-                Some(Ok(0)) => {
-                    return match conn.reader.at_eof() {
-                        Ok(Some(summary)) => Ok(ResponseSummary { keep_alive: false, ..summary }),
-                        Ok(None) => Err(Fault::Error(ErrorKind::Closed)),
-                        Err(e) => Err(classify(e)),
-                    };
-                }
+                Some(Ok(0)) => return response_at_eof(&mut conn.reader),
                 Some(Ok(n)) => conn.reader.commit(n),
                 Some(Err(_)) => return Err(Fault::Error(ErrorKind::Closed)),
                 None => return Err(self.expired()),
