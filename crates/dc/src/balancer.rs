@@ -4,6 +4,7 @@
 //! copied, co-ops fetch on the first request). Resource-Aware's bookkeeping is in
 //! `resource_aware`.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -199,10 +200,6 @@ impl RoundLoads {
         load > (1.0 + self.theta) * self.mean
     }
 
-    pub(crate) fn load_of(&self, s: ServerId) -> Option<f64> {
-        self.coops.iter().find(|(id, _)| *id == s).map(|&(_, l)| l)
-    }
-
     /// The least loaded lightly loaded co-op for which `allowed` holds (ties: lower id).
     pub(crate) fn least_light(&self, allowed: impl Fn(ServerId) -> bool) -> Option<ServerId> {
         (self.coops.iter())
@@ -230,6 +227,9 @@ pub struct Balancer {
     config: BalancerConfig,
     rates: RequestRates,
     books: QuotaBooks,
+    /// Co-ops that were heavily loaded at the previous round (Resource-Aware revokes only
+    /// from a co-op heavy at two rounds in a row).
+    heavy_before: BTreeSet<ServerId>,
     last_round: u64,
 }
 
@@ -238,7 +238,8 @@ impl Balancer {
     pub fn new(home: ServerId, config: BalancerConfig, now: u64) -> Result<Balancer, BalancerConfigError> {
         config.check()?;
         let rates = RequestRates::new(config.rate_alpha);
-        Ok(Balancer { home, config, rates, books: QuotaBooks::new(config.coop_quota), last_round: now })
+        let books = QuotaBooks::new(config.coop_quota);
+        Ok(Balancer { home, config, rates, books, heavy_before: BTreeSet::new(), last_round: now })
     }
 
     pub fn config(&self) -> &BalancerConfig {
@@ -263,6 +264,15 @@ impl Balancer {
     /// Sets a co-op's quota Q_s for Resource-Aware.
     pub fn set_coop_quota(&mut self, coop: ServerId, quota: u64) {
         self.books.set_quota(coop, quota);
+    }
+
+    /// A co-op reported `free` bytes of replica space: Resource-Aware books its quota as what
+    /// this home placed there plus that room, so copies the co-op still keeps after a
+    /// revocation (or for other homes) count against the room until they are evicted.
+    pub fn note_coop_free(&mut self, coop: ServerId, free: u64) {
+        if self.config.method == QuotaMethod::ResourceAware && coop != self.home {
+            self.books.set_quota(coop, self.books.used(coop).saturating_add(free));
+        }
     }
 
     /// A co-op evicted its copy of `path`: under Deletion-Aware it leaves the set (true);
@@ -298,6 +308,7 @@ impl Balancer {
                 let max_placements = self.placement_limit(&loads);
                 let mut round = crate::resource_aware::ResourceRound {
                     books: &mut self.books,
+                    heavy_before: &mut self.heavy_before,
                     rates: &self.rates,
                     map,
                     loads: &mut loads,

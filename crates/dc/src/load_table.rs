@@ -29,6 +29,16 @@ pub enum LoadError {
     BadFree(String),
 }
 
+/// How long (ns) a peer's load stays fresh when a pinger runs every `ping_period_ns` and asks
+/// peers whose entry is older than `stale_after_ns`: the entry is refreshed at the pinger's
+/// first round after it turns stale, up to a period later, and the answer takes up to another
+/// period. A shorter freshness makes a live peer's load unknown for part of every cycle, and
+/// an unknown load counts as the mean, so an overloaded peer looked average a third of the
+/// time and kept being chosen.
+pub fn fresh_for(ping_period_ns: u64, stale_after_ns: u64) -> u64 {
+    stale_after_ns.saturating_add(ping_period_ns.saturating_mul(2))
+}
+
 /// A server's own load: connections per second, smoothed by `L <- a*L + (1-a)*S` at each tick,
 /// where `S` is the connections counted since the last tick over the seconds elapsed.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,6 +1,7 @@
 //! One Resource-Aware balancing round: revoke until every co-op's books fit its quota, revoke
-//! the most popular copy from each heavily loaded co-op, then place the most popular candidates
-//! on lightly loaded co-ops where they fit, replacing less popular copies to make room.
+//! the most popular copy from each co-op heavily loaded at two rounds in a row, then place
+//! the most popular candidates on lightly loaded co-ops where they fit, replacing less
+//! popular copies to make room.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use crate::request_rates::RequestRates;
 /// The state one round works on, borrowed from the `Balancer` and the caller.
 pub(crate) struct ResourceRound<'a> {
     pub(crate) books: &'a mut QuotaBooks,
+    pub(crate) heavy_before: &'a mut BTreeSet<ServerId>,
     pub(crate) rates: &'a RequestRates,
     pub(crate) map: &'a mut ReplicaMap,
     pub(crate) loads: &'a mut RoundLoads,
@@ -64,15 +66,21 @@ impl ResourceRound<'_> {
         }
     }
 
-    /// Each heavily loaded co-op loses its most popular copy of this home's documents.
+    /// Each co-op heavily loaded at this round and the previous one loses its most popular
+    /// copy of this home's documents. One heavy sample is not enough: a co-op's smoothed load
+    /// swings from round to round when many links name it at once, and revoking on every
+    /// swing sheds copies that the next round must place again.
     fn revoke_from_heavy(&mut self) {
-        let coops: Vec<ServerId> = self.books.coops().collect();
+        let heavy: BTreeSet<ServerId> =
+            (self.loads.coops.iter()).filter(|&&(_, l)| self.loads.heavy(l)).map(|&(s, _)| s).collect();
+        let coops: Vec<ServerId> =
+            self.books.coops().filter(|c| heavy.contains(c) && self.heavy_before.contains(c)).collect();
         for coop in coops {
-            let heavy = self.loads.load_of(coop).is_some_and(|l| self.loads.heavy(l));
-            if let Some((path, _, _)) = heavy.then(|| self.by_popularity(coop).pop()).flatten() {
+            if let Some((path, _, _)) = self.by_popularity(coop).pop() {
                 self.revoke(coop, path);
             }
         }
+        *self.heavy_before = heavy;
     }
 
     /// While the home is overloaded: the least loaded lightly loaded co-op gets the most
@@ -196,7 +204,7 @@ mod tests {
     }
 
     #[test]
-    fn heavily_loaded_coop_loses_its_most_popular_copy() {
+    fn coop_heavily_loaded_at_two_rounds_in_a_row_loses_its_most_popular_copy() {
         let (mut b, mut map) = setup(1000);
         requests(&mut b, &[("/a", 300), ("/b", 200)]);
         b.round(5 * S, 100.0, &one_coop(0.0, 5 * S), &mut map, |_| Some(10));
@@ -204,8 +212,43 @@ mod tests {
         assert_eq!(map.servers("/b"), [H, C]);
         requests(&mut b, &[("/a", 300), ("/b", 200)]);
         let acts = b.round(10 * S, 10.0, &one_coop(100.0, 10 * S), &mut map, |_| Some(10));
+        assert_eq!(acts, [], "one heavy round is a swing, not an overload");
+        requests(&mut b, &[("/a", 300), ("/b", 200)]);
+        let acts = b.round(15 * S, 10.0, &one_coop(100.0, 15 * S), &mut map, |_| Some(10));
         assert_eq!(acts, [Action::Revoke { path: "/a".into(), coop: C }]);
         assert_eq!(map.servers("/a"), [H]);
+    }
+
+    #[test]
+    fn coop_heavy_then_light_then_heavy_keeps_its_copies() {
+        let (mut b, mut map) = setup(1000);
+        requests(&mut b, &[("/a", 300)]);
+        b.round(5 * S, 100.0, &one_coop(0.0, 5 * S), &mut map, |_| Some(10));
+        for (round, load) in [(2, 100.0), (3, 5.0), (4, 100.0)] {
+            let acts = b.round(round * 5 * S, 10.0, &one_coop(load, round * 5 * S), &mut map, |_| Some(10));
+            assert!(!acts.iter().any(|a| matches!(a, Action::Revoke { .. })), "round {round}: {acts:?}");
+        }
+        assert_eq!(map.servers("/a"), [H, C]);
+    }
+
+    #[test]
+    fn reported_free_room_bounds_the_next_placements() {
+        let (mut b, mut map) = setup(u64::MAX);
+        requests(&mut b, &[("/a", 300), ("/b", 200), ("/c", 100)]);
+        b.note_coop_free(C, 150);
+        let acts = b.round(5 * S, 100.0, &one_coop(0.0, 5 * S), &mut map, |_| Some(100));
+        assert_eq!(acts, [Action::Place { path: "/a".into(), coop: C }]);
+        assert_eq!((b.books().used(C), b.books().quota(C)), (100, 150));
+        b.note_coop_free(C, 0);
+        assert_eq!(b.books().quota(C), 100, "booked copies keep their room");
+    }
+
+    #[test]
+    fn other_methods_ignore_reported_free_room() {
+        let config = BalancerConfig { method: QuotaMethod::DeletionAware, ..Default::default() };
+        let mut b = Balancer::new(H, config, 0).unwrap();
+        b.note_coop_free(C, 10);
+        assert_eq!(b.books().quota(C), u64::MAX);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use locus_dc::balancer::{Balancer, BalancerConfig};
 use locus_dc::consistency::Consistency;
-use locus_dc::load_table::{LoadTable, format_load_header, parse_load_header};
+use locus_dc::load_table::{LoadTable, format_load_header, fresh_for, parse_load_header};
 use locus_dc::replica_map::{ClusterMaps, DocKey};
 use locus_dc::replica_store::ReplicaStore;
 use locus_dc::replica_url::replica_url;
@@ -32,6 +32,9 @@ use crate::origin::{OriginAddr, OriginPool};
 
 /// Messages waiting for the background task; beyond it they are dropped.
 const OUTBOX: usize = 16 * 1024;
+
+/// The pinger asks a peer whose load is older than this many ping periods.
+pub(crate) const PING_STALE_PERIODS: u64 = 2;
 
 /// A copy of another home's document held by this co-op.
 #[derive(Debug)]
@@ -118,14 +121,16 @@ impl DcNode {
         let epoch_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64);
         let maps = ClusterMaps::new(me, epoch_ms, membership.ids());
         let peers: Vec<ServerId> = membership.ids().filter(|&id| id != me).collect();
-        let selector =
-            Selector::new(SelectorConfig { theta: config.theta, ..SelectorConfig::default() }, config.seed);
+        let ping_ns = config.ping_ms * 1_000_000;
+        let max_age_ns = fresh_for(ping_ns, PING_STALE_PERIODS * ping_ns);
+        let selector_config = SelectorConfig { theta: config.theta, max_age_ns, ..SelectorConfig::default() };
+        let selector = Selector::new(selector_config, config.seed);
         let balancer_config = BalancerConfig {
             method: config.method,
             theta: config.theta,
             period_ns: config.balance_ms * 1_000_000,
             coop_quota: config.quota.bytes(),
-            max_age_ns: (3_000_000_000u64).max(config.ping_ms * 3_000_000),
+            max_age_ns,
             ..BalancerConfig::default()
         };
         let balancer = Balancer::new(me, balancer_config, 0).map_err(|e| format!("dc: {e}"))?;
@@ -210,14 +215,17 @@ impl DcNode {
         format_load_header(self.name(self.me), self.own_load(), Some(free))
     }
 
-    /// Record an `X-DC-Load` value received from a peer; false if it is malformed or names
-    /// no peer.
+    /// Record an `X-DC-Load` value received from a peer (its `free` room books its quota under
+    /// Resource-Aware); false if it is malformed or names no peer.
     pub fn note_load(&self, value: &str) -> bool {
         let Ok(report) = parse_load_header(value) else { return false };
         let Some(id) = self.membership.by_name(&report.name).filter(|&id| id != self.me) else {
             return false;
         };
         let now = self.now_ns();
+        if let Some(free) = report.free {
+            self.balancer.lock().note_coop_free(id, free);
+        }
         self.choosing.lock().table.update(id, report.load, now)
     }
 
@@ -338,6 +346,19 @@ impl DcNode {
         }
     }
 
+    /// Resource-Aware's books for status: each peer's booked bytes and quota Q_s (null when
+    /// unlimited).
+    fn books_json(&self) -> Vec<serde_json::Value> {
+        let balancer = self.balancer.lock();
+        let books = balancer.books();
+        (self.membership.ids().filter(|&id| id != self.me))
+            .map(|id| {
+                let quota = Some(books.quota(id)).filter(|&q| q != u64::MAX);
+                serde_json::json!({"server": self.name(id), "booked_bytes": books.used(id), "quota_bytes": quota})
+            })
+            .collect()
+    }
+
     /// The `dc` object of `/locus/status`.
     pub fn status_json(&self) -> serde_json::Value {
         let g = self.gauges();
@@ -357,6 +378,9 @@ impl DcNode {
             o.insert("replicate".into(), self.config.replicate.into());
             o.insert("own_load".into(), g.own_load.into());
             o.insert("loads".into(), loads.into());
+            if self.config.method == locus_dc::balancer::QuotaMethod::ResourceAware {
+                o.insert("books".into(), self.books_json().into());
+            }
             o.insert("replicated_docs".into(), g.replicated_docs.into());
             o.insert("map_entries".into(), g.map_entries.into());
             o.insert("store_bytes".into(), g.store_bytes.into());

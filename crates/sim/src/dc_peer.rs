@@ -79,12 +79,19 @@ impl DcPeerConfig {
 
     /// The balancer's configuration with this run's method and co-op quota.
     pub fn balancer_config(&self) -> BalancerConfig {
-        BalancerConfig { method: self.method, coop_quota: self.store_quota(), ..self.balancer }
+        let max_age_ns = self.load_max_age_ns();
+        BalancerConfig { method: self.method, coop_quota: self.store_quota(), max_age_ns, ..self.balancer }
+    }
+
+    /// How long a peer's load stays fresh for the balancer and the selector (see
+    /// `locus_dc::load_table::fresh_for`).
+    pub fn load_max_age_ns(&self) -> u64 {
+        locus_dc::load_table::fresh_for(self.ping_period_ns, self.ping_stale_ns)
     }
 
     /// The selector's configuration with the balancer's threshold θ (one notion of overloaded).
     pub fn selector_config(&self) -> SelectorConfig {
-        SelectorConfig { theta: self.balancer.theta, ..self.selector }
+        SelectorConfig { theta: self.balancer.theta, max_age_ns: self.load_max_age_ns(), ..self.selector }
     }
 
     /// The replica store's byte quota on each co-op.
