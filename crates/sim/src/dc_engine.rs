@@ -101,6 +101,8 @@ pub(crate) struct PeerEngine<'a> {
     requests: Vec<Request>,
     queue: EventQueue<Event>,
     counters: Counters,
+    /// Each server's CPU and disk busy time when the measurement began.
+    busy_at_warmup: Option<Vec<(u64, u64)>>,
 }
 
 impl<'a> PeerEngine<'a> {
@@ -120,6 +122,7 @@ impl<'a> PeerEngine<'a> {
             requests: Vec::with_capacity(config.clients as usize),
             queue: EventQueue::with_capacity(4 * config.clients as usize + 64),
             counters: Counters::default(),
+            busy_at_warmup: None,
         };
         for c in 0..config.clients {
             let next = engine.surfers[c as usize].start(site);
@@ -356,6 +359,10 @@ impl<'a> PeerEngine<'a> {
     }
 
     fn tick(&mut self, now: u64) {
+        if self.busy_at_warmup.is_none() && now >= self.config.warmup_ns() {
+            let busy = self.servers.iter().map(|s| (s.cpu.busy_ns(), s.disk.busy_ns())).collect();
+            self.busy_at_warmup = Some(busy);
+        }
         for server in &mut self.servers {
             let connections = std::mem::take(&mut server.connections);
             server.meter.tick(now, connections);
@@ -416,23 +423,30 @@ impl<'a> PeerEngine<'a> {
             max_store_bytes: k.max_store,
             replicated_docs: home_map.replicated().count() as u64,
             placed_copies: home_map.summary(|p| self.site.size_of(p)).placed_copies,
-            home_cpu: self.utilisation(|s| s.cpu.busy_ns(), true),
-            coop_cpu: self.utilisation(|s| s.cpu.busy_ns(), false),
-            home_disk: self.utilisation(|s| s.disk.busy_ns(), true),
+            home_cpu: self.measured_busy(0).first().map_or(0.0, |b| b.0),
+            coop_cpu: mean(self.measured_busy(1).iter().map(|b| b.0)),
+            busiest_coop_cpu: self.measured_busy(1).iter().map(|b| b.0).fold(0.0, f64::max),
+            home_disk: self.measured_busy(0).first().map_or(0.0, |b| b.1),
+            coop_disk: mean(self.measured_busy(1).iter().map(|b| b.1)),
             warmup_s: self.config.warmup_s,
             measure_s: measure,
             events: k.events,
         }
     }
 
-    /// Busy share of the home's (or the co-ops' mean) resource over the run.
-    fn utilisation(&self, busy: impl Fn(&DcServer) -> u64, home: bool) -> f64 {
-        let end = self.config.end_ns().max(1) as f64;
-        let chosen: Vec<f64> = (self.servers.iter())
-            .filter(|s| (s.id == HOME) == home)
-            .map(|s| (busy(s) as f64 / end).min(1.0))
-            .collect();
-        if chosen.is_empty() { 0.0 } else { chosen.iter().sum::<f64>() / chosen.len() as f64 }
+    /// CPU and disk busy shares of the measured window for the servers from `first` on (0:
+    /// all, the home first; 1: the co-ops). Work queued at the end counts as done: a queue's
+    /// busy time is booked when the work is submitted.
+    fn measured_busy(&self, first: usize) -> Vec<(f64, f64)> {
+        let span = (self.config.end_ns() - self.config.warmup_ns()).max(1) as f64;
+        let start = self.busy_at_warmup.as_deref().unwrap_or(&[]);
+        (self.servers.iter().enumerate().skip(first))
+            .map(|(i, s)| {
+                let (cpu0, disk0) = start.get(i).copied().unwrap_or((0, 0));
+                let share = |now: u64, then: u64| (now.saturating_sub(then) as f64 / span).min(1.0);
+                (share(s.cpu.busy_ns(), cpu0), share(s.disk.busy_ns(), disk0))
+            })
+            .collect()
     }
 
     /// Server `s` renders `page` (whose bytes are `html`) now, as it would for a client.
@@ -442,6 +456,11 @@ impl<'a> PeerEngine<'a> {
         let chosen = server.choose_slots(self.site, page, now);
         server.render_page(self.site, page, html, &chosen)
     }
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    if n == 0 { 0.0 } else { sum / n as f64 }
 }
 
 #[cfg(test)]
@@ -485,6 +504,19 @@ mod tests {
         let r = simulate_dc(&s, &config(1, QuotaMethod::Naive, UNLIMITED_QUOTA)).unwrap();
         assert_eq!((r.fetches, r.validations, r.placed_copies), (0, 0, 0));
         assert!(r.responses > 0 && r.home_share == 1.0, "{r:?}");
+        // A closed loop with no think time keeps the only server's CPU busy all the time.
+        assert!(r.home_cpu > 0.95 && r.home_cpu <= 1.0, "{r:?}");
+        assert_eq!((r.coop_cpu, r.busiest_coop_cpu, r.coop_disk), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn busiest_coop_is_at_least_the_coop_mean_and_every_share_is_within_zero_and_one() {
+        let (_d, s) = site(SitePreset::Specweb99, 0.5);
+        let r = simulate_dc(&s, &config(4, QuotaMethod::ResourceAware, UNLIMITED_QUOTA)).unwrap();
+        assert!(r.coop_cpu > 0.0 && r.busiest_coop_cpu >= r.coop_cpu, "{r:?}");
+        for share in [r.home_cpu, r.coop_cpu, r.busiest_coop_cpu, r.home_disk, r.coop_disk] {
+            assert!((0.0..=1.0).contains(&share), "{r:?}");
+        }
     }
 
     #[test]

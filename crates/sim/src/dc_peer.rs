@@ -159,11 +159,14 @@ pub struct DcRun {
     pub replicated_docs: u64,
     /// Copies the home's map places on co-ops at the end.
     pub placed_copies: u64,
-    /// CPU utilisation of the home and the mean of the co-ops over the whole run.
+    /// CPU utilisation in the measured window: the home, the co-ops' mean and the busiest
+    /// co-op.
     pub home_cpu: f64,
     pub coop_cpu: f64,
-    /// Disk utilisation of the home over the whole run.
+    pub busiest_coop_cpu: f64,
+    /// Disk utilisation in the measured window: the home and the co-ops' mean.
     pub home_disk: f64,
+    pub coop_disk: f64,
     pub warmup_s: f64,
     pub measure_s: f64,
     pub events: u64,

@@ -351,12 +351,12 @@ pub fn dc_markdown(
     );
     let _ = writeln!(
         o,
-        "| set | method | servers | CPS | KB/s | mean ms | home share | home CPU | co-op CPU | copies |\n|---|---|---|---|---|---|---|---|---|---|"
+        "| set | method | servers | CPS | KB/s | mean ms | home share | home CPU | co-op CPU (mean, busiest) | home disk | co-op disk | copies |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for r in rows.iter().filter(|r| r.experiment == "fig7") {
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.1}% | {:.0}% | {:.0}% | {} |",
+            "| {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.1}% | {:.0}% | {:.0}%, {:.0}% | {:.0}% | {:.0}% | {} |",
             r.dataset,
             r.method,
             r.servers,
@@ -366,6 +366,9 @@ pub fn dc_markdown(
             100.0 * r.run.home_share,
             100.0 * r.run.home_cpu,
             100.0 * r.run.coop_cpu,
+            100.0 * r.run.busiest_coop_cpu,
+            100.0 * r.run.home_disk,
+            100.0 * r.run.coop_disk,
             r.run.placed_copies
         );
     }
@@ -391,14 +394,14 @@ pub fn dc_markdown(
     }
     let _ = writeln!(
         o,
-        "\n| set | × full | quota MiB | same share of the paper's set, MB | method | CPS | mean ms | fetches | evicted | notices | redirects |\n|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n| set | × full | quota MiB | same share of the paper's set, MB | method | CPS | mean ms | fetches | evicted | notices | redirects | co-op CPU | co-op disk |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for r in rows.iter().filter(|r| r.experiment == "fig9") {
         let full = full_of(full_sizes, &r.dataset);
         let paper_set = QUOTA_SETS.iter().find(|q| q.0 == r.dataset).map_or(0.0, |q| q.2);
         let _ = writeln!(
             o,
-            "| {} | {:.2} | {:.3} | {:.1} | {} | {:.1} | {:.1} | {} | {} | {} | {} |",
+            "| {} | {:.2} | {:.3} | {:.1} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {:.0}% | {:.0}% |",
             r.dataset,
             fraction(r, full),
             r.quota_bytes.unwrap_or(0) as f64 / MIB,
@@ -409,7 +412,9 @@ pub fn dc_markdown(
             r.run.fetches,
             r.run.copies_evicted,
             r.run.deletion_notices,
-            r.run.redirects
+            r.run.redirects,
+            100.0 * r.run.coop_cpu,
+            100.0 * r.run.coop_disk
         );
     }
     let _ = writeln!(o, "\n## Claims\n\n| | claim | criterion | result |\n|---|---|---|---|");
