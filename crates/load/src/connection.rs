@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 use crate::open_loop::ArrivalQueue;
-use crate::response_reader::{ResponseReader, ResponseSummary};
+use crate::response_reader::{FramingError, ResponseReader, ResponseSummary};
 use crate::stats::{ErrorKind, LiveCounters, ThreadStats};
 use crate::think_time::{ThinkSampler, ThinkTime};
 use crate::verifier::Mismatch;
@@ -117,17 +117,65 @@ pub(crate) enum Fault {
 
 impl Fault {
     /// A response that does not frame: cut off reads as a closed connection.
-    pub(crate) fn framing(e: crate::response_reader::FramingError) -> Fault {
+    pub(crate) fn framing(e: FramingError) -> Fault {
         Fault::Error(if e.is_truncation() { ErrorKind::Closed } else { ErrorKind::Framing })
     }
 }
 
 /// The server closed the connection: the response it completed (never kept alive), or why not.
-pub(crate) fn response_at_eof(reader: &mut ResponseReader) -> Result<ResponseSummary, Fault> {
+fn response_at_eof(reader: &mut ResponseReader) -> Result<ResponseSummary, Fault> {
     match reader.at_eof() {
         Ok(Some(summary)) => Ok(ResponseSummary { keep_alive: false, ..summary }),
         Ok(None) => Err(Fault::Error(ErrorKind::Closed)),
         Err(e) => Err(Fault::framing(e)),
+    }
+}
+
+/// Read on `stream` into `reader` until `poll` completes a response (the client's and the live
+/// surfer's reads): the response, or why none came (`Timeout` at `timeout_at`, `Stop` once
+/// `run_end` passes).
+pub(crate) async fn read_response(
+    mut stream: Option<&mut TcpStream>,
+    reader: &mut ResponseReader,
+    mut timer: Pin<&mut Sleep>,
+    timeout_at: Instant,
+    run_end: Option<Instant>,
+    mut poll: impl FnMut(&mut ResponseReader) -> Result<Option<ResponseSummary>, FramingError>,
+) -> Result<ResponseSummary, Fault> {
+    let deadline = run_end.map_or(timeout_at, |e| e.min(timeout_at));
+    loop {
+        match poll(reader) {
+            Ok(Some(summary)) => return Ok(summary),
+            Ok(None) => {}
+            Err(e) => return Err(Fault::framing(e)),
+        }
+        let Some(stream) = stream.as_deref_mut() else { return Err(Fault::Error(ErrorKind::Closed)) };
+        // The timer may be set earlier than needed (it is moved only when it fires, not
+        // for every request, e.g. still at an earlier request's deadline); never later.
+        if timer.is_elapsed() || timer.deadline().into_std() > deadline {
+            timer.as_mut().reset(deadline.into());
+        }
+        let space = reader.read_space();
+        let read = tokio::select! {
+            biased;
+            r = stream.read(space) => Some(r),
+            () = &mut timer => None,
+        };
+        match read {
+            Some(Ok(0)) => return response_at_eof(reader),
+            Some(Ok(n)) => reader.commit(n),
+            Some(Err(_)) => return Err(Fault::Error(ErrorKind::Closed)),
+            None => {
+                let now = Instant::now();
+                if run_end.is_some_and(|e| now >= e) {
+                    return Err(Fault::Stop);
+                }
+                if now >= timeout_at {
+                    return Err(Fault::Error(ErrorKind::Timeout));
+                }
+                timer.as_mut().reset(deadline.into());
+            }
+        }
     }
 }
 
@@ -476,42 +524,15 @@ impl ClientConnection {
         let head_only = template.head_only;
         let hash = template.expect.wants_checksum(head_only);
         let timeout_at = front.sent_at + self.shared.settings.timeout;
-        let run_end = self.shared.timing.run_end;
-        let deadline = run_end.map_or(timeout_at, |e| e.min(timeout_at));
-        loop {
-            match self.reader.poll_response(head_only, hash) {
-                Ok(Some(summary)) => return Ok(summary),
-                Ok(None) => {}
-                Err(e) => return Err(Fault::framing(e)),
-            }
-            let Some(stream) = self.stream.as_mut() else { return Err(Fault::Error(ErrorKind::Closed)) };
-            // The timer may be set earlier than needed (it is moved only when it fires, not
-            // for every request); it must never be later.
-            if self.timer.is_elapsed() || self.timer.deadline().into_std() > deadline {
-                self.timer.as_mut().reset(deadline.into());
-            }
-            let space = self.reader.read_space();
-            let read = tokio::select! {
-                biased;
-                r = stream.read(space) => Some(r),
-                () = &mut self.timer => None,
-            };
-            match read {
-                Some(Ok(0)) => return response_at_eof(&mut self.reader),
-                Some(Ok(n)) => self.reader.commit(n),
-                Some(Err(_)) => return Err(Fault::Error(ErrorKind::Closed)),
-                None => {
-                    let now = Instant::now();
-                    if run_end.is_some_and(|e| now >= e) {
-                        return Err(Fault::Stop);
-                    }
-                    if now >= timeout_at {
-                        return Err(Fault::Error(ErrorKind::Timeout));
-                    }
-                    self.timer.as_mut().reset(deadline.into());
-                }
-            }
-        }
+        read_response(
+            self.stream.as_mut(),
+            &mut self.reader,
+            self.timer.as_mut(),
+            timeout_at,
+            self.shared.timing.run_end,
+            |r| r.poll_response(head_only, hash),
+        )
+        .await
     }
 
     /// The oldest request in flight was answered with `summary`.

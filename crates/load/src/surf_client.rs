@@ -13,11 +13,11 @@ use locus_dc::html_links::{SlotKind, scan_page};
 use locus_dc::replica_url::MIGRATE_PREFIX;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use crate::connection::{Fault, WorkerShared, response_at_eof};
+use crate::connection::{Fault, WorkerShared, read_response};
 use crate::response_reader::{BodyCapture, ResponseReader, ResponseSummary};
 use crate::stats::{ErrorKind, ThreadStats};
 use crate::surf_plan::{LinkTarget, MAX_PAGE_BYTES, PageUrl, SiteCheck, SurfPlan, site_path_of};
@@ -257,7 +257,20 @@ impl SurfClient {
             Some(Err(_)) => return Err(Fault::Error(ErrorKind::Closed)),
             None => return Err(self.expired()),
         }
-        self.read_response(host).await.map(|s| (s, sent_at))
+        // Read the answer into the capture (the timer is armed for it).
+        let conn = &mut self.conns[host];
+        let capture = &mut self.capture;
+        let timeout_at = sent_at + self.shared.settings.timeout;
+        let summary = read_response(
+            conn.stream.as_mut(),
+            &mut conn.reader,
+            self.timer.as_mut(),
+            timeout_at,
+            self.shared.timing.run_end,
+            |r| r.poll_response_capturing(false, true, capture),
+        )
+        .await?;
+        Ok((summary, sent_at))
     }
 
     /// Set the timer to the request's deadline (its timeout, or the run's end).
@@ -298,30 +311,6 @@ impl SurfClient {
                 Fault::Stop => Err(Fault::Stop),
                 Fault::Error(_) => Err(Fault::Error(ErrorKind::Connect)),
             },
-        }
-    }
-
-    /// Read one response on `host`'s connection into the capture (the timer is armed).
-    async fn read_response(&mut self, host: usize) -> Result<ResponseSummary, Fault> {
-        loop {
-            let conn = &mut self.conns[host];
-            match conn.reader.poll_response_capturing(false, true, &mut self.capture) {
-                Ok(Some(summary)) => return Ok(summary),
-                Ok(None) => {}
-                Err(e) => return Err(Fault::framing(e)),
-            }
-            let Some(stream) = conn.stream.as_mut() else { return Err(Fault::Error(ErrorKind::Closed)) };
-            let read = tokio::select! {
-                biased;
-                r = stream.read(conn.reader.read_space()) => Some(r),
-                () = &mut self.timer => None,
-            };
-            match read {
-                Some(Ok(0)) => return response_at_eof(&mut conn.reader),
-                Some(Ok(n)) => conn.reader.commit(n),
-                Some(Err(_)) => return Err(Fault::Error(ErrorKind::Closed)),
-                None => return Err(self.expired()),
-            }
         }
     }
 
