@@ -131,6 +131,33 @@ fn response_at_eof(reader: &mut ResponseReader) -> Result<ResponseSummary, Fault
     }
 }
 
+/// Open a connection to `addr` (Nagle off) within `timeout` (the client's and the live
+/// surfer's): `Connect` when that fails or takes too long, `Stop` once `run_end` passed.
+pub(crate) async fn connect_within(
+    addr: SocketAddr,
+    mut timer: Pin<&mut Sleep>,
+    timeout: Duration,
+    run_end: Option<Instant>,
+) -> Result<TcpStream, Fault> {
+    let now = Instant::now();
+    let deadline = run_end.map_or(now + timeout, |e| e.min(now + timeout));
+    timer.as_mut().reset(deadline.into());
+    let connected = tokio::select! {
+        biased;
+        r = TcpStream::connect(addr) => Some(r),
+        () = &mut timer => None,
+    };
+    match connected {
+        Some(Ok(stream)) => {
+            let _ = stream.set_nodelay(true);
+            Ok(stream)
+        }
+        Some(Err(_)) => Err(Fault::Error(ErrorKind::Connect)),
+        None if run_end.is_some_and(|e| Instant::now() >= e) => Err(Fault::Stop),
+        None => Err(Fault::Error(ErrorKind::Connect)),
+    }
+}
+
 /// Read on `stream` into `reader` until `poll` completes a response (the client's and the live
 /// surfer's reads): the response, or why none came (`Timeout` at `timeout_at`, `Stop` once
 /// `run_end` passes).
@@ -176,6 +203,34 @@ pub(crate) async fn read_response(
                 timer.as_mut().reset(deadline.into());
             }
         }
+    }
+}
+
+/// Count a measured response, answered at `now` to a request timed from `latency_from` (the
+/// client's and the live surfer's): request, bytes, latency and status, and a 4xx or 5xx as an
+/// error, in `stats` and the live counters.
+pub(crate) fn count_response(
+    stats: &mut ThreadStats,
+    live: &LiveCounters,
+    summary: &ResponseSummary,
+    latency_from: Instant,
+    now: Instant,
+) {
+    stats.requests += 1;
+    stats.bytes += summary.wire_bytes;
+    stats.last_response = Some(now);
+    let us = now.saturating_duration_since(latency_from).as_micros();
+    stats.latency.record_us(u64::try_from(us).unwrap_or(u64::MAX));
+    stats.count_status(summary.status);
+    live.add_request();
+    let kind = match summary.status {
+        400..=499 => Some(ErrorKind::Status4xx),
+        500..=599 => Some(ErrorKind::Status5xx),
+        _ => None,
+    };
+    if let Some(kind) = kind {
+        stats.errors.add(kind, 1);
+        live.add_errors(1);
     }
 }
 
@@ -452,31 +507,13 @@ impl ClientConnection {
         self.server = (self.slot + self.connects) % servers.len();
         self.connects += 1;
         let addr = servers[self.server].addr;
-        let now = Instant::now();
-        let deadline = self
-            .shared
-            .timing
-            .run_end
-            .map_or(now + self.shared.settings.timeout, |e| e.min(now + self.shared.settings.timeout));
-        self.timer.as_mut().reset(deadline.into());
-        let connected = tokio::select! {
-            biased;
-            r = TcpStream::connect(addr) => Some(r),
-            () = &mut self.timer => None,
-        };
-        match connected {
-            Some(Ok(stream)) => {
-                let _ = stream.set_nodelay(true);
-                self.stream = Some(stream);
-                self.served = 0;
-                self.reader.reset();
-                self.shared.stats.borrow_mut().connections += 1;
-                Ok(())
-            }
-            Some(Err(_)) => Err(Fault::Error(ErrorKind::Connect)),
-            None if self.run_over(Instant::now()) => Err(Fault::Stop),
-            None => Err(Fault::Error(ErrorKind::Connect)),
-        }
+        let (timeout, run_end) = (self.shared.settings.timeout, self.shared.timing.run_end);
+        let stream = connect_within(addr, self.timer.as_mut(), timeout, run_end).await?;
+        self.stream = Some(stream);
+        self.served = 0;
+        self.reader.reset();
+        self.shared.stats.borrow_mut().connections += 1;
+        Ok(())
     }
 
     /// Write `wbuf` whole.
@@ -558,23 +595,8 @@ impl ClientConnection {
             }
         }
         if f.measured {
-            stats.requests += 1;
             stats.dynamic_requests += u64::from(template.dynamic);
-            stats.bytes += summary.wire_bytes;
-            stats.last_response = Some(now);
-            let us = now.saturating_duration_since(f.latency_from).as_micros();
-            stats.latency.record_us(u64::try_from(us).unwrap_or(u64::MAX));
-            stats.count_status(summary.status);
-            self.shared.live.add_request();
-            let kind = match summary.status {
-                400..=499 => Some(ErrorKind::Status4xx),
-                500..=599 => Some(ErrorKind::Status5xx),
-                _ => None,
-            };
-            if let Some(kind) = kind {
-                stats.errors.add(kind, 1);
-                self.shared.live.add_errors(1);
-            }
+            count_response(&mut stats, &self.shared.live, summary, f.latency_from, now);
         }
     }
 

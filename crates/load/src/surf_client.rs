@@ -17,7 +17,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use crate::connection::{Fault, WorkerShared, read_response};
+use crate::connection::{Fault, WorkerShared, connect_within, count_response, read_response};
 use crate::response_reader::{BodyCapture, ResponseReader, ResponseSummary};
 use crate::stats::{ErrorKind, ThreadStats};
 use crate::surf_plan::{LinkTarget, MAX_PAGE_BYTES, PageUrl, SiteCheck, SurfPlan, site_path_of};
@@ -286,32 +286,18 @@ impl SurfClient {
     }
 
     async fn connect(&mut self, host: usize) -> Result<(), Fault> {
-        self.arm(Instant::now());
         let addr = self.plan.hosts[host].addr;
-        let connected = tokio::select! {
-            biased;
-            r = TcpStream::connect(addr) => Some(r),
-            () = &mut self.timer => None,
-        };
-        match connected {
-            Some(Ok(stream)) => {
-                let _ = stream.set_nodelay(true);
-                let conn = &mut self.conns[host];
-                conn.stream = Some(stream);
-                conn.served = 0;
-                conn.reader.reset();
-                let measured = self.measured();
-                let mut stats = self.shared.stats.borrow_mut();
-                stats.connections += 1;
-                stats.surf.connections += u64::from(measured);
-                Ok(())
-            }
-            Some(Err(_)) => Err(Fault::Error(ErrorKind::Connect)),
-            None => match self.expired() {
-                Fault::Stop => Err(Fault::Stop),
-                Fault::Error(_) => Err(Fault::Error(ErrorKind::Connect)),
-            },
-        }
+        let (timeout, run_end) = (self.shared.settings.timeout, self.shared.timing.run_end);
+        let stream = connect_within(addr, self.timer.as_mut(), timeout, run_end).await?;
+        let conn = &mut self.conns[host];
+        conn.stream = Some(stream);
+        conn.served = 0;
+        conn.reader.reset();
+        let measured = self.measured();
+        let mut stats = self.shared.stats.borrow_mut();
+        stats.connections += 1;
+        stats.surf.connections += u64::from(measured);
+        Ok(())
     }
 
     fn close(&mut self, host: usize) {
@@ -326,26 +312,11 @@ impl SurfClient {
         let Some(sent_at) = sent_at else { return };
         let now = Instant::now();
         let mut stats = self.shared.stats.borrow_mut();
-        stats.requests += 1;
-        stats.bytes += summary.wire_bytes;
-        stats.last_response = Some(now);
-        let us = now.saturating_duration_since(sent_at).as_micros();
-        stats.latency.record_us(u64::try_from(us).unwrap_or(u64::MAX));
-        stats.count_status(summary.status);
         stats.surf.count_server(&self.plan.hosts[host].authority);
         if self.capture.replica || target.starts_with(MIGRATE_PREFIX) {
             stats.surf.replica_responses += 1;
         }
-        self.shared.live.add_request();
-        let kind = match summary.status {
-            400..=499 => Some(ErrorKind::Status4xx),
-            500..=599 => Some(ErrorKind::Status5xx),
-            _ => None,
-        };
-        if let Some(kind) = kind {
-            stats.errors.add(kind, 1);
-            self.shared.live.add_errors(1);
-        }
+        count_response(&mut stats, &self.shared.live, summary, sent_at, now);
     }
 
     /// Check a response against the site's originals (warm-up included).
