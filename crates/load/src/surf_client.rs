@@ -13,11 +13,11 @@ use locus_dc::html_links::{SlotKind, scan_page};
 use locus_dc::replica_url::MIGRATE_PREFIX;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use crate::connection::{Fault, WorkerShared, response_at_eof};
+use crate::connection::{Fault, WorkerShared, connect_within, count_response, read_response};
 use crate::response_reader::{BodyCapture, ResponseReader, ResponseSummary};
 use crate::stats::{ErrorKind, ThreadStats};
 use crate::surf_plan::{LinkTarget, MAX_PAGE_BYTES, PageUrl, SiteCheck, SurfPlan, site_path_of};
@@ -257,7 +257,20 @@ impl SurfClient {
             Some(Err(_)) => return Err(Fault::Error(ErrorKind::Closed)),
             None => return Err(self.expired()),
         }
-        self.read_response(host).await.map(|s| (s, sent_at))
+        // Read the answer into the capture (the timer is armed for it).
+        let conn = &mut self.conns[host];
+        let capture = &mut self.capture;
+        let timeout_at = sent_at + self.shared.settings.timeout;
+        let summary = read_response(
+            conn.stream.as_mut(),
+            &mut conn.reader,
+            self.timer.as_mut(),
+            timeout_at,
+            self.shared.timing.run_end,
+            |r| r.poll_response_capturing(false, true, capture),
+        )
+        .await?;
+        Ok((summary, sent_at))
     }
 
     /// Set the timer to the request's deadline (its timeout, or the run's end).
@@ -273,56 +286,18 @@ impl SurfClient {
     }
 
     async fn connect(&mut self, host: usize) -> Result<(), Fault> {
-        self.arm(Instant::now());
         let addr = self.plan.hosts[host].addr;
-        let connected = tokio::select! {
-            biased;
-            r = TcpStream::connect(addr) => Some(r),
-            () = &mut self.timer => None,
-        };
-        match connected {
-            Some(Ok(stream)) => {
-                let _ = stream.set_nodelay(true);
-                let conn = &mut self.conns[host];
-                conn.stream = Some(stream);
-                conn.served = 0;
-                conn.reader.reset();
-                let measured = self.measured();
-                let mut stats = self.shared.stats.borrow_mut();
-                stats.connections += 1;
-                stats.surf.connections += u64::from(measured);
-                Ok(())
-            }
-            Some(Err(_)) => Err(Fault::Error(ErrorKind::Connect)),
-            None => match self.expired() {
-                Fault::Stop => Err(Fault::Stop),
-                Fault::Error(_) => Err(Fault::Error(ErrorKind::Connect)),
-            },
-        }
-    }
-
-    /// Read one response on `host`'s connection into the capture (the timer is armed).
-    async fn read_response(&mut self, host: usize) -> Result<ResponseSummary, Fault> {
-        loop {
-            let conn = &mut self.conns[host];
-            match conn.reader.poll_response_capturing(false, true, &mut self.capture) {
-                Ok(Some(summary)) => return Ok(summary),
-                Ok(None) => {}
-                Err(e) => return Err(Fault::framing(e)),
-            }
-            let Some(stream) = conn.stream.as_mut() else { return Err(Fault::Error(ErrorKind::Closed)) };
-            let read = tokio::select! {
-                biased;
-                r = stream.read(conn.reader.read_space()) => Some(r),
-                () = &mut self.timer => None,
-            };
-            match read {
-                Some(Ok(0)) => return response_at_eof(&mut conn.reader),
-                Some(Ok(n)) => conn.reader.commit(n),
-                Some(Err(_)) => return Err(Fault::Error(ErrorKind::Closed)),
-                None => return Err(self.expired()),
-            }
-        }
+        let (timeout, run_end) = (self.shared.settings.timeout, self.shared.timing.run_end);
+        let stream = connect_within(addr, self.timer.as_mut(), timeout, run_end).await?;
+        let conn = &mut self.conns[host];
+        conn.stream = Some(stream);
+        conn.served = 0;
+        conn.reader.reset();
+        let measured = self.measured();
+        let mut stats = self.shared.stats.borrow_mut();
+        stats.connections += 1;
+        stats.surf.connections += u64::from(measured);
+        Ok(())
     }
 
     fn close(&mut self, host: usize) {
@@ -337,26 +312,11 @@ impl SurfClient {
         let Some(sent_at) = sent_at else { return };
         let now = Instant::now();
         let mut stats = self.shared.stats.borrow_mut();
-        stats.requests += 1;
-        stats.bytes += summary.wire_bytes;
-        stats.last_response = Some(now);
-        let us = now.saturating_duration_since(sent_at).as_micros();
-        stats.latency.record_us(u64::try_from(us).unwrap_or(u64::MAX));
-        stats.count_status(summary.status);
         stats.surf.count_server(&self.plan.hosts[host].authority);
         if self.capture.replica || target.starts_with(MIGRATE_PREFIX) {
             stats.surf.replica_responses += 1;
         }
-        self.shared.live.add_request();
-        let kind = match summary.status {
-            400..=499 => Some(ErrorKind::Status4xx),
-            500..=599 => Some(ErrorKind::Status5xx),
-            _ => None,
-        };
-        if let Some(kind) = kind {
-            stats.errors.add(kind, 1);
-            self.shared.live.add_errors(1);
-        }
+        count_response(&mut stats, &self.shared.live, summary, sent_at, now);
     }
 
     /// Check a response against the site's originals (warm-up included).
