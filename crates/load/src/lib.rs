@@ -12,6 +12,7 @@ pub mod cli;
 mod config;
 mod connection;
 mod error;
+mod exchange;
 mod mix;
 mod open_loop;
 mod progress;

@@ -17,7 +17,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use crate::connection::{Fault, WorkerShared, connect_within, count_response, read_response};
+use crate::connection::WorkerShared;
+use crate::exchange::{Fault, connect_within, count_response, read_response};
 use crate::response_reader::{BodyCapture, ResponseReader, ResponseSummary};
 use crate::stats::{ErrorKind, ThreadStats};
 use crate::surf_plan::{LinkTarget, MAX_PAGE_BYTES, PageUrl, SiteCheck, SurfPlan, site_path_of};
