@@ -11,6 +11,7 @@ use locus_dc::doc_graph::DocId;
 use locus_dc::replica_map::DocKey;
 use locus_dc::replica_store::Insertion;
 
+use crate::dc_cpu_peaks::CpuPeaks;
 use crate::dc_peer::{DcPeerConfig, DcRun, NS_PER_S, server_ids};
 use crate::dc_server::{DcServer, HOME};
 use crate::dc_site::DcSite;
@@ -103,6 +104,8 @@ pub(crate) struct PeerEngine<'a> {
     counters: Counters,
     /// Each server's CPU and disk busy time when the measurement began.
     busy_at_warmup: Option<Vec<(u64, u64)>>,
+    peaks: CpuPeaks,
+    last_tick: u64,
 }
 
 impl<'a> PeerEngine<'a> {
@@ -123,6 +126,8 @@ impl<'a> PeerEngine<'a> {
             queue: EventQueue::with_capacity(4 * config.clients as usize + 64),
             counters: Counters::default(),
             busy_at_warmup: None,
+            peaks: CpuPeaks::default(),
+            last_tick: 0,
         };
         for c in 0..config.clients {
             let next = engine.surfers[c as usize].start(site);
@@ -363,6 +368,10 @@ impl<'a> PeerEngine<'a> {
             let busy = self.servers.iter().map(|s| (s.cpu.busy_ns(), s.disk.busy_ns())).collect();
             self.busy_at_warmup = Some(busy);
         }
+        let measured = self.busy_at_warmup.is_some() && now > self.config.warmup_ns();
+        let busy = self.servers.iter().map(|s| s.cpu.busy_ns());
+        self.peaks.tick(busy, now - self.last_tick, measured);
+        self.last_tick = now;
         for server in &mut self.servers {
             let connections = std::mem::take(&mut server.connections);
             server.meter.tick(now, connections);
@@ -428,6 +437,8 @@ impl<'a> PeerEngine<'a> {
             busiest_coop_cpu: self.measured_busy(1).iter().map(|b| b.0).fold(0.0, f64::max),
             home_disk: self.measured_busy(0).first().map_or(0.0, |b| b.1),
             coop_disk: mean(self.measured_busy(1).iter().map(|b| b.1)),
+            peak_cpu: self.peaks.mean_peak(),
+            saturated_share: self.peaks.saturated_share(),
             warmup_s: self.config.warmup_s,
             measure_s: measure,
             events: k.events,

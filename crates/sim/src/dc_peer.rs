@@ -167,6 +167,10 @@ pub struct DcRun {
     /// Disk utilisation in the measured window: the home and the co-ops' mean.
     pub home_disk: f64,
     pub coop_disk: f64,
+    /// Mean over the measured seconds of the busiest server's CPU share in that second, and the
+    /// share of server-seconds at or above 95% CPU (see `dc_cpu_peaks`).
+    pub peak_cpu: f64,
+    pub saturated_share: f64,
     pub warmup_s: f64,
     pub measure_s: f64,
     pub events: u64,

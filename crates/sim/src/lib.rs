@@ -22,6 +22,7 @@ pub mod berkeley_like;
 pub mod cli;
 mod config;
 mod cost_model;
+mod dc_cpu_peaks;
 mod dc_engine;
 pub mod dc_peer;
 mod dc_server;

@@ -351,12 +351,12 @@ pub fn dc_markdown(
     );
     let _ = writeln!(
         o,
-        "| set | method | servers | CPS | KB/s | mean ms | home share | home CPU | co-op CPU (mean, busiest) | home disk | co-op disk | copies |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| set | method | servers | CPS | KB/s | mean ms | home share | home CPU | co-op CPU (mean, busiest) | busiest server each second | saturated server-seconds | home disk | co-op disk | copies |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for r in rows.iter().filter(|r| r.experiment == "fig7") {
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.1}% | {:.0}% | {:.0}%, {:.0}% | {:.0}% | {:.0}% | {} |",
+            "| {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.1}% | {:.0}% | {:.0}%, {:.0}% | {:.0}% | {:.0}% | {:.0}% | {:.0}% | {} |",
             r.dataset,
             r.method,
             r.servers,
@@ -367,6 +367,8 @@ pub fn dc_markdown(
             100.0 * r.run.home_cpu,
             100.0 * r.run.coop_cpu,
             100.0 * r.run.busiest_coop_cpu,
+            100.0 * r.run.peak_cpu,
+            100.0 * r.run.saturated_share,
             100.0 * r.run.home_disk,
             100.0 * r.run.coop_disk,
             r.run.placed_copies
