@@ -234,16 +234,19 @@ impl Connection<'_> {
         while !out.is_empty() {
             match out.try_write(&self.stream, more) {
                 Ok(n) => counters.sent(n as u64),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let d = *deadline.get_or_insert_with(|| Instant::now() + self.w.node.keepalive_timeout);
-                    if !self.wait_writable(d).await {
-                        return Err(io::ErrorKind::TimedOut.into());
-                    }
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_for_room(&mut deadline).await?,
                 Err(e) => return Err(e),
             }
         }
         Ok(())
+    }
+
+    /// The socket's send buffer is full: wait until it takes more. `deadline` is set at the
+    /// first wait of a write (the keep-alive timeout from then); a client that takes nothing
+    /// until it passes gets `TimedOut`.
+    async fn wait_for_room(&mut self, deadline: &mut Option<Instant>) -> io::Result<()> {
+        let d = *deadline.get_or_insert_with(|| Instant::now() + self.w.node.keepalive_timeout);
+        if self.wait_writable(d).await { Ok(()) } else { Err(io::ErrorKind::TimedOut.into()) }
     }
 
     fn arm(&mut self, deadline: Instant) {

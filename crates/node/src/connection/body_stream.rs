@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, Interest};
-use tokio::time::Instant;
 
 use super::Connection;
 use crate::doc_store::LargeFile;
@@ -50,12 +49,7 @@ impl Connection<'_> {
             match sent {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => counters.sent(n as u64),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let d = *deadline.get_or_insert_with(|| Instant::now() + self.w.node.keepalive_timeout);
-                    if !self.wait_writable(d).await {
-                        return Err(io::ErrorKind::TimedOut.into());
-                    }
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_for_room(&mut deadline).await?,
                 Err(e) => return Err(e),
             }
         }
