@@ -12,10 +12,7 @@ use std::time::Duration;
 
 use locus_node::{CoopConfig, NodeConfig, NodeServer, Replacement};
 
-/// A loopback port free now (bound and released; the node binds it again at once).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+pub use locus_test_support::free_port;
 
 pub fn url(port: u16) -> String {
     format!("http://127.0.0.1:{port}")

@@ -7,7 +7,6 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use locus_node::{DcConfig, NodeConfig, NodeServer};
@@ -15,19 +14,7 @@ use locus_node::{DcConfig, NodeConfig, NodeServer};
 /// The version (mtime, s) documents are written with.
 pub const VERSION: u64 = 1_700_000_000;
 
-/// A loopback port free now and never handed out before in this process (the nodes listen
-/// with SO_REUSEPORT, so two tests given one port would silently share it).
-pub fn free_port() -> u16 {
-    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut given = GIVEN.lock().unwrap();
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
+pub use locus_test_support::free_port;
 
 /// `s0=127.0.0.1:P0,…` for `ports` (extra entries appended).
 pub fn servers(ports: &[u16]) -> Vec<String> {
