@@ -105,11 +105,8 @@ async fn control(
 
 /// Ping peers with old loads, then pull the maps that moved.
 async fn ping_and_pull(dc: &DcNode, pools: &[Option<OriginPool>]) {
-    let stale = dc
-        .choosing
-        .lock()
-        .table
-        .stale(dc.now_ns(), crate::dc_node::PING_STALE_PERIODS * dc.config.ping_ms * 1_000_000);
+    let stale_ns = crate::dc_node::ping_stale_ns(dc.config.ping_ms);
+    let stale = dc.choosing.lock().table.stale(dc.now_ns(), stale_ns);
     for peer in stale {
         add(&dc.stats.pings_sent, 1);
         control(dc, pools, peer, "/~dc/ping").await;

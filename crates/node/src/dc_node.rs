@@ -33,8 +33,10 @@ use crate::origin::{OriginAddr, OriginPool};
 /// Messages waiting for the background task; beyond it they are dropped.
 const OUTBOX: usize = 16 * 1024;
 
-/// The pinger asks a peer whose load is older than this many ping periods.
-pub(crate) const PING_STALE_PERIODS: u64 = 2;
+/// The pinger asks a peer whose load is older than this (ns): two ping periods.
+pub(crate) fn ping_stale_ns(ping_ms: u64) -> u64 {
+    2 * ping_ms * 1_000_000
+}
 
 /// A copy of another home's document held by this co-op.
 #[derive(Debug)]
@@ -121,8 +123,7 @@ impl DcNode {
         let epoch_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64);
         let maps = ClusterMaps::new(me, epoch_ms, membership.ids());
         let peers: Vec<ServerId> = membership.ids().filter(|&id| id != me).collect();
-        let ping_ns = config.ping_ms * 1_000_000;
-        let max_age_ns = fresh_for(ping_ns, PING_STALE_PERIODS * ping_ns);
+        let max_age_ns = fresh_for(config.ping_ms * 1_000_000, ping_stale_ns(config.ping_ms));
         let selector_config = SelectorConfig { theta: config.theta, max_age_ns, ..SelectorConfig::default() };
         let selector = Selector::new(selector_config, config.seed);
         let balancer_config = BalancerConfig {

@@ -413,6 +413,8 @@ impl<'a> PeerEngine<'a> {
         let k = &self.counters;
         let measure = self.config.measure_s;
         let home_map = self.servers[0].maps.own();
+        let busy = self.measured_busy();
+        let (home, coops) = busy.split_first().map_or(((0.0, 0.0), &[][..]), |(h, c)| (*h, c));
         DcRun {
             servers: self.config.servers,
             clients: self.config.clients,
@@ -432,11 +434,11 @@ impl<'a> PeerEngine<'a> {
             max_store_bytes: k.max_store,
             replicated_docs: home_map.replicated().count() as u64,
             placed_copies: home_map.summary(|p| self.site.size_of(p)).placed_copies,
-            home_cpu: self.measured_busy(0).first().map_or(0.0, |b| b.0),
-            coop_cpu: mean(self.measured_busy(1).iter().map(|b| b.0)),
-            busiest_coop_cpu: self.measured_busy(1).iter().map(|b| b.0).fold(0.0, f64::max),
-            home_disk: self.measured_busy(0).first().map_or(0.0, |b| b.1),
-            coop_disk: mean(self.measured_busy(1).iter().map(|b| b.1)),
+            home_cpu: home.0,
+            coop_cpu: mean(coops.iter().map(|b| b.0)),
+            busiest_coop_cpu: coops.iter().map(|b| b.0).fold(0.0, f64::max),
+            home_disk: home.1,
+            coop_disk: mean(coops.iter().map(|b| b.1)),
             peak_cpu: self.peaks.mean_peak(),
             saturated_share: self.peaks.saturated_share(),
             warmup_s: self.config.warmup_s,
@@ -445,13 +447,12 @@ impl<'a> PeerEngine<'a> {
         }
     }
 
-    /// CPU and disk busy shares of the measured window for the servers from `first` on (0:
-    /// all, the home first; 1: the co-ops). Work queued at the end counts as done: a queue's
-    /// busy time is booked when the work is submitted.
-    fn measured_busy(&self, first: usize) -> Vec<(f64, f64)> {
+    /// CPU and disk busy shares of the measured window for every server, the home first. Work
+    /// queued at the end counts as done: a queue's busy time is booked when it is submitted.
+    fn measured_busy(&self) -> Vec<(f64, f64)> {
         let span = (self.config.end_ns() - self.config.warmup_ns()).max(1) as f64;
         let start = self.busy_at_warmup.as_deref().unwrap_or(&[]);
-        (self.servers.iter().enumerate().skip(first))
+        (self.servers.iter().enumerate())
             .map(|(i, s)| {
                 let (cpu0, disk0) = start.get(i).copied().unwrap_or((0, 0));
                 let share = |now: u64, then: u64| (now.saturating_sub(then) as f64 / span).min(1.0);
