@@ -10,8 +10,8 @@ use locus_cache::Replacement;
 use locus_io::{ConfigFileArgs, TerminationSignals};
 
 use crate::config::{NodeConfig, RehandoffPolicy, StorageConfig};
-use crate::cpu_model_config::CpuModelConfig;
-use crate::dc_config::DcArgs;
+use crate::cpu::model_config::CpuModelConfig;
+use crate::dc::config::DcArgs;
 use crate::document_root::DocumentRoot;
 use crate::error::NodeError;
 use crate::server::NodeServer;

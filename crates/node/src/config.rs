@@ -1,5 +1,5 @@
 //! Node configuration: `NodeConfig` and its sections (cache, storage and CPU models, limits,
-//! dynamic classes; the handoff agent's is in `handoff_config`), read from TOML with every unknown key
+//! dynamic classes; the handoff agent's is in `handoff::config`), read from TOML with every unknown key
 //! refused (the error names the key, line and file), with defaults for everything, and
 //! `ConfigError`.
 
@@ -11,10 +11,10 @@ use locus_cache::Replacement;
 use serde::{Deserialize, Serialize};
 
 use crate::class_table::ClassTable;
-use crate::coop_config::CoopConfig;
-use crate::cpu_model_config::CpuModelConfig;
-use crate::dc_config::DcConfig;
-pub use crate::handoff_config::{HandoffConfig, RehandoffPolicy};
+use crate::coop::config::CoopConfig;
+use crate::cpu::model_config::CpuModelConfig;
+use crate::dc::config::DcConfig;
+pub use crate::handoff::config::{HandoffConfig, RehandoffPolicy};
 use crate::origin::OriginAddr;
 use crate::preset_spec::{parse_preset_spec, spec_integer, spec_number};
 use locus_classify::ByteSize;

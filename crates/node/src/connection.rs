@@ -23,9 +23,9 @@ use tokio::time::{Instant, Sleep};
 use self::buffer_pool::{BufferSlot, ConnBuffers, give_back, take_buffers};
 use self::routing::hand_back;
 use crate::context::WorkerContext;
-use crate::coop_serve::is_coop_request;
-use crate::cpu_charge::ConnectionCharge;
-use crate::dc_control::is_dc_control;
+use crate::coop::serve::is_coop_request;
+use crate::cpu::charge::ConnectionCharge;
+use crate::dc::control::is_dc_control;
 use crate::out_queue::OutQueue;
 use crate::request_router::RequestRouter;
 

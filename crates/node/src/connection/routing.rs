@@ -15,7 +15,7 @@ use super::buffer_pool::ConnBuffers;
 use super::{Close, Connection, ConnectionEnd, Step, invalid_data};
 use crate::backend_forward::{PEER_IO_TIMEOUT, PeerResponse};
 use crate::context::count;
-use crate::handoff_agent::RouteDecision;
+use crate::handoff::agent::RouteDecision;
 use crate::out_queue::OutQueue;
 use crate::request_router::RequestRouter;
 use crate::response::{Persistence, simple};

@@ -28,8 +28,8 @@ use locus_http::{RequestHead, Version};
 use serde::{Deserialize, Serialize};
 
 use crate::context::WorkerContext;
-use crate::dc_node::{DcNode, Outgoing};
-use crate::dc_stats::add;
+use crate::dc::node::{DcNode, Outgoing};
+use crate::dc::stats::add;
 use crate::out_queue::OutQueue;
 use crate::response::{Persistence, content_length, end_head, simple, start_head};
 
