@@ -29,7 +29,6 @@ mod node_metrics;
 mod open_files;
 mod origin;
 mod out_queue;
-mod preset_spec;
 mod request_router;
 mod request_view;
 mod response;
@@ -41,16 +40,17 @@ mod storage_model;
 pub use byte_range::{RangeOutcome, evaluate_range};
 pub use class_table::{ClassTable, DynamicClass, dynamic_body};
 pub use config::{
-    CacheConfig, ConfigError, HandoffConfig, NodeConfig, NodeLimits, RehandoffPolicy, StorageConfig,
-    available_cpus,
+    CacheConfig, ConfigError, HandoffConfig, NodeConfig, NodeLimits, RehandoffPolicy, available_cpus,
 };
 pub use coop::CoopConfig;
 pub use cpu::{CpuJob, CpuModel, CpuModelClosed, CpuModelConfig, CpuModelStats, burn_cpu, thread_cpu_time};
 pub use dc::{DcArgs, DcConfig};
 pub use document_root::{DocumentRoot, PathError, Resolved, decode_request_path};
 pub use error::NodeError;
-pub use locus_cache::Replacement;
-pub use locus_classify::{ByteSize, ClassConfig, CostDistribution, InvalidByteSize};
+pub use locus_classify::{ClassConfig, CostDistribution};
+/// The configuration vocabulary, at home in `locus-node-config`; re-exported for the crates
+/// that still name it through the node.
+pub use locus_node_config::{ByteSize, InvalidByteSize, Replacement, StorageConfig};
 pub use node_metrics::NodeStats;
 pub use origin::OriginAddr;
 pub use server::NodeServer;
