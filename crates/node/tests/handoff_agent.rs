@@ -18,6 +18,7 @@ use locus_handoff::{
     dump_connection_in_place,
 };
 use locus_node::{HandoffConfig, NodeConfig, RehandoffPolicy};
+use locus_test_support::wait_until;
 
 const KEY: &str = "8f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0";
 const WAIT: Duration = Duration::from_secs(5);
@@ -189,14 +190,6 @@ fn set_quickack(stream: &TcpStream) {
         )
     };
     assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[test]
