@@ -31,7 +31,6 @@ use crate::class_table::ClassTable;
 use crate::config::{ConfigError, HandoffConfig, NodeConfig, available_cpus};
 use crate::connection;
 use crate::context::{NodeContext, WorkerContext, count};
-use crate::coop::fetch::CoopWorker;
 use crate::coop::node::{CoopNode, observer};
 use crate::coop::notices::run_coop_background;
 use crate::cpu::model::CpuModel;
@@ -44,9 +43,11 @@ use crate::document_root::DocumentRoot;
 use crate::error::NodeError;
 use crate::handoff::agent::{AdoptedConnection, HandoffAgent, cloned_connection_id};
 use crate::listen_queue::ListenQueue;
+use crate::miss::MissSource;
 use crate::node_metrics::{NodeMetrics, NodeStats};
 use crate::open_files::shed_answer;
-use crate::origin::{OriginAddr, OriginPool};
+use crate::origin::OriginAddr;
+use crate::peer_requests::PeerRequests;
 use crate::request_router::RequestRouter;
 use crate::storage_model::{DiskSet, StorageModel};
 
@@ -399,9 +400,9 @@ impl NodeServer {
             let w = Arc::new(WorkerContext {
                 index,
                 node: node.clone(),
-                origin_pool: origin.clone().map(OriginPool::new),
+                miss: MissSource::new(origin.as_ref(), coop.as_ref()),
+                peer_requests: PeerRequests::new(coop.is_some(), dc.is_some()),
                 peer_pool: Default::default(),
-                coop: coop.clone().map(CoopWorker::new),
                 dc: dc.clone().map(DcWorker::new),
                 handoff: agent.clone(),
                 shutdown: shutdown_rx.clone(),

@@ -12,26 +12,22 @@ use tokio::time::Instant;
 
 use super::buffer_pool::{ConnBuffers, RequestKeys};
 use super::{Connection, Wait, invalid_data};
-use crate::dc::control::is_dc_control;
 use crate::document_root::decode_request_path;
 use crate::dynamic::serve_dynamic;
+use crate::miss::serve_miss;
 use crate::node_metrics::ActiveRequest;
 use crate::out_queue::OutQueue;
 use crate::request_view::{BodySource, RequestView, Served, authority_allowed};
 use crate::response::{Persistence, simple};
-use crate::static_files::{serve_cached, serve_miss};
+use crate::static_files::serve_cached;
 
 impl Connection<'_> {
-    /// Answer a cooperative-caching request from a peer (not a client request: no request
-    /// counter moves). False: close after it (a body, or the peer asked to).
-    pub(super) async fn answer_coop(&mut self, b: &mut ConnBuffers) -> bool {
+    /// Answer a peer's cooperative-caching or DC control request (not a client request: no
+    /// request counter moves). False: close after it (a body, or the peer asked to).
+    pub(super) async fn answer_peer(&mut self, b: &mut ConnBuffers) -> bool {
         let Ok(peer) = self.stream.peer_addr() else { return false };
         let (ip, buf) = (peer.ip(), &b.read[b.start..b.end]);
-        let keep = if is_dc_control(self.w, &b.head, buf) {
-            crate::dc::control::answer(self.w, ip, &b.head, buf, &mut b.out).await
-        } else {
-            crate::coop::serve::answer(self.w, ip, &b.head, buf, &mut b.out)
-        };
+        let keep = self.w.peer_requests.answer(self.w, ip, &b.head, buf, &mut b.out).await;
         b.start += b.head.head_len;
         if b.start == b.end {
             b.start = 0;

@@ -15,11 +15,6 @@ use crate::coop::wire::{CoopAsk, HOLDERS_HEADER, PREFIX, VALIDATOR_HEADER, Valid
 use crate::out_queue::OutQueue;
 use crate::response::{Persistence, content_length, end_head, simple, start_head};
 
-/// Whether the request just parsed is a coop request this node answers.
-pub fn is_coop_request(w: &WorkerContext, head: &RequestHead, buf: &[u8]) -> bool {
-    w.node.coop.is_some() && head.path_str(buf).starts_with(PREFIX)
-}
-
 /// Queue the answer to a coop request from `ip`; false if the connection closes after it.
 pub fn answer(w: &WorkerContext, ip: IpAddr, head: &RequestHead, buf: &[u8], out: &mut OutQueue) -> bool {
     let node = &*w.node;

@@ -43,11 +43,6 @@ pub struct MapReply {
     pub versions: Vec<(String, u64)>,
 }
 
-/// Whether the request just parsed is a DC control request.
-pub fn is_dc_control(w: &WorkerContext, head: &RequestHead, buf: &[u8]) -> bool {
-    w.dc.is_some() && head.path_str(buf).starts_with(CONTROL_PREFIX)
-}
-
 /// Queue the answer to a control request from `ip`; false if the connection closes after it.
 pub async fn answer(
     w: &WorkerContext,
