@@ -24,8 +24,8 @@ use self::buffer_pool::{BufferSlot, ConnBuffers, give_back, take_buffers};
 use self::routing::hand_back;
 use crate::context::WorkerContext;
 use crate::cpu::charge::ConnectionCharge;
+use crate::handoff::request_router::RequestRouter;
 use crate::out_queue::OutQueue;
-use crate::request_router::RequestRouter;
 
 /// After a close decided by the server, read and drop what the client still sends for at
 /// most this long (so a response is not destroyed by a reset), up to `LINGER_BYTES`.

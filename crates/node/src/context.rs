@@ -15,7 +15,6 @@ use locus_http::Limits;
 use locus_io::ConnectionSlot;
 use tokio::sync::watch;
 
-use crate::backend_forward::PeerConnections;
 use crate::class_table::ClassTable;
 use crate::config::NodeLimits;
 use crate::coop::node::CoopNode;
@@ -26,6 +25,7 @@ use crate::dc::node::DcNode;
 use crate::doc_store::DocStore;
 use crate::document_root::DocumentRoot;
 use crate::handoff::agent::HandoffAgent;
+use crate::handoff::backend_forward::PeerConnections;
 use crate::listen_queue::ListenQueue;
 use crate::miss::MissSource;
 use crate::node_metrics::{NodeMetrics, WorkerCounters};

@@ -8,11 +8,8 @@
 //! with `NodeServer::start(NodeConfig)`.
 
 mod admin;
-mod backend_forward;
-mod byte_range;
 mod class_table;
 pub mod cli;
-mod conditional;
 mod config;
 mod connection;
 mod context;
@@ -31,7 +28,6 @@ mod open_files;
 mod origin;
 mod out_queue;
 mod peer_requests;
-mod request_router;
 mod request_view;
 mod response;
 mod server;
@@ -39,7 +35,6 @@ mod shared_pages;
 mod static_files;
 mod storage_model;
 
-pub use byte_range::{RangeOutcome, evaluate_range};
 pub use class_table::{ClassTable, DynamicClass, dynamic_body};
 pub use config::{
     CacheConfig, ConfigError, HandoffConfig, NodeConfig, NodeLimits, RehandoffPolicy, available_cpus,
@@ -55,5 +50,6 @@ pub use locus_classify::{ClassConfig, CostDistribution};
 pub use locus_node_config::{ByteSize, InvalidByteSize, Replacement, StorageConfig};
 pub use node_metrics::NodeStats;
 pub use origin::OriginAddr;
+pub use response::{RangeOutcome, evaluate_range};
 pub use server::NodeServer;
 pub use storage_model::{DiskQueue, StorageModel};

@@ -42,13 +42,13 @@ use crate::doc_store::DocStore;
 use crate::document_root::DocumentRoot;
 use crate::error::NodeError;
 use crate::handoff::agent::{AdoptedConnection, HandoffAgent, cloned_connection_id};
+use crate::handoff::request_router::RequestRouter;
 use crate::listen_queue::ListenQueue;
 use crate::miss::MissSource;
 use crate::node_metrics::{NodeMetrics, NodeStats};
 use crate::open_files::shed_answer;
 use crate::origin::OriginAddr;
 use crate::peer_requests::PeerRequests;
-use crate::request_router::RequestRouter;
 use crate::storage_model::{DiskSet, StorageModel};
 
 /// A running node; see the module documentation. Dropping it shuts it down like `shutdown`.

@@ -5,14 +5,14 @@
 
 use std::io::Write;
 
-use crate::byte_range::{RangeOutcome, evaluate_range};
-use crate::conditional::{if_range_allows, not_modified};
 use crate::context::{NodeContext, WorkerContext};
 use crate::doc_store::{CachedDoc, DocMeta, Freshness};
 use crate::node_metrics::CacheStatus;
 use crate::out_queue::OutQueue;
 use crate::request_view::{BodySource, RequestView, Served};
+use crate::response::{RangeOutcome, evaluate_range};
 use crate::response::{content_length, end_head, simple, start_head};
+use crate::response::{if_range_allows, not_modified};
 use crate::shared_pages::SharedPages;
 
 /// Queue the head of a response for a representation of `len` bytes, after evaluating

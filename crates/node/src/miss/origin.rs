@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use crate::conditional::parse_http_date_secs;
 use crate::context::{NodeContext, WorkerContext};
 use crate::doc_store::{CachedDoc, DocMeta, DocSource, LoadOutcome, RelayedResponse};
 use crate::node_metrics::CacheStatus;
 use crate::origin::{OriginPool, OriginReply};
 use crate::out_queue::OutQueue;
 use crate::request_view::{BodySource, RequestView, Served};
+use crate::response::parse_http_date_secs;
 use crate::response::{content_length, end_head, start_head};
 use crate::shared_pages::cached_body;
 use crate::static_files::{error, queue_doc};
