@@ -20,7 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::context::NodeContext;
-use crate::cpu_model::CpuModel;
+use crate::cpu::model::CpuModel;
 
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -9,13 +9,14 @@ use anyhow::Context;
 use locus_cache::Replacement;
 use locus_io::{ConfigFileArgs, TerminationSignals};
 
-use crate::config::{NodeConfig, RehandoffPolicy, StorageConfig};
-use crate::cpu_model_config::CpuModelConfig;
-use crate::dc_config::DcArgs;
+use crate::config::{NodeConfig, RehandoffPolicy};
+use crate::dc::config::DcArgs;
 use crate::document_root::DocumentRoot;
 use crate::error::NodeError;
 use crate::server::NodeServer;
 use locus_classify::ByteSize;
+use locus_node_config::CpuModelConfig;
+use locus_node_config::StorageConfig;
 
 /// Arguments of `locus node`.
 #[derive(clap::Args, Clone, Debug, Default)]

@@ -23,11 +23,9 @@ use tokio::time::{Instant, Sleep};
 use self::buffer_pool::{BufferSlot, ConnBuffers, give_back, take_buffers};
 use self::routing::hand_back;
 use crate::context::WorkerContext;
-use crate::coop_serve::is_coop_request;
-use crate::cpu_charge::ConnectionCharge;
-use crate::dc_control::is_dc_control;
+use crate::cpu::charge::ConnectionCharge;
+use crate::handoff::request_router::RequestRouter;
 use crate::out_queue::OutQueue;
-use crate::request_router::RequestRouter;
 
 /// After a close decided by the server, read and drop what the client still sends for at
 /// most this long (so a response is not destroyed by a reset), up to `LINGER_BYTES`.
@@ -195,11 +193,8 @@ impl Connection<'_> {
     /// DC control request apart, a client request where the switch routes it.
     async fn answer_buffered(&mut self, b: &mut ConnBuffers) -> Step {
         match parse_request(&b.read[b.start..b.end], &self.w.node.parse_limits, &mut b.head) {
-            Ok(true)
-                if is_coop_request(self.w, &b.head, &b.read[b.start..b.end])
-                    || is_dc_control(self.w, &b.head, &b.read[b.start..b.end]) =>
-            {
-                if self.answer_coop(b).await {
+            Ok(true) if self.w.peer_requests.claims(b.head.path_str(&b.read[b.start..b.end])) => {
+                if self.answer_peer(b).await {
                     Step::Answered
                 } else {
                     Step::End(self.close_after_flush(&mut b.out).await)

@@ -1,8 +1,9 @@
 //! `NodeContext`: everything the connections of a running node share (configuration limits,
 //! document root, document store, storage model, origin, class table, CPU pool or model, counters,
 //! listeners' accept queues) and the load it reports (`NodeReport`);
-//! `WorkerContext`: what belongs to one worker thread (its counters, origin and peer
-//! connections, the handoff agent, cooperative caching's and DC mode's peer connections, shutdown signal).
+//! `WorkerContext`: what belongs to one worker thread (its counters, its miss source with the
+//! origin's or peers' connections, back-end forwarding's and DC mode's peer connections, the
+//! handoff agent, shutdown signal).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,21 +15,22 @@ use locus_http::Limits;
 use locus_io::ConnectionSlot;
 use tokio::sync::watch;
 
-use crate::backend_forward::PeerConnections;
 use crate::class_table::ClassTable;
 use crate::config::NodeLimits;
-use crate::coop_fetch::CoopWorker;
-use crate::coop_node::CoopNode;
-use crate::cpu_model::CpuModel;
-use crate::cpu_pool::CpuPool;
-use crate::dc_fetch::DcWorker;
-use crate::dc_node::DcNode;
+use crate::coop::node::CoopNode;
+use crate::cpu::model::CpuModel;
+use crate::cpu::pool::CpuPool;
+use crate::dc::fetch::DcWorker;
+use crate::dc::node::DcNode;
 use crate::doc_store::DocStore;
 use crate::document_root::DocumentRoot;
-use crate::handoff_agent::HandoffAgent;
+use crate::handoff::agent::HandoffAgent;
+use crate::handoff::backend_forward::PeerConnections;
 use crate::listen_queue::ListenQueue;
+use crate::miss::MissSource;
 use crate::node_metrics::{NodeMetrics, WorkerCounters};
-use crate::origin::{OriginAddr, OriginPool};
+use crate::origin::OriginAddr;
+use crate::peer_requests::PeerRequests;
 use crate::storage_model::{DiskSet, StorageModel};
 
 /// Shared state of a node.
@@ -116,12 +118,13 @@ impl NodeContext {
 pub struct WorkerContext {
     pub index: usize,
     pub node: Arc<NodeContext>,
-    /// Connections to the origin, owned by this worker's event loop.
-    pub origin_pool: Option<OriginPool>,
+    /// Where this worker's misses come from (document root, peers, origin), with the
+    /// connections that takes, owned by this worker's event loop.
+    pub miss: MissSource,
     /// Connections to other nodes for back-end forwarding, owned by this worker.
     pub peer_pool: PeerConnections,
-    /// Cooperative caching's connections to peers, owned by this worker.
-    pub coop: Option<CoopWorker>,
+    /// The other nodes' requests this worker answers apart from clients'.
+    pub peer_requests: PeerRequests,
     /// DC mode's connections to the other members, owned by this worker.
     pub dc: Option<DcWorker>,
     /// The handoff agent, when the node runs one.

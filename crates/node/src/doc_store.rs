@@ -18,7 +18,7 @@ use locus_cache::{CacheStats, DocCache, InsertOutcome, Replacement};
 use parking_lot::Mutex;
 use tokio::sync::OnceCell;
 
-use crate::conditional::unix_secs;
+use crate::response::unix_secs;
 use crate::shared_pages::SharedPages;
 
 /// Where a cached document came from, to check that it is still current.

@@ -8,47 +8,26 @@
 //! with `NodeServer::start(NodeConfig)`.
 
 mod admin;
-mod backend_forward;
-mod byte_range;
 mod class_table;
 pub mod cli;
-mod conditional;
 mod config;
 mod connection;
 mod context;
-mod coop_config;
-mod coop_directory;
-mod coop_fetch;
-mod coop_node;
-mod coop_notices;
-mod coop_serve;
-mod coop_stats;
-mod coop_wire;
-mod cpu_charge;
-mod cpu_model;
-mod cpu_model_config;
-mod cpu_pool;
-mod dc_background;
-mod dc_config;
-mod dc_control;
-mod dc_fetch;
-mod dc_node;
-mod dc_serve;
-mod dc_site;
-mod dc_stats;
+mod coop;
+mod cpu;
+mod dc;
 mod doc_store;
 mod document_root;
 mod dynamic;
 mod error;
-mod handoff_agent;
-mod handoff_config;
+mod handoff;
 mod listen_queue;
+mod miss;
 mod node_metrics;
 mod open_files;
 mod origin;
 mod out_queue;
-mod preset_spec;
-mod request_router;
+mod peer_requests;
 mod request_view;
 mod response;
 mod server;
@@ -56,22 +35,21 @@ mod shared_pages;
 mod static_files;
 mod storage_model;
 
-pub use byte_range::{RangeOutcome, evaluate_range};
 pub use class_table::{ClassTable, DynamicClass, dynamic_body};
 pub use config::{
-    CacheConfig, ConfigError, HandoffConfig, NodeConfig, NodeLimits, RehandoffPolicy, StorageConfig,
-    available_cpus,
+    CacheConfig, ConfigError, HandoffConfig, NodeConfig, NodeLimits, RehandoffPolicy, available_cpus,
 };
-pub use coop_config::CoopConfig;
-pub use cpu_model::{CpuJob, CpuModel, CpuModelClosed, CpuModelStats};
-pub use cpu_model_config::CpuModelConfig;
-pub use cpu_pool::{burn_cpu, thread_cpu_time};
-pub use dc_config::{DcArgs, DcConfig};
+pub use coop::CoopConfig;
+pub use cpu::{CpuJob, CpuModel, CpuModelClosed, CpuModelConfig, CpuModelStats, burn_cpu, thread_cpu_time};
+pub use dc::{DcArgs, DcConfig};
 pub use document_root::{DocumentRoot, PathError, Resolved, decode_request_path};
 pub use error::NodeError;
-pub use locus_cache::Replacement;
-pub use locus_classify::{ByteSize, ClassConfig, CostDistribution, InvalidByteSize};
+pub use locus_classify::{ClassConfig, CostDistribution};
+/// The configuration vocabulary, at home in `locus-node-config`; re-exported for the crates
+/// that still name it through the node.
+pub use locus_node_config::{ByteSize, InvalidByteSize, Replacement, StorageConfig};
 pub use node_metrics::NodeStats;
 pub use origin::OriginAddr;
+pub use response::{RangeOutcome, evaluate_range};
 pub use server::NodeServer;
 pub use storage_model::{DiskQueue, StorageModel};

@@ -31,23 +31,24 @@ use crate::class_table::ClassTable;
 use crate::config::{ConfigError, HandoffConfig, NodeConfig, available_cpus};
 use crate::connection;
 use crate::context::{NodeContext, WorkerContext, count};
-use crate::coop_fetch::CoopWorker;
-use crate::coop_node::{CoopNode, observer};
-use crate::coop_notices::run_coop_background;
-use crate::cpu_model::CpuModel;
-use crate::cpu_pool::CpuPool;
-use crate::dc_background::run_dc_background;
-use crate::dc_fetch::DcWorker;
-use crate::dc_node::DcNode;
+use crate::coop::node::{CoopNode, observer};
+use crate::coop::notices::run_coop_background;
+use crate::cpu::model::CpuModel;
+use crate::cpu::pool::CpuPool;
+use crate::dc::background::run_dc_background;
+use crate::dc::fetch::DcWorker;
+use crate::dc::node::DcNode;
 use crate::doc_store::DocStore;
 use crate::document_root::DocumentRoot;
 use crate::error::NodeError;
-use crate::handoff_agent::{AdoptedConnection, HandoffAgent, cloned_connection_id};
+use crate::handoff::agent::{AdoptedConnection, HandoffAgent, cloned_connection_id};
+use crate::handoff::request_router::RequestRouter;
 use crate::listen_queue::ListenQueue;
+use crate::miss::MissSource;
 use crate::node_metrics::{NodeMetrics, NodeStats};
 use crate::open_files::shed_answer;
-use crate::origin::{OriginAddr, OriginPool};
-use crate::request_router::RequestRouter;
+use crate::origin::OriginAddr;
+use crate::peer_requests::PeerRequests;
 use crate::storage_model::{DiskSet, StorageModel};
 
 /// A running node; see the module documentation. Dropping it shuts it down like `shutdown`.
@@ -399,9 +400,9 @@ impl NodeServer {
             let w = Arc::new(WorkerContext {
                 index,
                 node: node.clone(),
-                origin_pool: origin.clone().map(OriginPool::new),
+                miss: MissSource::new(origin.as_ref(), coop.as_ref()),
+                peer_requests: PeerRequests::new(coop.is_some(), dc.is_some()),
                 peer_pool: Default::default(),
-                coop: coop.clone().map(CoopWorker::new),
                 dc: dc.clone().map(DcWorker::new),
                 handoff: agent.clone(),
                 shutdown: shutdown_rx.clone(),

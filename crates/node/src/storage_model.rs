@@ -10,7 +10,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::config::StorageConfig;
+use locus_node_config::StorageConfig;
 
 /// One disk's FIFO queue, on a clock measured from the model's epoch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{Client, TestNode};
 use locus_node::{ByteSize, ClassConfig, CostDistribution};
+use locus_test_support::wait_until;
 
 fn admin_get(addr: SocketAddr, path: &str) -> common::Response {
     let mut c = Client::connect(addr);
@@ -132,7 +133,7 @@ fn graceful_shutdown_finishes_an_in_flight_response_and_closes_idle_connections(
     assert_eq!(idle.response(false).status, 200);
     let mut busy = node.client();
     busy.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
-    std::thread::sleep(Duration::from_millis(50));
+    wait_until("the slow request is in flight", || node.server().stats().dynamic_active == 1);
     let server = node.server.take().unwrap();
     let addr = server.addr();
     let start = Instant::now();

@@ -161,38 +161,3 @@ fn bad_cpu_values_are_refused_with_key_line_and_file() {
     assert_eq!(c.cpu, Some(CpuModelConfig { request_us: 50.0, ..CpuModelConfig::lard98() }));
     assert!(NodeConfig::from_toml_str("").unwrap().cpu.is_none());
 }
-
-/// The model's own cost per job: `cargo test -p locus-node --release --test cpu_model --
-/// --ignored --nocapture`. Prints the wall time per 1-µs job and the process CPU per job,
-/// one job at a time and with jobs from two threads at once, and the wall time of 100-µs jobs.
-#[test]
-#[ignore]
-fn measure_the_models_overhead_per_job() {
-    let config = CpuModelConfig { conn_us: 0.0, request_us: 0.0, kb_us: 0.0, cpus: 1 };
-    let m = locus_node::CpuModel::new(config, "m").unwrap();
-    let cost = Duration::from_micros(1);
-    let jobs = 20_000u32;
-    let run_costing = |n: u32, cost: Duration| {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async {
-            for _ in 0..n {
-                m.run(cost).await.unwrap();
-            }
-        })
-    };
-    let run = |n: u32| run_costing(n, cost);
-    let (cpu0, t0) = (process_cpu_time(), Instant::now());
-    run(jobs);
-    let (wall, cpu) = (t0.elapsed() / jobs, (process_cpu_time() - cpu0) / jobs);
-    println!("one at a time: {wall:?} wall per 1-µs job, {cpu:?} process CPU per job");
-    let t0 = Instant::now();
-    run_costing(2_000, Duration::from_micros(100));
-    println!("one at a time: {:?} wall per 100-µs job", t0.elapsed() / 2_000);
-    let (cpu0, t0) = (process_cpu_time(), Instant::now());
-    std::thread::scope(|s| {
-        s.spawn(|| run(jobs));
-        s.spawn(|| run(jobs));
-    });
-    let (wall, cpu) = (t0.elapsed() / (2 * jobs), (process_cpu_time() - cpu0) / (2 * jobs));
-    println!("two threads: {wall:?} wall per job, {cpu:?} process CPU per job");
-}

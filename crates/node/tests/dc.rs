@@ -7,7 +7,6 @@
 mod dc_support;
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use dc_support::*;
 use locus_dc::balancer::QuotaMethod;
@@ -263,15 +262,25 @@ fn coop_validation_refetches_a_changed_original_after_the_interval() {
     let target = replica_target("s0", "/a.gif");
     assert_eq!(get(c.addr(1), &target).header("x-locus-dc"), Some("fetched"));
     assert_eq!(get(c.addr(1), &target).header("x-locus-dc"), Some("replica"));
-    std::thread::sleep(Duration::from_millis(1100));
-    let r = get(c.addr(1), &target);
-    assert_eq!((r.header("x-locus-dc"), r.body == pattern(3000, 1)), (Some("replica"), true));
+    // Once the interval is over, the next request validates the copy (304: still current).
+    wait_until("the co-op validated its copy with the home", || {
+        let r = get(c.addr(1), &target);
+        assert_eq!((r.header("x-locus-dc"), r.body == pattern(3000, 1)), (Some("replica"), true));
+        dc_figure(&c.nodes[1], "validations_304") >= 1.0
+    });
     assert_eq!(dc_figure(&c.nodes[1], "validations_304"), 1.0);
     // The original changes; the home notices at its next round.
     write_doc(c.roots[0].path(), "/a.gif", &pattern(2000, 9), VERSION + 100);
     wait_until("the home saw the change", || dc_figure(&c.nodes[0], "documents_changed") >= 1.0);
-    std::thread::sleep(Duration::from_millis(1100));
-    let r = get(c.addr(1), &target);
+    // The copy is served as it is until the next validation, which fetches the new original.
+    let mut last = None;
+    wait_until("the co-op refetched the changed original", || {
+        let r = get(c.addr(1), &target);
+        let fetched = r.header("x-locus-dc") == Some("fetched");
+        last = Some(r);
+        fetched
+    });
+    let r = last.expect("one request at least");
     assert_eq!((r.header("x-locus-dc"), r.body == pattern(2000, 9)), (Some("fetched"), true));
     assert_eq!(dc_figure(&c.nodes[1], "validations_200"), 1.0);
 }

@@ -18,6 +18,7 @@ use locus_handoff::{
     dump_connection_in_place,
 };
 use locus_node::{HandoffConfig, NodeConfig, RehandoffPolicy};
+use locus_test_support::wait_until;
 
 const KEY: &str = "8f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0";
 const WAIT: Duration = Duration::from_secs(5);
@@ -191,14 +192,6 @@ fn set_quickack(stream: &TcpStream) {
     assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
 }
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 #[test]
 #[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn a_handed_off_connection_is_served_byte_exact_and_its_next_request_is_routed() {
@@ -224,7 +217,7 @@ fn a_handed_off_connection_is_served_byte_exact_and_its_next_request_is_routed()
     assert_eq!(stats.active_connections, 1, "the handed-off connection counts as open");
     drop(client);
     switch.expect_closed(id);
-    wait_until("the connection to be released", || n1.server().stats().active_connections == 0);
+    wait_until("the connection is released", || n1.server().stats().active_connections == 0);
     let status = n1.server().status();
     assert_eq!(status["handoffs_accepted"], 1);
     assert_eq!(status["handoff_channels"], 1);
@@ -254,7 +247,7 @@ fn a_request_routed_to_another_node_is_handed_back_with_the_request_in_front() {
     assert_eq!((r.status, r.header("X-Locus-Node")), (200, Some("n2")));
     assert!(r.body == pattern(1 << 20, 2), "1 MB body from n2 differs");
     assert_eq!(n1.server().stats().rehandoffs, 1);
-    wait_until("n1 to release the connection", || n1.server().stats().active_connections == 0);
+    wait_until("n1 released the connection", || n1.server().stats().active_connections == 0);
 
     drop(client);
     s2.expect_closed(id);
@@ -368,7 +361,7 @@ fn handovers_are_refused_at_max_connections_or_when_the_restore_fails() {
     assert!(reason.contains("maximum"), "{reason}");
 
     drop(occupant);
-    wait_until("the occupant to close", || n1.server().stats().active_connections == 0);
+    wait_until("the occupant closed", || n1.server().stats().active_connections == 0);
     let mut elsewhere = state;
     elsewhere.local = "192.0.2.1:80".parse().unwrap();
     switch.send(HandoffMessage::HandOver { id, state: elsewhere, hint: HandoffHint::default() });
@@ -393,12 +386,12 @@ fn closed_is_kept_while_no_switch_is_connected_and_the_newest_are_sent_on_the_ne
         connections.push((client, id));
     }
     drop(first);
-    wait_until("the agent to see the channel go", || n1.server().stats().handoff_channels == 0);
+    wait_until("the agent saw the channel go", || n1.server().stats().handoff_channels == 0);
 
     let mut ids = Vec::new();
     for (open, (client, id)) in (0..3).rev().zip(connections) {
         drop(client);
-        wait_until("the connection to end", || n1.server().stats().active_connections == open);
+        wait_until("the connection ended", || n1.server().stats().active_connections == open);
         ids.push(id);
     }
     let mut second = Switch::connect(&n1, 1, &[]);
@@ -512,7 +505,7 @@ fn cloned_connections_ask_from_the_first_request_and_serve_locally_without_a_swi
 
     let peers = [(1, n1.addr()), (2, n2.addr())];
     let (mut s1, mut s2) = (Switch::connect(&n1, 1, &peers), Switch::connect(&n2, 2, &peers));
-    wait_until("n1 to see its switch", || n1.server().stats().handoff_channels == 1);
+    wait_until("n1 sees its switch", || n1.server().stats().handoff_channels == 1);
     let mut client = n1.client();
     let id = ConnectionId::from_tuple(v4(client.stream.local_addr().unwrap()), n1.addr().port());
     client.send(get("/a"));
@@ -543,7 +536,7 @@ fn with_a_clone_service_a_connection_to_the_nodes_own_address_is_served_here_wit
         h.clone_service = Some(service);
     });
     let _switch = Switch::connect(&n1, 1, &[(1, n1.addr())]);
-    wait_until("n1 to see its switch", || n1.server().stats().handoff_channels == 1);
+    wait_until("n1 sees its switch", || n1.server().stats().handoff_channels == 1);
     let mut client = n1.client();
     client.send(get("/a"));
     assert_eq!(client.response(false).header("X-Locus-Node"), Some("n1"));
@@ -563,6 +556,6 @@ fn a_control_peer_with_the_wrong_key_is_refused_and_the_right_ones_hello_names_t
     let mut right = rt.block_on(ControlChannel::connect(addr, &key())).unwrap();
     let hello = HandoffMessage::Hello { id: ConnectionId(0), node: NodeId(1), peers: Vec::new() };
     rt.block_on(right.send(&hello)).unwrap();
-    wait_until("the channel to count", || n1.server().stats().handoff_channels == 1);
-    wait_until("the node to know its id from the Hello", || n1.server().stats().handoff_node_id == Some(1));
+    wait_until("the channel is counted", || n1.server().stats().handoff_channels == 1);
+    wait_until("the node knows its id from the Hello", || n1.server().stats().handoff_node_id == Some(1));
 }

@@ -12,26 +12,22 @@ use tokio::time::Instant;
 
 use super::buffer_pool::{ConnBuffers, RequestKeys};
 use super::{Connection, Wait, invalid_data};
-use crate::dc_control::is_dc_control;
 use crate::document_root::decode_request_path;
 use crate::dynamic::serve_dynamic;
+use crate::miss::serve_miss;
 use crate::node_metrics::ActiveRequest;
 use crate::out_queue::OutQueue;
 use crate::request_view::{BodySource, RequestView, Served, authority_allowed};
 use crate::response::{Persistence, simple};
-use crate::static_files::{serve_cached, serve_miss};
+use crate::static_files::serve_cached;
 
 impl Connection<'_> {
-    /// Answer a cooperative-caching request from a peer (not a client request: no request
-    /// counter moves). False: close after it (a body, or the peer asked to).
-    pub(super) async fn answer_coop(&mut self, b: &mut ConnBuffers) -> bool {
+    /// Answer a peer's cooperative-caching or DC control request (not a client request: no
+    /// request counter moves). False: close after it (a body, or the peer asked to).
+    pub(super) async fn answer_peer(&mut self, b: &mut ConnBuffers) -> bool {
         let Ok(peer) = self.stream.peer_addr() else { return false };
         let (ip, buf) = (peer.ip(), &b.read[b.start..b.end]);
-        let keep = if is_dc_control(self.w, &b.head, buf) {
-            crate::dc_control::answer(self.w, ip, &b.head, buf, &mut b.out).await
-        } else {
-            crate::coop_serve::answer(self.w, ip, &b.head, buf, &mut b.out)
-        };
+        let keep = self.w.peer_requests.answer(self.w, ip, &b.head, buf, &mut b.out).await;
         b.start += b.head.head_len;
         if b.start == b.end {
             b.start = 0;
@@ -143,9 +139,9 @@ impl Connection<'_> {
             Some((p, q)) => (p, Some(q)),
             None => (target, None),
         };
-        if crate::dc_serve::is_replica_request(w, raw_path) {
+        if crate::dc::serve::is_replica_request(w, raw_path) {
             self.flush(out).await?;
-            return Ok(crate::dc_serve::serve_replica(w, raw_path, head_only, persistence, out).await);
+            return Ok(crate::dc::serve::serve_replica(w, raw_path, head_only, persistence, out).await);
         }
         if let Err(e) = decode_request_path(raw_path, &mut keys.path) {
             simple(out, nh, e.status(), persistence, head_only, b"");
@@ -176,7 +172,7 @@ impl Connection<'_> {
                 _ => {}
             }
         }
-        if let Some(served) = crate::dc_serve::serve_home(w, &req, out) {
+        if let Some(served) = crate::dc::serve::serve_home(w, &req, out) {
             return Ok(served);
         }
         if let Some(class) = node.classes.classify(target) {

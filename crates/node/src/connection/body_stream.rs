@@ -108,7 +108,7 @@ impl Connection<'_> {
             self.flush(out).await?;
         }
         if body.reusable
-            && let Some(pool) = &self.w.origin_pool
+            && let Some(pool) = self.w.miss.origin_pool()
         {
             pool.put(body.stream);
         }

@@ -13,11 +13,11 @@ use tokio::net::TcpStream;
 
 use super::buffer_pool::ConnBuffers;
 use super::{Close, Connection, ConnectionEnd, Step, invalid_data};
-use crate::backend_forward::{PEER_IO_TIMEOUT, PeerResponse};
 use crate::context::count;
-use crate::handoff_agent::RouteDecision;
+use crate::handoff::agent::RouteDecision;
+use crate::handoff::backend_forward::{PEER_IO_TIMEOUT, PeerResponse};
+use crate::handoff::request_router::RequestRouter;
 use crate::out_queue::OutQueue;
-use crate::request_router::RequestRouter;
 use crate::response::{Persistence, simple};
 
 /// Dump the connection with `pending` in front of its receive queue and hand it back to the

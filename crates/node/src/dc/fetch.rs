@@ -18,8 +18,8 @@ use locus_dc::rewrite::RewritePlan;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use crate::dc_node::{DcNode, Outgoing, ReplicaCopy};
-use crate::dc_stats::{FetchFailure, add};
+use crate::dc::node::{DcNode, Outgoing, ReplicaCopy};
+use crate::dc::stats::{FetchFailure, add};
 use crate::origin::{OriginError, OriginPool, OriginReply};
 
 /// Time a home gets to send a whole copy.

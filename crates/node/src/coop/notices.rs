@@ -12,9 +12,9 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::coop_node::{CoopNode, Notice};
-use crate::coop_stats::{PeerFailure, add};
-use crate::coop_wire::notice_targets;
+use crate::coop::node::{CoopNode, Notice};
+use crate::coop::stats::{PeerFailure, add};
+use crate::coop::wire::notice_targets;
 use crate::origin::{OriginPool, OriginReply};
 
 /// Notices taken from the queue for one batch, at most.

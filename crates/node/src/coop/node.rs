@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use crate::coop_config::{CoopConfig, refuse_self, resolve};
-use crate::coop_directory::{HolderDirectory, Membership};
-use crate::coop_stats::{CoopStats, PeerFailure, add};
+use crate::coop::config::{CoopConfig, refuse_self, resolve};
+use crate::coop::directory::{HolderDirectory, Membership};
+use crate::coop::stats::{CoopStats, PeerFailure, add};
 use crate::doc_store::CacheObserver;
 use crate::origin::{OriginAddr, OriginPool};
 

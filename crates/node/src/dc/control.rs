@@ -28,8 +28,8 @@ use locus_http::{RequestHead, Version};
 use serde::{Deserialize, Serialize};
 
 use crate::context::WorkerContext;
-use crate::dc_node::{DcNode, Outgoing};
-use crate::dc_stats::add;
+use crate::dc::node::{DcNode, Outgoing};
+use crate::dc::stats::add;
 use crate::out_queue::OutQueue;
 use crate::response::{Persistence, content_length, end_head, simple, start_head};
 
@@ -41,11 +41,6 @@ pub const CONTROL_PREFIX: &str = "/~dc/";
 pub struct MapReply {
     pub changes: MapChanges,
     pub versions: Vec<(String, u64)>,
-}
-
-/// Whether the request just parsed is a DC control request.
-pub fn is_dc_control(w: &WorkerContext, head: &RequestHead, buf: &[u8]) -> bool {
-    w.dc.is_some() && head.path_str(buf).starts_with(CONTROL_PREFIX)
 }
 
 /// Queue the answer to a control request from `ip`; false if the connection closes after it.

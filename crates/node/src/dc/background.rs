@@ -19,10 +19,10 @@ use tokio::sync::watch;
 use tokio::time::{MissedTickBehavior, interval};
 
 use crate::context::NodeContext;
-use crate::dc_control::MapReply;
-use crate::dc_fetch::{Fetched, fetch_from_home, make_copy, store_copy};
-use crate::dc_node::{DcNode, Outgoing};
-use crate::dc_stats::add;
+use crate::dc::control::MapReply;
+use crate::dc::fetch::{Fetched, fetch_from_home, make_copy, store_copy};
+use crate::dc::node::{DcNode, Outgoing};
+use crate::dc::stats::add;
 use crate::origin::{OriginHeaders, OriginPool, OriginReply};
 
 /// Time a peer gets to answer a ping, a notice or a map pull.
@@ -105,7 +105,7 @@ async fn control(
 
 /// Ping peers with old loads, then pull the maps that moved.
 async fn ping_and_pull(dc: &DcNode, pools: &[Option<OriginPool>]) {
-    let stale_ns = crate::dc_node::ping_stale_ns(dc.config.ping_ms);
+    let stale_ns = crate::dc::node::ping_stale_ns(dc.config.ping_ms);
     let stale = dc.choosing.lock().table.stale(dc.now_ns(), stale_ns);
     for peer in stale {
         add(&dc.stats.pings_sent, 1);

@@ -16,9 +16,9 @@ use locus_dc::rewrite::{Piece, RewritePlan, SlotChoice};
 use std::sync::Arc;
 
 use crate::context::WorkerContext;
-use crate::dc_fetch::{DcWorker, Fetched, fetch_from_home, fetch_joined, make_copy, store_copy};
-use crate::dc_node::{DcNode, ReplicaCopy};
-use crate::dc_stats::add;
+use crate::dc::fetch::{DcWorker, Fetched, fetch_from_home, fetch_joined, make_copy, store_copy};
+use crate::dc::node::{DcNode, ReplicaCopy};
+use crate::dc::stats::add;
 use crate::out_queue::OutQueue;
 use crate::request_view::{RequestView, Served};
 use crate::response::{Persistence, content_length, end_head, simple, start_head};

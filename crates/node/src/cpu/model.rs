@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use locus_core::{JobId, ProcessorSharing};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use crate::cpu_model_config::CpuModelConfig;
+use locus_node_config::CpuModelConfig;
 
 /// The model was shut down before the job completed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

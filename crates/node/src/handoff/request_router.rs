@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use locus_handoff::{ConnectionId, TcpRepairState};
 
-use crate::handoff_agent::{HandoffAgent, RouteDecision};
+use crate::handoff::agent::{HandoffAgent, RouteDecision};
 
 /// Routing state of one connection the switch knows by `id`.
 pub struct RequestRouter {

@@ -1,5 +1,5 @@
 //! The answering side of cooperative caching: requests under `/locus/coop/` on the main
-//! listener (see `coop_wire`), accepted only from the configured peers' IP addresses (403
+//! listener (see `coop::wire`), accepted only from the configured peers' IP addresses (403
 //! otherwise) and answered from memory only — never storage, never a further peer. They are
 //! counted in the coop counters, never as client requests.
 
@@ -9,16 +9,11 @@ use locus_core::Method;
 use locus_http::{RequestHead, Version};
 
 use crate::context::WorkerContext;
-use crate::coop_node::CoopNode;
-use crate::coop_stats::add;
-use crate::coop_wire::{CoopAsk, HOLDERS_HEADER, PREFIX, VALIDATOR_HEADER, Validator, query_pairs};
+use crate::coop::node::CoopNode;
+use crate::coop::stats::add;
+use crate::coop::wire::{CoopAsk, HOLDERS_HEADER, PREFIX, VALIDATOR_HEADER, Validator, query_pairs};
 use crate::out_queue::OutQueue;
 use crate::response::{Persistence, content_length, end_head, simple, start_head};
-
-/// Whether the request just parsed is a coop request this node answers.
-pub fn is_coop_request(w: &WorkerContext, head: &RequestHead, buf: &[u8]) -> bool {
-    w.node.coop.is_some() && head.path_str(buf).starts_with(PREFIX)
-}
 
 /// Queue the answer to a coop request from `ip`; false if the connection closes after it.
 pub fn answer(w: &WorkerContext, ip: IpAddr, head: &RequestHead, buf: &[u8], out: &mut OutQueue) -> bool {

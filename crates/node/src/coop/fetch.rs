@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::coop_node::CoopNode;
-use crate::coop_stats::{PeerFailure, add};
-use crate::coop_wire::{CoopAsk, Validator, document_target};
+use crate::coop::node::CoopNode;
+use crate::coop::stats::{PeerFailure, add};
+use crate::coop::wire::{CoopAsk, Validator, document_target};
 use crate::origin::{OriginError, OriginHeaders, OriginPool, OriginReply};
 
 /// Holders tried after the home, at most (each try is bounded by the timeout).

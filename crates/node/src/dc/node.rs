@@ -24,10 +24,10 @@ use locus_dc::{Membership, ServerId};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
 
-use crate::dc_config::{DcConfig, check_self};
-use crate::dc_fetch::FetchFlights;
-use crate::dc_site::HomeSite;
-use crate::dc_stats::{DcGauges, DcStats};
+use crate::dc::config::{DcConfig, check_self};
+use crate::dc::fetch::FetchFlights;
+use crate::dc::site::HomeSite;
+use crate::dc::stats::{DcGauges, DcStats};
 use crate::origin::{OriginAddr, OriginPool};
 
 /// Messages waiting for the background task; beyond it they are dropped.
