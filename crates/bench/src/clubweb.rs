@@ -181,7 +181,7 @@ pub fn run_clubweb(a: &ClubwebArgs, mut progress: impl FnMut(&str)) -> anyhow::R
         Some(path) => path.clone(),
         None => std::env::current_exe().context("locating the locus executable")?,
     };
-    let site = locus_lab::ScratchFolder::new("clubweb-site")?;
+    let site = locus_rig::ScratchFolder::new("clubweb-site")?;
     for i in 0..a.files {
         let name = format!("f{i:04}");
         std::fs::write(site.path().join(&name), file_content(&name, a.size as usize))?;

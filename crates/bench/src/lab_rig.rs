@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use locus_lab::servers::{HTTP_PORT, NodeSpec, Server, SwitchSpec, locus_node, locus_switch};
-use locus_lab::{LabNetwork, Net, ScratchFolder, process_tree_cpu};
+use locus_rig::servers::{HTTP_PORT, NodeSpec, Server, SwitchSpec, locus_node, locus_switch};
+use locus_rig::{LabNetwork, Net, ScratchFolder, process_tree_cpu};
 use locus_load::{LoadConfig, LoadReport, TargetUrl, fetch_status, run_load};
 
 /// What one point's cluster runs.
@@ -88,7 +88,7 @@ impl Rig {
             }
         };
         let key = files.join("handoff.key");
-        locus_lab::servers::write_handoff_key(&key)?;
+        locus_rig::servers::write_handoff_key(&key)?;
         Ok(Rig {
             switch: None,
             nodes: Vec::new(),
@@ -287,7 +287,7 @@ pub(crate) fn file_content(name: &str, len: usize) -> Vec<u8> {
 
 /// Microseconds of CPU per request between two readings (0 without requests).
 pub(crate) fn us_per_request(before: Duration, after: Duration, requests: u64) -> f64 {
-    locus_lab::cpu_us_per_request(before, after, requests).unwrap_or(0.0)
+    locus_rig::cpu_us_per_request(before, after, requests).unwrap_or(0.0)
 }
 
 /// Requests of a report that failed or came back wrong (open-loop lateness left out).

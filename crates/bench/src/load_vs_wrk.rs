@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context;
-use locus_lab::{Net, NodeSpec, ScratchFolder, find_program, servers};
+use locus_rig::{Net, NodeSpec, ScratchFolder, find_program, servers};
 use locus_load::{LoadConfig, TargetUrl, Verification, pin_response, run_load};
 use serde::Serialize;
 

@@ -242,7 +242,7 @@ pub fn run_rehandoff(a: &RehandoffArgs, mut progress: impl FnMut(&str)) -> anyho
         Some(path) => path.clone(),
         None => std::env::current_exe().context("locating the locus executable")?,
     };
-    let site = locus_lab::ScratchFolder::new("rehandoff-site")?;
+    let site = locus_rig::ScratchFolder::new("rehandoff-site")?;
     let mut candidates = Vec::new();
     for &size in &a.sizes {
         candidates.push(write_files(site.path(), size, 4 * a.targets)?);

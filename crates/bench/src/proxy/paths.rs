@@ -4,7 +4,7 @@
 
 use super::ProxyBenchOptions;
 use anyhow::bail;
-use locus_lab::{HaproxyBalance, Net, NginxBalance, NodeSpec, Server, SwitchSpec, servers};
+use locus_rig::{HaproxyBalance, Net, NginxBalance, NodeSpec, Server, SwitchSpec, servers};
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -194,7 +194,7 @@ fn cache_forwarding(env: &Env<'_>) -> anyhow::Result<Started> {
 /// GET `path` from `addr` and return its `X-Locus-Cache` (hit, miss, remote, ...); an error
 /// unless it is a 200.
 fn get_cache_status(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
-    let (status, cache) = locus_lab::get_header(addr, path, "x-locus-cache")?;
+    let (status, cache) = locus_rig::get_header(addr, path, "x-locus-cache")?;
     anyhow::ensure!(status == 200, "GET {path} from {addr}: status {status}");
     Ok(cache)
 }
@@ -285,7 +285,7 @@ fn one_way(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started> {
             let status = locus_load::fetch_status(&url, std::time::Duration::from_secs(2));
             let channels = status.ok().and_then(|s| s["handoff"]["channels_up"].as_u64()).unwrap_or(0);
             if channels >= want || std::time::Instant::now() > deadline {
-                return Ok::<u64, locus_lab::LabError>(channels);
+                return Ok::<u64, locus_rig::RigError>(channels);
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }

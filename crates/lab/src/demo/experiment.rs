@@ -70,7 +70,7 @@ pub fn tuning_note(report: &LabReport) -> String {
         out.push_str(" The Locus switch relays every body through user space here (`splice_min_bytes = 0`).");
     }
     out.push_str("\n\n");
-    out.push_str(&crate::demo_tuning::hotspot_and_dynamic_note(report));
+    out.push_str(&crate::demo::tuning::hotspot_and_dynamic_note(report));
     out
 }
 
