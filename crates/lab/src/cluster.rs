@@ -190,20 +190,15 @@ impl<'n> LabCluster<'n> {
         let switch = match spec.switch {
             SwitchKind::Locus => {
                 let s = SwitchSpec {
-                    policy: spec.policy.clone(),
-                    mode: spec.mode.clone(),
-                    workers: spec.workers,
-                    max_connections: 9000,
                     admin: true,
                     splice_min_bytes: spec.splice_min_bytes,
                     policy_table: spec.policy_table.clone(),
                     handoff_key_file: key_file.clone(),
                     handoff_agents: nodes.iter().filter_map(|n| n.agent).collect(),
-                    handoff_pin_dir: None,
-                    l4_selection: None,
                     class_file: spec.class_file.clone(),
                     site_root: spec.class_file.as_ref().map(|_| spec.root.clone()),
                     node_admins: nodes.iter().filter_map(|n| n.admin).collect(),
+                    ..SwitchSpec::new(&spec.policy, &spec.mode, spec.workers, 9000)
                 };
                 let switch = servers::locus_switch(net, locus, scratch, listen, &named, &s)?;
                 if one_way {

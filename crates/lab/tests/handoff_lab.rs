@@ -136,20 +136,11 @@ impl HandoffLab {
 
     fn start_switch(&mut self, key: Option<&Path>) {
         let spec = SwitchSpec {
-            policy: self.policy.clone(),
-            mode: self.mode.clone(),
-            workers: 1,
-            max_connections: 1000,
             admin: true,
-            splice_min_bytes: None,
-            policy_table: None,
             handoff_key_file: self.agents.then(|| key.unwrap_or(&self.key).to_path_buf()),
             handoff_agents: self.nodes.iter().filter_map(|n| n.agent).collect(),
             handoff_pin_dir: self.pins.as_ref().map(|p| p.0.join("locus")),
-            l4_selection: None,
-            class_file: None,
-            site_root: None,
-            node_admins: Vec::new(),
+            ..SwitchSpec::new(&self.policy, &self.mode, 1, 1000)
         };
         let named: Vec<(String, SocketAddr)> = self.nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
         let listen = self.net.switch_addr(HTTP_PORT).unwrap();

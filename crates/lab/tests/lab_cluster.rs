@@ -16,7 +16,7 @@ use locus_lab::{
 };
 use locus_load::{DocumentSet, LoadConfig, Popularity, Verification, Workload};
 use locus_rig::{LabNetwork, Net, find_program, namespace_owner, tear_down_everything};
-use locus_test_support::{locus_binary, require_namespaces, watchdog};
+use locus_test_support::{locus_binary, require_namespaces, wait_until, watchdog};
 
 fn small_workload(files: u32, clients: usize) -> WorkloadSpec {
     WorkloadSpec { clients, load_threads: 1, seed: 7, ..WorkloadSpec::new("small", files) }
@@ -340,6 +340,12 @@ impl Drop for LabProcess {
     }
 }
 
+/// How many `locus` processes (nodes and switch) run under `pid`.
+fn locus_processes(pid: u32) -> usize {
+    let comm = |p: &u32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+    locus_rig::descendants(pid).iter().filter(|p| comm(p).trim() == "locus").count()
+}
+
 /// Start `locus lab run` on a long small experiment and wait until its namespaces exist and
 /// its nodes run.
 fn start_lab_process(dir: &Path) -> LabProcess {
@@ -359,9 +365,8 @@ fn start_lab_process(dir: &Path) -> LabProcess {
     let lab = LabProcess { child };
     let pid = lab.child.id();
     let start = Instant::now();
-    let comm = |p: &u32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
     loop {
-        let nodes = locus_rig::descendants(pid).iter().filter(|p| comm(p).trim() == "locus").count();
+        let nodes = locus_processes(pid);
         // client, switch, two nodes and the lan namespace holding the bridge.
         if namespaces_of(pid).len() == 5 && nodes >= 2 {
             return lab;
@@ -390,7 +395,9 @@ fn ctrl_c_tears_the_whole_lab_down_and_exits_non_zero() {
     let dir = tempfile::tempdir().unwrap();
     let mut lab = start_lab_process(dir.path());
     let pid = lab.child.id();
-    std::thread::sleep(Duration::from_millis(500));
+    // The first point's switch (a third `locus`, after the two nodes) is up: every server the
+    // point starts is then among the descendants.
+    wait_until("the first point's switch runs beside its two nodes", || locus_processes(pid) >= 3);
     let servers = locus_rig::descendants(pid);
     // SAFETY: kill with the pid of our own child.
     unsafe { libc::kill(pid as i32, libc::SIGINT) };
@@ -403,11 +410,13 @@ fn ctrl_c_tears_the_whole_lab_down_and_exits_non_zero() {
         .filter(|n| locus_rig::bridge_owner(n) == Some(pid))
         .collect();
     assert!(bridges.is_empty(), "bridges left: {bridges:?}");
-    std::thread::sleep(Duration::from_millis(200));
-    for s in servers {
-        let state = std::fs::read_to_string(format!("/proc/{s}/stat")).unwrap_or_default();
-        assert!(state.is_empty() || state.contains(") Z"), "server {s} still running: {state}");
-    }
+    // The servers were killed by the lab; init reaps them once the lab has exited.
+    let state = |s: &u32| std::fs::read_to_string(format!("/proc/{s}/stat")).unwrap_or_default();
+    let gone = |s: &u32| {
+        let st = state(s);
+        st.is_empty() || st.contains(") Z")
+    };
+    wait_until("every server of the lab has exited", || servers.iter().all(gone));
 }
 
 #[test]

@@ -201,22 +201,8 @@ fn get_cache_status(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
 
 /// The Locus switch in `mode` on the switch host (`port` in the lab), in front of both nodes.
 fn locus_switch(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started> {
-    let spec = SwitchSpec {
-        policy: env.opts.policy.clone(),
-        mode: mode.into(),
-        workers: env.opts.switch_workers,
-        max_connections: env.opts.idle_connections + 1000,
-        admin: false,
-        splice_min_bytes: None,
-        policy_table: None,
-        handoff_key_file: None,
-        handoff_agents: Vec::new(),
-        handoff_pin_dir: None,
-        l4_selection: None,
-        class_file: None,
-        site_root: None,
-        node_admins: Vec::new(),
-    };
+    let spec =
+        SwitchSpec::new(&env.opts.policy, mode, env.opts.switch_workers, env.opts.idle_connections + 1000);
     // Each switch gets a scratch folder of its own: the lab names logs by program.
     let scratch = env.scratch.join(format!("switch-{mode}"));
     std::fs::create_dir_all(&scratch)?;
@@ -257,20 +243,10 @@ fn one_way(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started> {
     std::fs::create_dir_all(&scratch)?;
     let nodes: Vec<(String, SocketAddr)> = one_way_nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
     let spec = SwitchSpec {
-        policy: env.opts.policy.clone(),
-        mode: mode.into(),
-        workers: env.opts.switch_workers,
-        max_connections: env.opts.idle_connections + 1000,
         admin: true,
-        splice_min_bytes: None,
-        policy_table: None,
         handoff_key_file: Some(key.clone()),
         handoff_agents: one_way_nodes.iter().filter_map(|n| n.agent).collect(),
-        handoff_pin_dir: None,
-        l4_selection: None,
-        class_file: None,
-        site_root: None,
-        node_admins: Vec::new(),
+        ..SwitchSpec::new(&env.opts.policy, mode, env.opts.switch_workers, env.opts.idle_connections + 1000)
     };
     let listen = env.net.switch_addr(port)?;
     let switch = servers::locus_switch(env.net, env.locus, &scratch, listen, &nodes, &spec)?;

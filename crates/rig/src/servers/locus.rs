@@ -196,6 +196,28 @@ pub struct SwitchSpec {
     pub node_admins: Vec<SocketAddr>,
 }
 
+impl SwitchSpec {
+    /// A switch with `policy` in `mode`, no admin listener, no handoff plane, no classes.
+    pub fn new(policy: &str, mode: &str, workers: u32, max_connections: usize) -> SwitchSpec {
+        SwitchSpec {
+            policy: policy.to_string(),
+            mode: mode.to_string(),
+            workers,
+            max_connections,
+            admin: false,
+            splice_min_bytes: None,
+            policy_table: None,
+            handoff_key_file: None,
+            handoff_agents: Vec::new(),
+            handoff_pin_dir: None,
+            l4_selection: None,
+            class_file: None,
+            site_root: None,
+            node_admins: Vec::new(),
+        }
+    }
+}
+
 /// `locus switch` on the switch host, listening on `listen`, in front of `nodes` (name and
 /// address each).
 pub fn locus_switch(
