@@ -133,7 +133,7 @@ impl ProxyArgs {
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     // First, before any other thread starts (every later thread has the signals blocked): on
     // Ctrl-C or SIGTERM the servers, namespaces and scratch folders of the bench go too.
-    let _watch = locus_lab::InterruptWatch::install()?;
+    let _watch = locus_rig::InterruptWatch::install()?;
     match cmd {
         BenchCommand::Handoff(a) => crate::handoff::run(a),
         BenchCommand::Clubweb(a) => crate::clubweb::run(a),

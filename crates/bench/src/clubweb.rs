@@ -4,14 +4,15 @@
 //! nodes: achieved rate, response-time percentiles and the switch's CPU per request.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use locus_load::{DocumentSet, ErrorKind, LoadConfig, Popularity, Verification, Workload};
 use serde::Serialize;
 
-use crate::lab_rig::{ClusterConfig, Rig, file_content, parse_size, size_label, us_per_request};
+use crate::lab_rig::{
+    Rig, RigArgs, failure_note, failures, file_content, json_lines, parse_size, size_label,
+};
 
 /// The modes compared, in their default order.
 pub const MODES: [&str; 3] = ["proxy", "splice", "handoff"];
@@ -28,12 +29,6 @@ pub struct ClubwebArgs {
     /// Size of every file: bytes, or with a binary suffix (`k`, `m`).
     #[arg(long, default_value = "16k", value_parser = parse_size)]
     pub size: u64,
-    /// Measured seconds per point.
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
-    /// Warm-up seconds per point (same rate, not counted).
-    #[arg(long, default_value_t = 1.0)]
-    pub warmup: f64,
     /// Modes to compare, comma-separated: proxy, splice, handoff.
     #[arg(long, value_delimiter = ',', default_value = "proxy,splice,handoff")]
     pub modes: Vec<String>,
@@ -43,21 +38,8 @@ pub struct ClubwebArgs {
     /// Files in the site (requests pick one uniformly).
     #[arg(long, default_value_t = 100)]
     pub files: usize,
-    /// Switch worker threads.
-    #[arg(long, default_value_t = 1)]
-    pub switch_workers: u32,
-    /// Worker threads per node.
-    #[arg(long, default_value_t = 1)]
-    pub node_workers: u32,
-    /// Load generator threads (0: one per CPU).
-    #[arg(long, default_value_t = 0)]
-    pub load_threads: usize,
-    /// Keep the server logs in a folder under this one.
-    #[arg(long)]
-    pub keep: Option<PathBuf>,
-    /// The `locus` executable the nodes and switch run (default: this one).
-    #[arg(long)]
-    pub locus: Option<PathBuf>,
+    #[command(flatten)]
+    pub rig: RigArgs,
 }
 
 /// One mode at one rate.
@@ -142,16 +124,7 @@ pub fn markdown_table(rows: &[ClubwebRow]) -> String {
 
 /// The output: JSON lines, or the Markdown table.
 pub fn render(rows: &[ClubwebRow], json: bool) -> anyhow::Result<String> {
-    if json {
-        let mut out = String::new();
-        for r in rows {
-            out.push_str(&serde_json::to_string(r)?);
-            out.push('\n');
-        }
-        Ok(out)
-    } else {
-        Ok(markdown_table(rows))
-    }
+    if json { json_lines(rows) } else { Ok(markdown_table(rows)) }
 }
 
 /// Check the flags.
@@ -167,9 +140,7 @@ fn validate(a: &ClubwebArgs) -> anyhow::Result<()> {
     if a.modes.is_empty() || a.files == 0 {
         bail!("--modes and --files must not be empty");
     }
-    if !(a.duration > 0.0 && a.duration <= 600.0 && a.warmup >= 0.0 && a.warmup <= 600.0) {
-        bail!("--duration must be in (0, 600] seconds and --warmup in [0, 600]");
-    }
+    a.rig.validate()?;
     locus_policy::PolicyConfig::from_name(&a.policy)?;
     Ok(())
 }
@@ -177,26 +148,17 @@ fn validate(a: &ClubwebArgs) -> anyhow::Result<()> {
 /// Run the sweep; `progress` gets a line per point.
 pub fn run_clubweb(a: &ClubwebArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec<ClubwebRow>> {
     validate(a)?;
-    let locus = match &a.locus {
-        Some(path) => path.clone(),
-        None => std::env::current_exe().context("locating the locus executable")?,
-    };
-    let site = locus_lab::ScratchFolder::new("clubweb-site")?;
+    let locus = a.rig.locus()?;
+    let site = locus_rig::ScratchFolder::new("clubweb-site")?;
     for i in 0..a.files {
         let name = format!("f{i:04}");
         std::fs::write(site.path().join(&name), file_content(&name, a.size as usize))?;
     }
-    let mut rig = Rig::new(&locus, site.path(), a.keep.as_deref())?;
+    let mut rig = Rig::new(&locus, site.path(), a.rig.keep.as_deref())?;
     let mut rows = Vec::new();
     for (i, &rate) in a.rates.iter().enumerate() {
         for mode in rotated(&a.modes, i) {
-            let config = ClusterConfig {
-                mode: mode.clone(),
-                policy: a.policy.clone(),
-                rehandoff: None,
-                switch_workers: a.switch_workers.max(1),
-                node_workers: a.node_workers.max(1),
-            };
+            let config = a.rig.cluster(&mode, &a.policy, None);
             rig.start(&config).with_context(|| format!("starting the {mode} cluster"))?;
             let load = LoadConfig {
                 targets: vec![rig.url("/")?],
@@ -207,16 +169,16 @@ pub fn run_clubweb(a: &ClubwebArgs, mut progress: impl FnMut(&str)) -> anyhow::R
                 clients: open_connections(rate),
                 rate: Some(f64::from(rate)),
                 keepalive: false,
-                duration: Some(Duration::from_secs_f64(a.duration)),
-                threads: a.load_threads,
+                duration: Some(Duration::from_secs_f64(a.rig.duration)),
+                threads: a.rig.load_threads,
                 timeout: Duration::from_secs(5),
                 verification: Verification::Root(site.path().to_path_buf()),
                 seed: 1 + i as u64,
                 mismatch_samples: 3,
                 ..LoadConfig::default()
             };
-            let warmup = (a.warmup > 0.0).then(|| LoadConfig {
-                duration: Some(Duration::from_secs_f64(a.warmup)),
+            let warmup = (a.rig.warmup > 0.0).then(|| LoadConfig {
+                duration: Some(Duration::from_secs_f64(a.rig.warmup)),
                 seed: 1000 + i as u64,
                 ..load.clone()
             });
@@ -224,7 +186,7 @@ pub fn run_clubweb(a: &ClubwebArgs, mut progress: impl FnMut(&str)) -> anyhow::R
             let idle_before = rig.cpu()?.switch;
             std::thread::sleep(Duration::from_secs(1));
             let idle_ms = (rig.cpu()?.switch.saturating_sub(idle_before)).as_secs_f64() * 1e3;
-            let (report, before, after) =
+            let (report, cpu) =
                 rig.measure(warmup.as_ref(), &load).with_context(|| format!("{mode} at {rate} conn/s"))?;
             let row = ClubwebRow {
                 bench: "clubweb".into(),
@@ -234,10 +196,10 @@ pub fn run_clubweb(a: &ClubwebArgs, mut progress: impl FnMut(&str)) -> anyhow::R
                 p50_ms: report.p50_ms,
                 p90_ms: report.p90_ms,
                 p99_ms: report.p99_ms,
-                switch_cpu_us_per_req: us_per_request(before.switch, after.switch, report.requests),
-                node_cpu_us_per_req: us_per_request(before.nodes, after.nodes, report.requests),
-                host_cpu_us_per_req: us_per_request(before.host, after.host, report.requests),
-                errors: crate::lab_rig::failures(&report),
+                switch_cpu_us_per_req: cpu.switch,
+                node_cpu_us_per_req: cpu.nodes,
+                host_cpu_us_per_req: cpu.host,
+                errors: failures(&report),
                 late: report.errors_by_kind.get(ErrorKind::Late),
             };
             progress(&format!(
@@ -251,11 +213,7 @@ pub fn run_clubweb(a: &ClubwebArgs, mut progress: impl FnMut(&str)) -> anyhow::R
                 row.host_cpu_us_per_req,
                 row.errors,
                 row.late,
-                if crate::lab_rig::failures(&report) > 0 {
-                    format!(" {:?}", report.errors_by_kind)
-                } else {
-                    String::new()
-                }
+                failure_note(&report)
             ));
             rows.push(row);
         }

@@ -4,15 +4,14 @@
 //! load from the client host; process CPU of the switch and the nodes. Servers, namespaces
 //! and scratch files go away on drop (also on failure).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use locus_lab::servers::{HTTP_PORT, NodeSpec, Server, SwitchSpec, locus_node, locus_switch};
-use locus_lab::{LabNetwork, Net, ScratchFolder, process_tree_cpu};
 use locus_load::{LoadConfig, LoadReport, TargetUrl, fetch_status, run_load};
+use locus_rig::servers::{HTTP_PORT, NodeSpec, Server, SwitchSpec, locus_node, locus_switch};
+use locus_rig::{LabNetwork, Net, ScratchFolder, get_header, process_tree_cpu};
 
 /// What one point's cluster runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,6 +23,63 @@ pub(crate) struct ClusterConfig {
     pub rehandoff: Option<String>,
     pub switch_workers: u32,
     pub node_workers: u32,
+}
+
+/// The flags every benchmark on this rig takes: the timing of a point, the cluster's threads,
+/// the load generator's, where logs are kept and which `locus` runs.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RigArgs {
+    /// Measured seconds per point.
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// Warm-up seconds per point (the same load, not counted).
+    #[arg(long, default_value_t = 1.0)]
+    pub warmup: f64,
+    /// Switch worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub switch_workers: u32,
+    /// Worker threads per node.
+    #[arg(long, default_value_t = 1)]
+    pub node_workers: u32,
+    /// Load generator threads (0: one per CPU).
+    #[arg(long, default_value_t = 0)]
+    pub load_threads: usize,
+    /// Keep the server logs in a folder under this one.
+    #[arg(long)]
+    pub keep: Option<PathBuf>,
+    /// The `locus` executable the nodes and switch run (default: this one).
+    #[arg(long)]
+    pub locus: Option<PathBuf>,
+}
+
+impl RigArgs {
+    /// Check the timing flags.
+    pub(crate) fn validate(&self) -> anyhow::Result<()> {
+        let (d, w) = (self.duration, self.warmup);
+        if !(d > 0.0 && d <= 600.0 && (0.0..=600.0).contains(&w)) {
+            bail!("--duration must be in (0, 600] seconds and --warmup in [0, 600]");
+        }
+        Ok(())
+    }
+
+    /// The `locus` executable to start: the one given, or this one.
+    pub(crate) fn locus(&self) -> anyhow::Result<PathBuf> {
+        match &self.locus {
+            Some(path) => Ok(path.clone()),
+            None => std::env::current_exe().context("locating the locus executable"),
+        }
+    }
+
+    /// A point's cluster: the switch in `mode` with `policy`, the nodes' re-handoff choice.
+    pub(crate) fn cluster(&self, mode: &str, policy: &str, rehandoff: Option<&str>) -> ClusterConfig {
+        ClusterConfig {
+            mode: mode.to_string(),
+            policy: policy.to_string(),
+            rehandoff: rehandoff.map(str::to_string),
+            switch_workers: self.switch_workers.max(1),
+            node_workers: self.node_workers.max(1),
+        }
+    }
 }
 
 /// CPU time of the switch and of every node at one moment.
@@ -88,7 +144,7 @@ impl Rig {
             }
         };
         let key = files.join("handoff.key");
-        locus_lab::servers::write_handoff_key(&key)?;
+        locus_rig::servers::write_handoff_key(&key)?;
         Ok(Rig {
             switch: None,
             nodes: Vec::new(),
@@ -125,24 +181,14 @@ impl Rig {
         }
         let handoff = config.mode == "handoff";
         let spec = SwitchSpec {
-            policy: config.policy.clone(),
-            mode: config.mode.clone(),
-            workers: config.switch_workers,
-            max_connections: 9000,
             admin: true,
-            splice_min_bytes: None,
-            policy_table: None,
             handoff_key_file: handoff.then(|| self.key.clone()),
             handoff_agents: if handoff {
                 self.nodes.iter().filter_map(|n| n.agent).collect()
             } else {
                 Vec::new()
             },
-            handoff_pin_dir: None,
-            l4_selection: None,
-            class_file: None,
-            site_root: None,
-            node_admins: Vec::new(),
+            ..SwitchSpec::new(&config.policy, &config.mode, config.switch_workers, 9000)
         };
         let named: Vec<(String, SocketAddr)> = self.nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
         let listen = net.switch_addr(HTTP_PORT)?;
@@ -245,7 +291,7 @@ impl Rig {
         &mut self,
         warmup: Option<&LoadConfig>,
         config: &LoadConfig,
-    ) -> anyhow::Result<(LoadReport, CpuReading, CpuReading)> {
+    ) -> anyhow::Result<(LoadReport, CpuPerRequest)> {
         if let Some(w) = warmup {
             self.load(w).context("warm-up")?;
         }
@@ -253,29 +299,21 @@ impl Rig {
         let report = self.load(config)?;
         let after = self.cpu()?;
         self.check_running()?;
-        Ok((report, before, after))
+        let cpu = CpuPerRequest::between(&before, &after, report.requests);
+        Ok((report, cpu))
     }
 
     /// Which node (`X-Locus-Node`) serves `GET path` on a fresh connection to the switch.
     pub fn node_of(&self, path: &str) -> anyhow::Result<String> {
         let addr = self.net()?.switch_addr(HTTP_PORT)?;
-        self.net()?.on_host("client", || -> anyhow::Result<String> {
-            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-            s.set_read_timeout(Some(Duration::from_secs(10)))?;
-            write!(s, "GET {path} HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n")?;
-            let mut response = Vec::new();
-            s.take(64 << 20).read_to_end(&mut response)?;
-            let head_end = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(response.len());
-            let head = String::from_utf8_lossy(&response[..head_end]).to_string();
-            if !head.starts_with("HTTP/1.1 200") {
-                bail!("GET {path}: {}", head.lines().next().unwrap_or("no response"));
-            }
-            head.lines()
-                .filter_map(|l| l.split_once(':'))
-                .find(|(k, _)| k.trim().eq_ignore_ascii_case("x-locus-node"))
-                .map(|(_, v)| v.trim().to_string())
-                .with_context(|| format!("GET {path}: no X-Locus-Node header"))
-        })
+        let (status, node) = self.net()?.on_host("client", || get_header(addr, path, "x-locus-node"))?;
+        if status != 200 {
+            bail!("GET {path}: status {status}");
+        }
+        if node.is_empty() {
+            bail!("GET {path}: no X-Locus-Node header");
+        }
+        Ok(node)
     }
 }
 
@@ -286,13 +324,47 @@ pub(crate) fn file_content(name: &str, len: usize) -> Vec<u8> {
 }
 
 /// Microseconds of CPU per request between two readings (0 without requests).
-pub(crate) fn us_per_request(before: Duration, after: Duration, requests: u64) -> f64 {
-    locus_lab::cpu_us_per_request(before, after, requests).unwrap_or(0.0)
+fn us_per_request(before: Duration, after: Duration, requests: u64) -> f64 {
+    locus_rig::cpu_us_per_request(before, after, requests).unwrap_or(0.0)
+}
+
+/// CPU per request of one measured point, in µs (0 without requests).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CpuPerRequest {
+    pub switch: f64,
+    pub nodes: f64,
+    pub host: f64,
+}
+
+impl CpuPerRequest {
+    /// The CPU used between two readings over the requests served meanwhile.
+    pub fn between(before: &CpuReading, after: &CpuReading, requests: u64) -> CpuPerRequest {
+        CpuPerRequest {
+            switch: us_per_request(before.switch, after.switch, requests),
+            nodes: us_per_request(before.nodes, after.nodes, requests),
+            host: us_per_request(before.host, after.host, requests),
+        }
+    }
 }
 
 /// Requests of a report that failed or came back wrong (open-loop lateness left out).
 pub(crate) fn failures(report: &LoadReport) -> u64 {
     report.errors - report.errors_by_kind.get(locus_load::ErrorKind::Late) + report.mismatches
+}
+
+/// The end of a point's progress line: its errors by kind when any request failed.
+pub(crate) fn failure_note(report: &LoadReport) -> String {
+    if failures(report) > 0 { format!(" {:?}", report.errors_by_kind) } else { String::new() }
+}
+
+/// Rows as JSON lines, one object a row.
+pub(crate) fn json_lines<R: serde::Serialize>(rows: &[R]) -> anyhow::Result<String> {
+    let mut out = String::new();
+    for r in rows {
+        out.push_str(&serde_json::to_string(r)?);
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 /// Sizes as written on the command line: bytes, or with a `k` / `m` suffix (binary).

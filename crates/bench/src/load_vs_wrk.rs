@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context;
-use locus_lab::{Net, NodeSpec, ScratchFolder, find_program, servers};
 use locus_load::{LoadConfig, TargetUrl, Verification, pin_response, run_load};
+use locus_rig::{Net, NodeSpec, ScratchFolder, find_program, servers};
 use serde::Serialize;
 
 use crate::wrk::{WRK_PROGRAM, WrkLoad, run_wrk};

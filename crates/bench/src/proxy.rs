@@ -12,7 +12,7 @@ mod table;
 use crate::idle::hold_idle_connections;
 use crate::wrk::{WrkLoad, WrkResult, run_wrk};
 use anyhow::Context;
-use locus_lab::{LabNetwork, Net, NodeSpec, ScratchFolder, find_program, rss_mb, servers};
+use locus_rig::{LabNetwork, Net, NodeSpec, ScratchFolder, find_program, rss_mb, servers};
 pub use paths::{DIRECT, IDLE_PATH, PATHS, PathKind, resolve_paths};
 pub use plot::write_plot;
 use serde::Serialize;

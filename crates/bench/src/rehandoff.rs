@@ -11,7 +11,9 @@ use anyhow::{Context, bail};
 use locus_load::{LoadConfig, TraceSource, Verification, Workload};
 use serde::Serialize;
 
-use crate::lab_rig::{ClusterConfig, Rig, file_content, parse_size, size_label, us_per_request};
+use crate::lab_rig::{
+    Rig, RigArgs, failure_note, failures, file_content, json_lines, parse_size, size_label,
+};
 
 /// A configuration measured: how the cluster runs and how clients connect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,30 +50,11 @@ pub struct RehandoffArgs {
     /// Closed-loop clients.
     #[arg(long, default_value_t = 16)]
     pub clients: usize,
-    /// Measured seconds per point.
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
-    /// Warm-up seconds per point (not counted).
-    #[arg(long, default_value_t = 1.0)]
-    pub warmup: f64,
     /// Targets per node: each client alternates between a target of node 1 and one of node 2.
     #[arg(long, default_value_t = 16)]
     pub targets: usize,
-    /// Switch worker threads.
-    #[arg(long, default_value_t = 1)]
-    pub switch_workers: u32,
-    /// Worker threads per node.
-    #[arg(long, default_value_t = 1)]
-    pub node_workers: u32,
-    /// Load generator threads (0: one per CPU).
-    #[arg(long, default_value_t = 0)]
-    pub load_threads: usize,
-    /// Keep the server logs in a folder under this one.
-    #[arg(long)]
-    pub keep: Option<PathBuf>,
-    /// The `locus` executable the nodes and switch run (default: this one).
-    #[arg(long)]
-    pub locus: Option<PathBuf>,
+    #[command(flatten)]
+    pub rig: RigArgs,
 }
 
 /// One configuration at one size.
@@ -154,16 +137,7 @@ pub fn markdown_table(rows: &[RehandoffRow]) -> String {
 
 /// The output: JSON lines, or the Markdown table.
 pub fn render(rows: &[RehandoffRow], json: bool) -> anyhow::Result<String> {
-    if json {
-        let mut out = String::new();
-        for r in rows {
-            out.push_str(&serde_json::to_string(r)?);
-            out.push('\n');
-        }
-        Ok(out)
-    } else {
-        Ok(markdown_table(rows))
-    }
+    if json { json_lines(rows) } else { Ok(markdown_table(rows)) }
 }
 
 /// JSON-lines trace whose client `k` asks `first[k]` then `second[k]`: replayed as sessions
@@ -229,32 +203,21 @@ fn validate(a: &RehandoffArgs) -> anyhow::Result<Vec<Setup>> {
     if a.sizes.is_empty() || a.setups.is_empty() || a.clients == 0 || a.targets == 0 {
         bail!("--sizes, --setups, --clients and --targets must not be empty or 0");
     }
-    if !(a.duration > 0.0 && a.duration <= 600.0 && a.warmup >= 0.0 && a.warmup <= 600.0) {
-        bail!("--duration must be in (0, 600] seconds and --warmup in [0, 600]");
-    }
+    a.rig.validate()?;
     a.setups.iter().map(|s| setup(s)).collect()
 }
 
 /// Run every configuration at every size; `progress` gets a line per point.
 pub fn run_rehandoff(a: &RehandoffArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec<RehandoffRow>> {
     let setups = validate(a)?;
-    let locus = match &a.locus {
-        Some(path) => path.clone(),
-        None => std::env::current_exe().context("locating the locus executable")?,
-    };
-    let site = locus_lab::ScratchFolder::new("rehandoff-site")?;
+    let locus = a.rig.locus()?;
+    let site = locus_rig::ScratchFolder::new("rehandoff-site")?;
     let mut candidates = Vec::new();
     for &size in &a.sizes {
         candidates.push(write_files(site.path(), size, 4 * a.targets)?);
     }
-    let mut rig = Rig::new(&locus, site.path(), a.keep.as_deref())?;
-    let config = |s: &Setup| ClusterConfig {
-        mode: s.mode.to_string(),
-        policy: "hash".to_string(),
-        rehandoff: s.rehandoff.map(str::to_string),
-        switch_workers: a.switch_workers.max(1),
-        node_workers: a.node_workers.max(1),
-    };
+    let mut rig = Rig::new(&locus, site.path(), a.rig.keep.as_deref())?;
+    let config = |s: &Setup| a.rig.cluster(s.mode, "hash", s.rehandoff);
     // `hash` is a static partition of the targets: ask a cluster once where each one goes.
     rig.start(&config(&SETUPS[0]))?;
     let mut traces: Vec<PathBuf> = Vec::new();
@@ -278,22 +241,24 @@ pub fn run_rehandoff(a: &RehandoffArgs, mut progress: impl FnMut(&str)) -> anyho
                 sessions: s.keepalive,
                 clients: a.clients,
                 keepalive: s.keepalive,
-                duration: Some(Duration::from_secs_f64(a.duration)),
-                threads: a.load_threads,
+                duration: Some(Duration::from_secs_f64(a.rig.duration)),
+                threads: a.rig.load_threads,
                 // Shorter than the measured time: a request that stalls counts as an error.
                 timeout: Duration::from_secs(2),
                 verification: Verification::Root(site.path().to_path_buf()),
                 mismatch_samples: 3,
                 ..LoadConfig::default()
             };
-            let warmup = (a.warmup > 0.0)
-                .then(|| LoadConfig { duration: Some(Duration::from_secs_f64(a.warmup)), ..load.clone() });
+            let warmup = (a.rig.warmup > 0.0).then(|| LoadConfig {
+                duration: Some(Duration::from_secs_f64(a.rig.warmup)),
+                ..load.clone()
+            });
             let label = format!("{} at {}", s.name, size_label(size));
             if let Some(w) = &warmup {
                 rig.load(w).with_context(|| format!("{label}: warm-up"))?;
             }
             let nodes_before = rig.node_statuses()?;
-            let (report, before, after) = rig.measure(None, &load).with_context(|| label.clone())?;
+            let (report, cpu) = rig.measure(None, &load).with_context(|| label.clone())?;
             let nodes_after = rig.node_statuses()?;
             let crossed = ["rehandoffs", "backend_forwards"]
                 .iter()
@@ -308,15 +273,15 @@ pub fn run_rehandoff(a: &RehandoffArgs, mut progress: impl FnMut(&str)) -> anyho
                 rps: report.rps,
                 p50_ms: report.p50_ms,
                 p99_ms: report.p99_ms,
-                switch_cpu_us_per_req: us_per_request(before.switch, after.switch, report.requests),
-                node_cpu_us_per_req: us_per_request(before.nodes, after.nodes, report.requests),
-                host_cpu_us_per_req: us_per_request(before.host, after.host, report.requests),
+                switch_cpu_us_per_req: cpu.switch,
+                node_cpu_us_per_req: cpu.nodes,
+                host_cpu_us_per_req: cpu.host,
                 cross_node_pct: if report.requests > 0 {
                     crossed as f64 * 100.0 / report.requests as f64
                 } else {
                     0.0
                 },
-                errors: crate::lab_rig::failures(&report),
+                errors: failures(&report),
             };
             progress(&format!(
                 "rehandoff {label}: {:.0} req/s, p50 {:.2} ms, p99 {:.2} ms, switch {:.1} µs/req, nodes {:.1} µs/req, host {:.0} µs/req, crossed {:.0}%, {} errors{}",
@@ -328,11 +293,7 @@ pub fn run_rehandoff(a: &RehandoffArgs, mut progress: impl FnMut(&str)) -> anyho
                 row.host_cpu_us_per_req,
                 row.cross_node_pct,
                 row.errors,
-                if crate::lab_rig::failures(&report) > 0 {
-                    format!(" {:?}", report.errors_by_kind)
-                } else {
-                    String::new()
-                }
+                failure_note(&report)
             ));
             rows.push(row);
         }

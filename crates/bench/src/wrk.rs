@@ -61,7 +61,7 @@ impl WrkLoad {
 /// Run `wrk … --latency url` with `load`; `wrk` is the command to run (already placed on the
 /// client's host).
 pub fn run_wrk(mut wrk: Command, url: &str, load: &WrkLoad) -> anyhow::Result<WrkResult> {
-    locus_lab::die_with_spawning_thread(&mut wrk);
+    locus_rig::die_with_spawning_thread(&mut wrk);
     let out =
         wrk.args(load.args()).arg(url).output().with_context(|| format!("run {:?}", wrk.get_program()))?;
     let text = String::from_utf8_lossy(&out.stdout);

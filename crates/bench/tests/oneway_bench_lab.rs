@@ -10,7 +10,7 @@ use clap::Parser;
 use locus_bench::cli::BenchCommand;
 use locus_bench::clubweb::{ClubwebArgs, run_clubweb};
 use locus_bench::rehandoff::{RehandoffArgs, run_rehandoff};
-use locus_lab::tear_down_everything;
+use locus_rig::tear_down_everything;
 use locus_test_support::{locus_binary, require_namespaces, watchdog};
 
 #[derive(Parser)]
@@ -133,7 +133,7 @@ impl Drop for KilledOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-        let _ = locus_lab::clean_stale_labs();
+        let _ = locus_rig::clean_stale_labs();
     }
 }
 
@@ -182,13 +182,13 @@ fn interrupt_a_proxy_bench(net: &str) {
             .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
             .unwrap_or_default()
             .into_iter()
-            .filter(|n| locus_lab::namespace_owner(n) == Some(pid))
+            .filter(|n| locus_rig::namespace_owner(n) == Some(pid))
             .collect()
     };
     // Wait for wrk to run in the lab: every server is up by then.
     let start = std::time::Instant::now();
     let servers = loop {
-        let procs = locus_lab::descendants(pid);
+        let procs = locus_rig::descendants(pid);
         let wrk_runs = procs
             .iter()
             .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "wrk"));

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::LabError;
-use crate::process::find_program;
-use crate::servers::Net;
+use locus_rig::Net;
+use locus_rig::find_program;
 
 /// Page loads so far (numbers the network logs).
 static VISITS: AtomicU64 = AtomicU64::new(0);

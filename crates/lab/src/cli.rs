@@ -6,14 +6,14 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
+use crate::demo::{checks_markdown, demo_checks};
 use crate::demo::{demo_experiment, tuning_note};
-use crate::demo_checks::{checks_markdown, demo_checks};
 use crate::error::LabError;
 use crate::experiment::Experiment;
 use crate::runner::{LabOptions, run_experiment};
-use crate::stale_labs::clean_stale_labs;
-use crate::teardown::InterruptWatch;
 use crate::utc_time::UtcTime;
+use locus_rig::InterruptWatch;
+use locus_rig::clean_stale_labs;
 
 /// `locus lab` subcommands.
 #[derive(clap::Subcommand, Debug)]

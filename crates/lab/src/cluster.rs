@@ -3,17 +3,17 @@
 //! what the lab reads from them: admin snapshots (node requests and cache counters, the Locus
 //! switch's per-node counters, the switch's CPU time) and which node served a request.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
 use locus_load::{CacheSnapshot, SwitchSnapshot, TargetUrl, fetch_status};
 
-use crate::cpu_time::process_tree_cpu;
 use crate::error::LabError;
 use crate::experiment::{NodeSettings, SwitchKind, haproxy_balance, nginx_balance};
-use crate::servers::{self, HTTP_PORT, Net, NodeSpec, Server, SwitchSpec};
+use locus_rig::process_tree_cpu;
+use locus_rig::servers::{self, HTTP_PORT, NodeSpec, Server, SwitchSpec};
+use locus_rig::{Net, get_header};
 
 /// What a cluster is made of.
 #[derive(Clone, Debug)]
@@ -190,20 +190,15 @@ impl<'n> LabCluster<'n> {
         let switch = match spec.switch {
             SwitchKind::Locus => {
                 let s = SwitchSpec {
-                    policy: spec.policy.clone(),
-                    mode: spec.mode.clone(),
-                    workers: spec.workers,
-                    max_connections: 9000,
                     admin: true,
                     splice_min_bytes: spec.splice_min_bytes,
                     policy_table: spec.policy_table.clone(),
                     handoff_key_file: key_file.clone(),
                     handoff_agents: nodes.iter().filter_map(|n| n.agent).collect(),
-                    handoff_pin_dir: None,
-                    l4_selection: None,
                     class_file: spec.class_file.clone(),
                     site_root: spec.class_file.as_ref().map(|_| spec.root.clone()),
                     node_admins: nodes.iter().filter_map(|n| n.admin).collect(),
+                    ..SwitchSpec::new(&spec.policy, &spec.mode, spec.workers, 9000)
                 };
                 let switch = servers::locus_switch(net, locus, scratch, listen, &named, &s)?;
                 if one_way {
@@ -314,30 +309,9 @@ impl<'n> LabCluster<'n> {
     /// and return the node that served each (`X-Locus-Node`) with the response's status.
     pub fn serving_nodes(&self, target: &str, count: usize) -> Result<Vec<(u16, String)>, LabError> {
         let addr = self.switch_addr();
-        self.net.on_host("client", || (0..count).map(|_| get_header(addr, target, "x-locus-node")).collect())
+        self.net
+            .on_host("client", || (0..count).map(|_| Ok(get_header(addr, target, "x-locus-node")?)).collect())
     }
-}
-
-/// `GET target` on a fresh connection from the calling thread's host: the status and the value
-/// of response header `name` (empty when absent).
-pub fn get_header(addr: SocketAddr, target: &str, name: &str) -> Result<(u16, String), LabError> {
-    let fail = |e: std::io::Error| LabError::system(format!("GET {target} from {addr}"), e);
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(fail)?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).map_err(fail)?;
-    write!(s, "GET {target} HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n").map_err(fail)?;
-    let mut response = Vec::new();
-    s.take(64 << 20).read_to_end(&mut response).map_err(fail)?;
-    let head_end = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(response.len());
-    let head = String::from_utf8_lossy(&response[..head_end]);
-    let mut lines = head.lines();
-    let status =
-        lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let value = lines
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.trim().to_string())
-        .unwrap_or_default();
-    Ok((status, value))
 }
 
 /// What the cluster did between two snapshots.

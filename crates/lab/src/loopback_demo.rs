@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::experiment::{Experiment, FileSizes, NodeSettings, SwitchKind, SwitchRow, WorkloadSpec};
 use crate::runner::{LabOptions, run_experiment_on_loopback};
-use crate::teardown::{InterruptWatch, ScratchFolder};
+use locus_rig::{InterruptWatch, ScratchFolder};
 
 /// Settings of a loopback demo run.
 #[derive(Clone, Debug)]

@@ -13,17 +13,17 @@ use locus_load::{
 };
 
 use crate::cluster::{ClusterDelta, ClusterSnapshot, ClusterSpec, LabCluster};
-use crate::cpu_time::cpu_us_per_request;
 use crate::error::LabError;
 use crate::experiment::{Experiment, ExperimentPoint, SwitchKind};
-use crate::process::require_program;
 use crate::report::LabReport;
 use crate::results::{FailedPoint, PointResult, write_results_json};
-use crate::servers::Net;
 use crate::site::LabSite;
-use crate::teardown::ScratchFolder;
-use crate::topology::LabNetwork;
 use crate::utc_time::UtcTime;
+use locus_rig::Net;
+use locus_rig::ScratchFolder;
+use locus_rig::cpu_us_per_request;
+use locus_rig::require_program;
+use locus_rig::{LabNetwork, RigError};
 
 /// How to run an experiment.
 #[derive(Clone, Debug)]
@@ -57,7 +57,7 @@ fn describe_machine() -> String {
 /// executable, HAProxy and NGINX when rows use them, and every Locus policy and mode (with
 /// `locus switch --check`).
 pub fn preflight(experiment: &Experiment, locus: &Path) -> Result<(), LabError> {
-    LabNetwork::available().map_err(LabError::Unavailable)?;
+    LabNetwork::available().map_err(RigError::Unavailable)?;
     check_programs(experiment, locus)
 }
 
@@ -107,9 +107,9 @@ fn check_programs(experiment: &Experiment, locus: &Path) -> Result<(), LabError>
                 if let Some(path) = &classes {
                     cmd.arg("--class-file").arg(path);
                 }
-                if crate::servers::is_one_way_mode(mode) {
+                if locus_rig::servers::is_one_way_mode(mode) {
                     if !key.exists() {
-                        crate::servers::write_handoff_key(&key)?;
+                        locus_rig::servers::write_handoff_key(&key)?;
                     }
                     cmd.args(["--node", "node1=127.0.0.1:1@127.0.0.1:2+127.0.0.1:3"]);
                     cmd.arg("--handoff-key-file").arg(&key);
@@ -123,10 +123,10 @@ fn check_programs(experiment: &Experiment, locus: &Path) -> Result<(), LabError>
                 let command = format!("{} switch --check --policy {policy} --mode {mode}", locus.display());
                 let out = cmd
                     .output()
-                    .map_err(|e| LabError::Command { command: command.clone(), message: e.to_string() })?;
+                    .map_err(|e| RigError::Command { command: command.clone(), message: e.to_string() })?;
                 if !out.status.success() {
                     let message = String::from_utf8_lossy(&out.stderr).trim().to_string();
-                    return Err(LabError::Command { command, message });
+                    return Err(RigError::Command { command, message }.into());
                 }
             }
         }
@@ -317,7 +317,9 @@ fn run_point_twice(
                 result.attempts = attempt;
                 return Ok(result);
             }
-            Err(LabError::Interrupted) => return Err(PointFailure::Stop(LabError::Interrupted)),
+            Err(LabError::Rig(RigError::Interrupted)) => {
+                return Err(PointFailure::Stop(RigError::Interrupted.into()));
+            }
             Err(e) => {
                 last = e.to_string();
                 if attempt == 1 {

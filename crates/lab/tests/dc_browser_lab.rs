@@ -10,11 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use locus_lab::browser::{PageLoad, chromium, load_page};
-use locus_lab::{
-    ClusterSpec, LabCluster, LabNetwork, LabSite, Net, NodeSettings, SwitchKind, WorkloadSpec, get_header,
-    measure,
-};
+use locus_lab::{ClusterSpec, LabCluster, LabSite, NodeSettings, SwitchKind, WorkloadSpec, measure};
 use locus_load::{LoadConfig, Verification, Workload};
+use locus_rig::{LabNetwork, Net, get_header};
 use locus_test_support::{locus_binary, require_namespaces, watchdog};
 
 const NODES: usize = 3;
@@ -123,7 +121,7 @@ fn assert_loaded(load: &PageLoad, cluster: &LabCluster<'_>) {
 fn a_browser_loads_every_page_and_object_of_a_dc_cluster_while_it_replicates() {
     require_namespaces("the lab's hosts are network namespaces");
     chromium().expect("Chromium is needed for this test (./quickstart installs the `chromium` package)");
-    watchdog("dc browser lab", Duration::from_secs(240), locus_lab::tear_down_everything);
+    watchdog("dc browser lab", Duration::from_secs(240), locus_rig::tear_down_everything);
     let dir = tempfile::tempdir().unwrap();
     let site = mapug_site(dir.path());
     let net = Net::Namespaces(LabNetwork::create(NODES).unwrap());

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use locus_lab::servers::{
+use locus_rig::servers::{
     HTTP_PORT, NodeSpec, Server, SwitchSpec, locus_node, locus_switch, write_handoff_key,
 };
-use locus_lab::{LabNetwork, Net, tear_down_everything};
+use locus_rig::{LabNetwork, Net, tear_down_everything};
 use locus_test_support::{Client, Response, locus_binary, require_namespaces, watchdog};
 
 /// Deterministic content of a site file.
@@ -97,7 +97,7 @@ impl HandoffLab {
         for i in 1..=nodes {
             let role = format!("node{i}");
             let upstream = if nginx {
-                let s = locus_lab::servers::nginx_static(&net, scratch.path(), &role, &site).expect("nginx");
+                let s = locus_rig::servers::nginx_static(&net, scratch.path(), &role, &site).expect("nginx");
                 let addr = s.addr;
                 servers.push(s);
                 Some(addr)
@@ -136,20 +136,11 @@ impl HandoffLab {
 
     fn start_switch(&mut self, key: Option<&Path>) {
         let spec = SwitchSpec {
-            policy: self.policy.clone(),
-            mode: self.mode.clone(),
-            workers: 1,
-            max_connections: 1000,
             admin: true,
-            splice_min_bytes: None,
-            policy_table: None,
             handoff_key_file: self.agents.then(|| key.unwrap_or(&self.key).to_path_buf()),
             handoff_agents: self.nodes.iter().filter_map(|n| n.agent).collect(),
             handoff_pin_dir: self.pins.as_ref().map(|p| p.0.join("locus")),
-            l4_selection: None,
-            class_file: None,
-            site_root: None,
-            node_admins: Vec::new(),
+            ..SwitchSpec::new(&self.policy, &self.mode, 1, 1000)
         };
         let named: Vec<(String, SocketAddr)> = self.nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
         let listen = self.net.switch_addr(HTTP_PORT).unwrap();
@@ -192,7 +183,7 @@ impl HandoffLab {
 
     /// Run `f` on the client host.
     fn client<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        self.net.on_host("client", || Ok::<T, locus_lab::LabError>(f())).unwrap()
+        self.net.on_host("client", || Ok::<T, locus_rig::RigError>(f())).unwrap()
     }
 
     fn admin_get(&self, addr: SocketAddr) -> serde_json::Value {
@@ -517,7 +508,7 @@ fn l4_nodes_clone_connections_to_the_node_the_switch_policy_picks() {
 #[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
 fn an_unmodified_nginx_behind_the_agent_answers_handed_off_connections_directly() {
     require_namespaces("the lab's network namespaces");
-    if locus_lab::find_program("nginx").is_none() {
+    if locus_rig::find_program("nginx").is_none() {
         eprintln!("skipped: nginx is not installed");
         return;
     }

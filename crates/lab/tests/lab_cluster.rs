@@ -11,11 +11,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use locus_lab::{
-    ClusterSpec, Experiment, LabCluster, LabNetwork, LabOptions, Net, NodeSettings, SwitchKind, WorkloadSpec,
-    find_program, measure, namespace_owner, run_experiment, tear_down_everything,
+    ClusterSpec, Experiment, LabCluster, LabOptions, NodeSettings, SwitchKind, WorkloadSpec, measure,
+    run_experiment,
 };
 use locus_load::{DocumentSet, LoadConfig, Popularity, Verification, Workload};
-use locus_test_support::{locus_binary, require_namespaces, watchdog};
+use locus_rig::{LabNetwork, Net, find_program, namespace_owner, tear_down_everything};
+use locus_test_support::{locus_binary, require_namespaces, wait_until, watchdog};
 
 fn small_workload(files: u32, clients: usize) -> WorkloadSpec {
     WorkloadSpec { clients, load_threads: 1, seed: 7, ..WorkloadSpec::new("small", files) }
@@ -290,7 +291,7 @@ fn a_server_waits_until_its_address_is_free_in_its_host() {
     // The previous point's server, still listening on the virtual IP in the switch host.
     let stale = net
         .on_host("switch", || {
-            std::net::TcpListener::bind(vip).map_err(|e| locus_lab::LabError::system("bind", e))
+            std::net::TcpListener::bind(vip).map_err(|e| locus_rig::RigError::system("bind", e))
         })
         .unwrap();
     let started = Instant::now();
@@ -305,7 +306,7 @@ fn a_server_waits_until_its_address_is_free_in_its_host() {
     // Free now: a server can bind it, and the wait returns at once.
     let fresh = net
         .on_host("switch", || {
-            std::net::TcpListener::bind(vip).map_err(|e| locus_lab::LabError::system("bind", e))
+            std::net::TcpListener::bind(vip).map_err(|e| locus_rig::RigError::system("bind", e))
         })
         .unwrap();
     drop(fresh);
@@ -335,8 +336,14 @@ impl Drop for LabProcess {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
-        let _ = locus_lab::clean_stale_labs();
+        let _ = locus_rig::clean_stale_labs();
     }
+}
+
+/// How many `locus` processes (nodes and switch) run under `pid`.
+fn locus_processes(pid: u32) -> usize {
+    let comm = |p: &u32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+    locus_rig::descendants(pid).iter().filter(|p| comm(p).trim() == "locus").count()
 }
 
 /// Start `locus lab run` on a long small experiment and wait until its namespaces exist and
@@ -358,9 +365,8 @@ fn start_lab_process(dir: &Path) -> LabProcess {
     let lab = LabProcess { child };
     let pid = lab.child.id();
     let start = Instant::now();
-    let comm = |p: &u32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
     loop {
-        let nodes = locus_lab::descendants(pid).iter().filter(|p| comm(p).trim() == "locus").count();
+        let nodes = locus_processes(pid);
         // client, switch, two nodes and the lan namespace holding the bridge.
         if namespaces_of(pid).len() == 5 && nodes >= 2 {
             return lab;
@@ -389,8 +395,10 @@ fn ctrl_c_tears_the_whole_lab_down_and_exits_non_zero() {
     let dir = tempfile::tempdir().unwrap();
     let mut lab = start_lab_process(dir.path());
     let pid = lab.child.id();
-    std::thread::sleep(Duration::from_millis(500));
-    let servers = locus_lab::descendants(pid);
+    // The first point's switch (a third `locus`, after the two nodes) is up: every server the
+    // point starts is then among the descendants.
+    wait_until("the first point's switch runs beside its two nodes", || locus_processes(pid) >= 3);
+    let servers = locus_rig::descendants(pid);
     // SAFETY: kill with the pid of our own child.
     unsafe { libc::kill(pid as i32, libc::SIGINT) };
     let status = wait_exit(&mut lab.child, Duration::from_secs(30));
@@ -399,14 +407,16 @@ fn ctrl_c_tears_the_whole_lab_down_and_exits_non_zero() {
     let bridges: Vec<String> = std::fs::read_dir("/sys/class/net")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| locus_lab::bridge_owner(n) == Some(pid))
+        .filter(|n| locus_rig::bridge_owner(n) == Some(pid))
         .collect();
     assert!(bridges.is_empty(), "bridges left: {bridges:?}");
-    std::thread::sleep(Duration::from_millis(200));
-    for s in servers {
-        let state = std::fs::read_to_string(format!("/proc/{s}/stat")).unwrap_or_default();
-        assert!(state.is_empty() || state.contains(") Z"), "server {s} still running: {state}");
-    }
+    // The servers were killed by the lab; init reaps them once the lab has exited.
+    let state = |s: &u32| std::fs::read_to_string(format!("/proc/{s}/stat")).unwrap_or_default();
+    let gone = |s: &u32| {
+        let st = state(s);
+        st.is_empty() || st.contains(") Z")
+    };
+    wait_until("every server of the lab has exited", || servers.iter().all(gone));
 }
 
 #[test]
@@ -432,7 +442,7 @@ fn clean_removes_what_a_killed_run_left_behind() {
     let scratch: Vec<String> = std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| locus_lab::scratch_folder_owner(n) == Some(pid))
+        .filter(|n| locus_rig::scratch_folder_owner(n) == Some(pid))
         .collect();
     assert!(scratch.is_empty(), "scratch folders left: {scratch:?}");
 }

@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use locus_lab::{Experiment, LabOptions, find_program, run_experiment, tear_down_everything};
+use locus_lab::{Experiment, LabOptions, run_experiment};
+use locus_rig::{find_program, tear_down_everything};
 use locus_test_support::{locus_binary, require_namespaces, watchdog};
 
 fn experiment() -> Experiment {

@@ -1,35 +1,7 @@
-//! Loopback ports for tests that start servers on known ports: each one free when handed out
-//! and never handed out twice in a process. A port bound and released can come back from the
-//! next bind to port 0, and nodes listen with SO_REUSEPORT, so two servers given one port
-//! would silently share it (or a node would find itself among its own peers).
-
-use std::net::TcpListener;
-use std::sync::Mutex;
+//! Loopback ports for tests that start servers on known ports: the rig's `free_port` (free
+//! when handed out, never handed out twice in a process), panicking where a test cannot go on.
 
 /// A loopback port free now and never returned before in this process.
 pub fn free_port() -> u16 {
-    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    loop {
-        let port =
-            TcpListener::bind("127.0.0.1:0").expect("binding a loopback port").local_addr().unwrap().port();
-        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ports_are_never_handed_out_twice() {
-        let ports: Vec<u16> = (0..200).map(|_| free_port()).collect();
-        let mut unique = ports.clone();
-        unique.sort_unstable();
-        unique.dedup();
-        assert_eq!(unique.len(), ports.len());
-    }
+    locus_rig::free_port().expect("binding a loopback port")
 }

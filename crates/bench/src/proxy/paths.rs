@@ -4,7 +4,7 @@
 
 use super::ProxyBenchOptions;
 use anyhow::bail;
-use locus_lab::{HaproxyBalance, Net, NginxBalance, NodeSpec, Server, SwitchSpec, servers};
+use locus_rig::{HaproxyBalance, Net, NginxBalance, NodeSpec, Server, SwitchSpec, servers};
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -194,29 +194,15 @@ fn cache_forwarding(env: &Env<'_>) -> anyhow::Result<Started> {
 /// GET `path` from `addr` and return its `X-Locus-Cache` (hit, miss, remote, ...); an error
 /// unless it is a 200.
 fn get_cache_status(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
-    let (status, cache) = locus_lab::get_header(addr, path, "x-locus-cache")?;
+    let (status, cache) = locus_rig::get_header(addr, path, "x-locus-cache")?;
     anyhow::ensure!(status == 200, "GET {path} from {addr}: status {status}");
     Ok(cache)
 }
 
 /// The Locus switch in `mode` on the switch host (`port` in the lab), in front of both nodes.
 fn locus_switch(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started> {
-    let spec = SwitchSpec {
-        policy: env.opts.policy.clone(),
-        mode: mode.into(),
-        workers: env.opts.switch_workers,
-        max_connections: env.opts.idle_connections + 1000,
-        admin: false,
-        splice_min_bytes: None,
-        policy_table: None,
-        handoff_key_file: None,
-        handoff_agents: Vec::new(),
-        handoff_pin_dir: None,
-        l4_selection: None,
-        class_file: None,
-        site_root: None,
-        node_admins: Vec::new(),
-    };
+    let spec =
+        SwitchSpec::new(&env.opts.policy, mode, env.opts.switch_workers, env.opts.idle_connections + 1000);
     // Each switch gets a scratch folder of its own: the lab names logs by program.
     let scratch = env.scratch.join(format!("switch-{mode}"));
     std::fs::create_dir_all(&scratch)?;
@@ -257,20 +243,10 @@ fn one_way(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started> {
     std::fs::create_dir_all(&scratch)?;
     let nodes: Vec<(String, SocketAddr)> = one_way_nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
     let spec = SwitchSpec {
-        policy: env.opts.policy.clone(),
-        mode: mode.into(),
-        workers: env.opts.switch_workers,
-        max_connections: env.opts.idle_connections + 1000,
         admin: true,
-        splice_min_bytes: None,
-        policy_table: None,
         handoff_key_file: Some(key.clone()),
         handoff_agents: one_way_nodes.iter().filter_map(|n| n.agent).collect(),
-        handoff_pin_dir: None,
-        l4_selection: None,
-        class_file: None,
-        site_root: None,
-        node_admins: Vec::new(),
+        ..SwitchSpec::new(&env.opts.policy, mode, env.opts.switch_workers, env.opts.idle_connections + 1000)
     };
     let listen = env.net.switch_addr(port)?;
     let switch = servers::locus_switch(env.net, env.locus, &scratch, listen, &nodes, &spec)?;
@@ -285,7 +261,7 @@ fn one_way(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started> {
             let status = locus_load::fetch_status(&url, std::time::Duration::from_secs(2));
             let channels = status.ok().and_then(|s| s["handoff"]["channels_up"].as_u64()).unwrap_or(0);
             if channels >= want || std::time::Instant::now() > deadline {
-                return Ok::<u64, locus_lab::LabError>(channels);
+                return Ok::<u64, locus_rig::RigError>(channels);
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }

@@ -8,9 +8,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::error::LabError;
-use crate::process::{free_port, kill_processes_in_namespace};
-use crate::topology::LabNetwork;
+use crate::error::RigError;
+use crate::network::LabNetwork;
+use crate::ports::free_port;
+use crate::process::kill_processes_in_namespace;
 
 /// Longest wait for a server's address to be free before it starts.
 const PORT_FREE_LIMIT: Duration = Duration::from_secs(10);
@@ -25,7 +26,7 @@ pub enum Net {
 
 impl Net {
     /// The address of a role's host.
-    pub fn ip(&self, role: &str) -> Result<IpAddr, LabError> {
+    pub fn ip(&self, role: &str) -> Result<IpAddr, RigError> {
         match self {
             Net::Loopback => Ok(IpAddr::V4(Ipv4Addr::LOCALHOST)),
             Net::Namespaces(lab) => Ok(IpAddr::V4(lab.addr(role)?)),
@@ -33,7 +34,7 @@ impl Net {
     }
 
     /// An address for a new server of `role`: a free port on loopback, `port` in the lab.
-    pub fn listen_addr(&self, role: &str, port: u16) -> Result<SocketAddr, LabError> {
+    pub fn listen_addr(&self, role: &str, port: u16) -> Result<SocketAddr, RigError> {
         Ok(match self {
             Net::Loopback => SocketAddr::new(self.ip(role)?, free_port()?),
             Net::Namespaces(_) => SocketAddr::new(self.ip(role)?, port),
@@ -42,7 +43,7 @@ impl Net {
 
     /// The address clients use for the switch: the virtual IP in the lab (the switch owns
     /// it), a free loopback port otherwise.
-    pub fn switch_addr(&self, port: u16) -> Result<SocketAddr, LabError> {
+    pub fn switch_addr(&self, port: u16) -> Result<SocketAddr, RigError> {
         Ok(match self {
             Net::Loopback => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), free_port()?),
             Net::Namespaces(lab) => SocketAddr::new(IpAddr::V4(lab.vip()), port),
@@ -50,7 +51,7 @@ impl Net {
     }
 
     /// A command that will run on `role`'s host.
-    pub fn command(&self, role: &str, program: &Path) -> Result<Command, LabError> {
+    pub fn command(&self, role: &str, program: &Path) -> Result<Command, RigError> {
         let mut cmd = Command::new(program);
         if let Net::Namespaces(lab) = self {
             lab.enter(role, &mut cmd)?;
@@ -59,7 +60,7 @@ impl Net {
     }
 
     /// Run `f` on a thread placed on `role`'s host.
-    pub fn on_host<T: Send, E: From<LabError> + Send>(
+    pub fn on_host<T: Send, E: From<RigError> + Send>(
         &self,
         role: &str,
         f: impl FnOnce() -> Result<T, E> + Send,
@@ -68,7 +69,7 @@ impl Net {
             Net::Namespaces(lab) => lab.on_host(role, f),
             Net::Loopback => std::thread::scope(|s| {
                 s.spawn(f).join().unwrap_or_else(|_| {
-                    Err(LabError::System {
+                    Err(RigError::System {
                         call: format!("thread on {role}"),
                         error: std::io::Error::other("panicked"),
                     }
@@ -90,12 +91,12 @@ impl Net {
     /// (the previous point's server may still be letting go: NGINX workers outlive their
     /// master by a moment); the kernel of that host is asked, not the process table. Loopback
     /// servers take fresh ports and need no wait.
-    pub fn wait_until_free(&self, role: &str, addrs: &[SocketAddr]) -> Result<(), LabError> {
+    pub fn wait_until_free(&self, role: &str, addrs: &[SocketAddr]) -> Result<(), RigError> {
         if self.lab().is_none() {
             return Ok(());
         }
         self.on_host(role, || {
-            addrs.iter().try_for_each(|&a| crate::listeners::wait_until_free(a, PORT_FREE_LIMIT))
+            addrs.iter().try_for_each(|&a| crate::network::listeners::wait_until_free(a, PORT_FREE_LIMIT))
         })
     }
 

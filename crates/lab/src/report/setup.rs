@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use crate::experiment::{NodeSettings, SwitchKind, WorkloadSpec};
 use crate::report::LabReport;
-use crate::topology::VIRTUAL_IP;
+use locus_rig::VIRTUAL_IP;
 
 fn describe_nodes(n: &NodeSettings) -> String {
     format!(

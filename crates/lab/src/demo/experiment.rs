@@ -2,7 +2,7 @@
 //! disk-bound cluster, `hotspot` with a moving hot set, `dynamic` with costly dynamic classes,
 //! `coop` with cooperative caching) behind the Locus switch, HAProxy and NGINX — and the
 //! report paragraph that explains its
-//! tuning (the checks are in `demo_checks`). Without root, `locus demo` (`loopback_demo.rs`)
+//! tuning (the checks are in `checks`). Without root, `locus demo` (`loopback_demo.rs`)
 //! runs a small experiment of the zipf kind on loopback.
 
 use std::fmt::Write as _;
@@ -70,7 +70,7 @@ pub fn tuning_note(report: &LabReport) -> String {
         out.push_str(" The Locus switch relays every body through user space here (`splice_min_bytes = 0`).");
     }
     out.push_str("\n\n");
-    out.push_str(&crate::demo_tuning::hotspot_and_dynamic_note(report));
+    out.push_str(&crate::demo::tuning::hotspot_and_dynamic_note(report));
     out
 }
 

@@ -9,9 +9,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use locus_io::TerminationSignals;
 
-use crate::error::LabError;
+use crate::error::RigError;
+use crate::network::{SCRATCH_FOLDER_PREFIX, delete_namespace};
 use crate::process::{kill_and_reap, kill_processes_in_namespace};
-use crate::topology::{SCRATCH_FOLDER_PREFIX, delete_namespace};
 
 /// What currently exists and must be removed.
 pub(crate) struct TeardownRegistry {
@@ -36,8 +36,8 @@ pub(crate) fn registry() -> MutexGuard<'static, TeardownRegistry> {
 
 impl TeardownRegistry {
     /// Fail once a teardown has begun: nothing new may be created.
-    pub(crate) fn ensure_open(&self) -> Result<(), LabError> {
-        if self.closing { Err(LabError::Interrupted) } else { Ok(()) }
+    pub(crate) fn ensure_open(&self) -> Result<(), RigError> {
+        if self.closing { Err(RigError::Interrupted) } else { Ok(()) }
     }
 
     pub(crate) fn add_process(&mut self, pid: u32) {
@@ -77,11 +77,11 @@ pub struct ScratchFolder {
 
 impl ScratchFolder {
     /// A new folder under the system's temporary folder; `what` names its use.
-    pub fn new(what: &str) -> Result<ScratchFolder, LabError> {
+    pub fn new(what: &str) -> Result<ScratchFolder, RigError> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("{SCRATCH_FOLDER_PREFIX}{}-{what}-", std::process::id()))
             .tempdir()
-            .map_err(|e| LabError::io(std::env::temp_dir(), e))?;
+            .map_err(|e| RigError::io(std::env::temp_dir(), e))?;
         register_scratch_folder(dir.path());
         Ok(ScratchFolder { dir })
     }
@@ -107,7 +107,7 @@ pub struct TeardownSummary {
 
 /// Kill every registered child process (and anything else still running in a registered
 /// namespace), delete every registered namespace, and refuse to create anything
-/// afterwards (`LabError::Interrupted`). Safe to call from any thread, more than once.
+/// afterwards (`RigError::Interrupted`). Safe to call from any thread, more than once.
 pub fn tear_down_everything() -> TeardownSummary {
     let mut reg = registry();
     reg.closing = true;
@@ -135,8 +135,8 @@ pub struct InterruptWatch {
 
 impl InterruptWatch {
     /// Block the signals and start the watch thread.
-    pub fn install() -> Result<InterruptWatch, LabError> {
-        let signals = TerminationSignals::block().map_err(|e| LabError::system("pthread_sigmask", e))?;
+    pub fn install() -> Result<InterruptWatch, RigError> {
+        let signals = TerminationSignals::block().map_err(|e| RigError::system("pthread_sigmask", e))?;
         let thread = std::thread::Builder::new()
             .name("lab-signals".into())
             .spawn(move || {
@@ -154,7 +154,7 @@ impl InterruptWatch {
                     std::process::exit(128 + signal);
                 }
             })
-            .map_err(|e| LabError::system("starting the signal thread", e))?;
+            .map_err(|e| RigError::system("starting the signal thread", e))?;
         Ok(InterruptWatch { _thread: thread })
     }
 }

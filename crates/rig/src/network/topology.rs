@@ -12,8 +12,8 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::congestion::CongestionControl;
-use crate::error::LabError;
+use crate::error::RigError;
+use crate::network::CongestionControl;
 use crate::process::kill_processes_in_namespace;
 use crate::teardown::registry;
 
@@ -74,14 +74,14 @@ pub struct LabNetwork {
 }
 
 /// Run `ip args…`; its error output becomes the error.
-pub(crate) fn ip(args: &[&str]) -> Result<(), LabError> {
+pub(crate) fn ip(args: &[&str]) -> Result<(), RigError> {
     let command = format!("ip {}", args.join(" "));
-    let out = Command::new("ip").args(args).output().map_err(|e| LabError::Command {
+    let out = Command::new("ip").args(args).output().map_err(|e| RigError::Command {
         command: command.clone(),
         message: format!("{e} (install iproute2)"),
     })?;
     if !out.status.success() {
-        return Err(LabError::Command {
+        return Err(RigError::Command {
             command,
             message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         });
@@ -90,7 +90,7 @@ pub(crate) fn ip(args: &[&str]) -> Result<(), LabError> {
 }
 
 /// Delete a namespace (ignoring one that is already gone).
-pub(crate) fn delete_namespace(name: &str) -> Result<(), LabError> {
+pub(crate) fn delete_namespace(name: &str) -> Result<(), RigError> {
     if !std::path::Path::new("/run/netns").join(name).exists() {
         return Ok(());
     }
@@ -98,7 +98,7 @@ pub(crate) fn delete_namespace(name: &str) -> Result<(), LabError> {
 }
 
 /// Delete a bridge (ignoring one that is already gone).
-pub(crate) fn delete_bridge(name: &str) -> Result<(), LabError> {
+pub(crate) fn delete_bridge(name: &str) -> Result<(), RigError> {
     if !std::path::Path::new("/sys/class/net").join(name).exists() {
         return Ok(());
     }
@@ -106,9 +106,9 @@ pub(crate) fn delete_bridge(name: &str) -> Result<(), LabError> {
 }
 
 /// Write a sysctl under /proc/sys/net from a thread inside a namespace.
-fn write_sysctl(key: &str, value: &str) -> Result<(), LabError> {
+fn write_sysctl(key: &str, value: &str) -> Result<(), RigError> {
     let path = format!("/proc/sys/{}", key.replace('.', "/"));
-    std::fs::write(&path, value).map_err(|e| LabError::io(&path, e))
+    std::fs::write(&path, value).map_err(|e| RigError::io(&path, e))
 }
 
 /// The address of the k-th host (client 2, switch 3, node<i> 10 + i).
@@ -136,10 +136,10 @@ impl LabNetwork {
 
     /// Make a lab with a client, a switch and `nodes` nodes on one bridge, with the virtual IP
     /// and the sysctls set. Everything made so far is removed if a step fails.
-    pub fn create(nodes: usize) -> Result<LabNetwork, LabError> {
-        LabNetwork::available().map_err(LabError::Unavailable)?;
+    pub fn create(nodes: usize) -> Result<LabNetwork, RigError> {
+        LabNetwork::available().map_err(RigError::Unavailable)?;
         if nodes == 0 || nodes > MAX_NODES {
-            return Err(LabError::Unavailable(format!("a lab has 1 to {MAX_NODES} nodes, not {nodes}")));
+            return Err(RigError::Unavailable(format!("a lab has 1 to {MAX_NODES} nodes, not {nodes}")));
         }
         let pid = std::process::id();
         let seq = LABS_MADE.fetch_add(1, Ordering::Relaxed) % 256;
@@ -182,10 +182,10 @@ impl LabNetwork {
     /// firewall would see every frame the lab switches whenever `br_netfilter` is loaded
     /// (bridge-nf-call-iptables is per namespace, and a host's FORWARD policy of DROP would cut
     /// the lab off), which no LAN switch does. In the `lan` namespace it is switched off.
-    fn build(&self) -> Result<(), LabError> {
+    fn build(&self) -> Result<(), RigError> {
         let (lan, br) = (self.lan.as_str(), self.bridge.as_str());
         ip(&["netns", "add", lan])?;
-        in_namespace(lan, || -> Result<(), LabError> {
+        in_namespace(lan, || -> Result<(), RigError> {
             for table in ["iptables", "ip6tables", "arptables"] {
                 let key = format!("net.bridge.bridge-nf-call-{table}");
                 // Absent when br_netfilter is not loaded: then bridged frames skip the firewall.
@@ -228,10 +228,10 @@ impl LabNetwork {
     /// client and switch may open many short connections. Every lab connection uses
     /// `DEFAULT_CONGESTION_CONTROL` where the kernel has it (a per-route setting: nothing of the
     /// machine changes).
-    fn configure(&self) -> Result<(), LabError> {
+    fn configure(&self) -> Result<(), RigError> {
         self.prefer_congestion_control(DEFAULT_CONGESTION_CONTROL)?;
         for h in &self.hosts {
-            self.on_host(&h.role, || -> Result<(), LabError> {
+            self.on_host(&h.role, || -> Result<(), RigError> {
                 if h.role.starts_with("node") {
                     for dev in ["all", "eth0"] {
                         write_sysctl(&format!("net.ipv4.conf.{dev}.arp_ignore"), "1")?;
@@ -282,15 +282,15 @@ impl LabNetwork {
     }
 
     /// The host of `role`.
-    pub fn host(&self, role: &str) -> Result<&LabHost, LabError> {
+    pub fn host(&self, role: &str) -> Result<&LabHost, RigError> {
         self.hosts
             .iter()
             .find(|h| h.role == role)
-            .ok_or_else(|| LabError::Unavailable(format!("no host `{role}` in this lab")))
+            .ok_or_else(|| RigError::Unavailable(format!("no host `{role}` in this lab")))
     }
 
     /// The address of a host.
-    pub fn addr(&self, role: &str) -> Result<Ipv4Addr, LabError> {
+    pub fn addr(&self, role: &str) -> Result<Ipv4Addr, RigError> {
         Ok(self.host(role)?.addr)
     }
 
@@ -300,14 +300,14 @@ impl LabNetwork {
     }
 
     /// Open the namespace of a host (for `setns`).
-    pub fn open(&self, role: &str) -> Result<OwnedFd, LabError> {
+    pub fn open(&self, role: &str) -> Result<OwnedFd, RigError> {
         let path = format!("/run/netns/{}", self.host(role)?.namespace);
-        let f = std::fs::File::open(&path).map_err(|e| LabError::io(&path, e))?;
+        let f = std::fs::File::open(&path).map_err(|e| RigError::io(&path, e))?;
         Ok(f.into())
     }
 
     /// Make `cmd` run inside a host's namespace.
-    pub fn enter(&self, role: &str, cmd: &mut Command) -> Result<(), LabError> {
+    pub fn enter(&self, role: &str, cmd: &mut Command) -> Result<(), RigError> {
         let fd = self.open(role)?;
         // SAFETY: setns is async-signal-safe; it runs in the forked child before exec. The
         // descriptor is moved into the closure and stays open until then.
@@ -324,12 +324,12 @@ impl LabNetwork {
 
     /// Move the calling thread into a host's namespace (sockets it opens then live there, and
     /// threads it starts are there too).
-    pub fn enter_thread(&self, role: &str) -> Result<(), LabError> {
+    pub fn enter_thread(&self, role: &str) -> Result<(), RigError> {
         enter_namespace(&self.host(role)?.namespace)
     }
 
     /// Run `f` on a new thread placed in a host's namespace, and return its result.
-    pub fn on_host<T: Send, E: From<LabError> + Send>(
+    pub fn on_host<T: Send, E: From<RigError> + Send>(
         &self,
         role: &str,
         f: impl FnOnce() -> Result<T, E> + Send,
@@ -353,18 +353,18 @@ impl Drop for LabNetwork {
 }
 
 /// Move the calling thread into namespace `ns` (`/run/netns/<ns>`).
-fn enter_namespace(ns: &str) -> Result<(), LabError> {
+fn enter_namespace(ns: &str) -> Result<(), RigError> {
     let path = format!("/run/netns/{ns}");
-    let file = std::fs::File::open(&path).map_err(|e| LabError::io(&path, e))?;
+    let file = std::fs::File::open(&path).map_err(|e| RigError::io(&path, e))?;
     // SAFETY: setns on a namespace descriptor we hold; it affects only this thread.
     if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(LabError::system("setns", std::io::Error::last_os_error()));
+        return Err(RigError::system("setns", std::io::Error::last_os_error()));
     }
     Ok(())
 }
 
 /// Run `f` on a new thread placed in namespace `ns`, and return its result.
-fn in_namespace<T: Send, E: From<LabError> + Send>(
+fn in_namespace<T: Send, E: From<RigError> + Send>(
     ns: &str,
     f: impl FnOnce() -> Result<T, E> + Send,
 ) -> Result<T, E> {
@@ -375,7 +375,7 @@ fn in_namespace<T: Send, E: From<LabError> + Send>(
         })
         .join()
         .unwrap_or_else(|_| {
-            Err(LabError::System {
+            Err(RigError::System {
                 call: format!("thread in {ns}"),
                 error: std::io::Error::other("panicked"),
             }
@@ -409,10 +409,10 @@ mod tests {
     fn connection_congestion(lab: &LabNetwork, from: &str, to: &str) -> (String, String) {
         let addr = lab.addr(to).unwrap();
         let listener =
-            lab.on_host(to, || Ok::<_, LabError>(std::net::TcpListener::bind((addr, 0)).unwrap())).unwrap();
+            lab.on_host(to, || Ok::<_, RigError>(std::net::TcpListener::bind((addr, 0)).unwrap())).unwrap();
         let port = listener.local_addr().unwrap().port();
         let client = lab
-            .on_host(from, || Ok::<_, LabError>(std::net::TcpStream::connect((addr, port)).unwrap()))
+            .on_host(from, || Ok::<_, RigError>(std::net::TcpStream::connect((addr, port)).unwrap()))
             .unwrap();
         let (server, _) = listener.accept().unwrap();
         let name = |s: &std::net::TcpStream| {
@@ -503,7 +503,7 @@ mod tests {
             });
             let node_port = node_listener.local_addr().unwrap().port();
             let vip_port = vip_listener.local_addr().unwrap().port();
-            lab.on_host("client", || -> Result<(), LabError> {
+            lab.on_host("client", || -> Result<(), RigError> {
                 std::net::TcpStream::connect((b, node_port)).expect("client reaches node2 over the bridge");
                 let mut s =
                     std::net::TcpStream::connect((VIRTUAL_IP, vip_port)).expect("client reaches the VIP");

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use crate::error::LabError;
-use crate::process::{descendants, stat_fields_after_name};
+use crate::error::RigError;
+use crate::process::descendants;
+use crate::process::proc_fs::stat_fields_after_name;
 
 /// Clock ticks per second of /proc times.
 fn ticks_per_second() -> u64 {
@@ -23,12 +24,12 @@ pub fn stat_cpu_ticks(stat: &str) -> Option<u64> {
 }
 
 /// CPU time used so far by `pid` and its live descendants.
-pub fn process_tree_cpu(pid: u32) -> Result<Duration, LabError> {
-    let read = |p: u32| -> Result<u64, LabError> {
+pub fn process_tree_cpu(pid: u32) -> Result<Duration, RigError> {
+    let read = |p: u32| -> Result<u64, RigError> {
         let path = format!("/proc/{p}/stat");
-        let text = std::fs::read_to_string(&path).map_err(|e| LabError::io(&path, e))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| RigError::io(&path, e))?;
         stat_cpu_ticks(&text).ok_or_else(|| {
-            LabError::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, "unexpected format"))
+            RigError::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, "unexpected format"))
         })
     };
     let mut ticks = read(pid)?;

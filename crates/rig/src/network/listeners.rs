@@ -6,7 +6,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use crate::error::LabError;
+use crate::error::RigError;
 
 /// `st` of a listening socket in /proc/net/tcp.
 const TCP_LISTEN: &str = "0A";
@@ -85,7 +85,7 @@ fn holder_of(inode: u64) -> Option<String> {
 
 /// Wait, at most `limit`, until nothing in the calling thread's namespace listens where
 /// `wanted` would; the error names each socket still there and its holder.
-pub fn wait_until_free(wanted: SocketAddr, limit: Duration) -> Result<(), LabError> {
+pub fn wait_until_free(wanted: SocketAddr, limit: Duration) -> Result<(), RigError> {
     let start = Instant::now();
     loop {
         let held = listeners_blocking(wanted);
@@ -100,7 +100,7 @@ pub fn wait_until_free(wanted: SocketAddr, limit: Duration) -> Result<(), LabErr
                     format!("{} (socket inode {}, {holder})", l.addr, l.inode)
                 })
                 .collect();
-            return Err(LabError::PortHeld { addr: wanted, waited: limit, holders: who.join("; ") });
+            return Err(RigError::PortHeld { addr: wanted, waited: limit, holders: who.join("; ") });
         }
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -9,8 +9,8 @@ use std::net::{TcpListener, TcpStream};
 
 use serde::Serialize;
 
-use crate::error::LabError;
-use crate::topology::{LAN_PREFIX_LEN, LabNetwork, ip};
+use crate::error::RigError;
+use crate::network::topology::{LAN_PREFIX_LEN, LabNetwork, ip};
 
 /// The congestion control a lab's connections use, and the one it asked for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -48,10 +48,10 @@ fn available() -> String {
 }
 
 /// The congestion control of a connected socket.
-fn of_socket(stream: &TcpStream) -> Result<String, LabError> {
+fn of_socket(stream: &TcpStream) -> Result<String, RigError> {
     let name = socket2::SockRef::from(stream)
         .tcp_congestion()
-        .map_err(|e| LabError::system("getsockopt(TCP_CONGESTION)", e))?;
+        .map_err(|e| RigError::system("getsockopt(TCP_CONGESTION)", e))?;
     Ok(String::from_utf8_lossy(&name).trim_end_matches('\0').to_string())
 }
 
@@ -61,8 +61,8 @@ impl LabNetwork {
     /// the machine changes: a namespace may only make an algorithm of the machine's allowed
     /// list its default, but a route may name any the kernel has. An algorithm the kernel
     /// lacks, or a probe that got another, is an error (the lab keeps what it had).
-    pub fn set_congestion_control(&self, name: &str) -> Result<(), LabError> {
-        let refused = |message: String| LabError::CongestionControl {
+    pub fn set_congestion_control(&self, name: &str) -> Result<(), RigError> {
+        let refused = |message: String| RigError::CongestionControl {
             name: name.to_string(),
             message,
             available: available(),
@@ -102,10 +102,10 @@ impl LabNetwork {
 
     /// Like [`LabNetwork::set_congestion_control`], but a lab that cannot have `name` runs with
     /// what its namespaces have, and [`LabNetwork::congestion_control`] says why.
-    pub(crate) fn prefer_congestion_control(&self, name: &str) -> Result<(), LabError> {
+    pub(crate) fn prefer_congestion_control(&self, name: &str) -> Result<(), RigError> {
         match self.set_congestion_control(name) {
             Ok(()) => Ok(()),
-            Err(LabError::CongestionControl { message, .. }) => {
+            Err(RigError::CongestionControl { message, .. }) => {
                 let used = self.probe_congestion_control()?;
                 self.record_congestion_control(CongestionControl {
                     wanted: name.into(),
@@ -120,21 +120,21 @@ impl LabNetwork {
 
     /// The congestion control of a connection from the client host to the switch host, read
     /// on both ends; an error if the two ends differ.
-    pub fn probe_congestion_control(&self) -> Result<String, LabError> {
+    pub fn probe_congestion_control(&self) -> Result<String, RigError> {
         let switch = self.addr("switch")?;
         let listener = self.on_host("switch", || {
             TcpListener::bind((switch, 0))
-                .map_err(|e| LabError::system("probe listener in the switch host", e))
+                .map_err(|e| RigError::system("probe listener in the switch host", e))
         })?;
-        let port = listener.local_addr().map_err(|e| LabError::system("probe listener address", e))?.port();
+        let port = listener.local_addr().map_err(|e| RigError::system("probe listener address", e))?.port();
         let client = self.on_host("client", || {
             TcpStream::connect((switch, port))
-                .map_err(|e| LabError::system("probe connection from the client", e))
+                .map_err(|e| RigError::system("probe connection from the client", e))
         })?;
-        let (server, _) = listener.accept().map_err(|e| LabError::system("probe accept", e))?;
+        let (server, _) = listener.accept().map_err(|e| RigError::system("probe accept", e))?;
         let (active, passive) = (of_socket(&client)?, of_socket(&server)?);
         if active != passive {
-            return Err(LabError::CongestionControl {
+            return Err(RigError::CongestionControl {
                 name: active.clone(),
                 message: format!("the probe's two ends differ: client {active}, switch {passive}"),
                 available: available(),

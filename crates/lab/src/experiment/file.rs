@@ -9,10 +9,10 @@ use locus_node::{ByteSize, CpuModelConfig, Replacement, StorageConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::error::LabError;
-pub use crate::experiment_point::ExperimentPoint;
-pub use crate::switch_row::{HAPROXY_POLICIES, NGINX_POLICIES, SwitchRow, haproxy_balance, nginx_balance};
-use crate::topology::MAX_NODES;
-pub use crate::workload_spec::{DynamicSpec, FileSizes, HotSpotSpec, WorkloadSpec};
+use crate::experiment::ExperimentPoint;
+use crate::experiment::SwitchRow;
+use crate::experiment::WorkloadSpec;
+use locus_rig::MAX_NODES;
 
 /// A switch implementation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -167,7 +167,10 @@ impl Experiment {
         let experiment: Experiment =
             toml::from_str(text).map_err(|e| fail(e.to_string().trim().to_string()))?;
         experiment.validate().map_err(|message| {
-            match crate::toml_lines::line_of_key(text, crate::toml_lines::key_path_of(&message)) {
+            match crate::experiment::toml_lines::line_of_key(
+                text,
+                crate::experiment::toml_lines::key_path_of(&message),
+            ) {
                 Some(line) => fail(format!("line {line}: {message}")),
                 None => fail(message),
             }

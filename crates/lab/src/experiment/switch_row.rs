@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::experiment::SwitchKind;
-use crate::servers::{HaproxyBalance, NginxBalance};
+use locus_rig::{HaproxyBalance, NginxBalance};
 
 fn default_modes() -> Vec<String> {
     vec!["proxy".into()]

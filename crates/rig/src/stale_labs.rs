@@ -3,12 +3,12 @@
 //! (bridges also by their alias), and `clean_stale_labs`, which removes them and leaves labs
 //! of live processes alone.
 
-use crate::error::LabError;
-use crate::process::{kill_processes_in_namespace, process_alive};
-use crate::topology::{
+use crate::error::RigError;
+use crate::network::{
     BRIDGE_ALIAS, BRIDGE_PREFIX, LabNetwork, NAMESPACE_PREFIX, SCRATCH_FOLDER_PREFIX, delete_bridge,
     delete_namespace,
 };
+use crate::process::{kill_processes_in_namespace, process_alive};
 
 /// What `clean_stale_labs` found and removed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -49,8 +49,8 @@ pub fn scratch_folder_owner(name: &str) -> Option<u32> {
 /// gone (a run killed with SIGKILL, or a machine that lost power): they are recognised by
 /// their name's prefix and owner pid, and bridges also by their alias. Labs of live processes
 /// are left alone.
-pub fn clean_stale_labs() -> Result<CleanReport, LabError> {
-    LabNetwork::available().map_err(LabError::Unavailable)?;
+pub fn clean_stale_labs() -> Result<CleanReport, RigError> {
+    LabNetwork::available().map_err(RigError::Unavailable)?;
     let mut report = CleanReport::default();
     let mut names: Vec<String> = match std::fs::read_dir("/run/netns") {
         Ok(dir) => dir.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect(),
@@ -97,7 +97,7 @@ pub fn clean_stale_labs() -> Result<CleanReport, LabError> {
             continue;
         }
         let path = tmp.join(&folder);
-        std::fs::remove_dir_all(&path).map_err(|e| LabError::io(&path, e))?;
+        std::fs::remove_dir_all(&path).map_err(|e| RigError::io(&path, e))?;
         report.folders.push(path);
     }
     Ok(report)

@@ -1,0 +1,16 @@
+//! The servers a lab or benchmark starts on a `Net`'s hosts as child processes, with their
+//! configuration and log in a scratch folder: Locus nodes and switches (`locus`), HAProxy
+//! and NGINX (`third_party`), each a `Server` once it accepts connections (`server`).
+
+mod locus;
+mod server;
+mod third_party;
+
+pub use locus::{
+    ADMIN_PORT, AGENT_PORT, DcNodeSpec, HTTP_PORT, NodeSpec, SwitchSpec, is_one_way_mode, locus_node,
+    locus_switch, write_handoff_key,
+};
+pub use server::Server;
+pub use third_party::{
+    HaproxyBalance, NginxBalance, haproxy, haproxy_config, nginx_proxy, nginx_proxy_config, nginx_static,
+};
