@@ -287,7 +287,7 @@ impl SiteGenerator {
 mod tests {
     use super::*;
     use crate::document_tree::DocumentTree;
-    use crate::html_scan::{HtmlReferences, resolve_reference};
+    use crate::page_references::read_page;
     use std::collections::{BTreeSet, HashSet};
 
     fn small_spec(seed: u64) -> SiteSpec {
@@ -338,11 +338,9 @@ mod tests {
         let existing: HashSet<&str> = manifest.files.iter().map(|f| f.target.as_str()).collect();
         for page in manifest.files.iter().filter(|f| f.kind == SiteFileKind::Page) {
             let html = std::fs::read(dir.path().join(&page.target[1..])).unwrap();
-            let refs = HtmlReferences::scan(&html);
-            let links: Vec<String> =
-                refs.links.iter().filter_map(|l| resolve_reference(&page.target, l)).collect();
-            let embeds: Vec<String> =
-                refs.embeds.iter().filter_map(|e| resolve_reference(&page.target, e)).collect();
+            let refs = read_page(&page.target, &html);
+            let (links, embeds) = (refs.links, refs.embeds);
+            assert_eq!(refs.foreign, 0, "{}", page.target);
             assert_eq!(links, page.links, "{}", page.target);
             let mut want = page.embeds.clone();
             want.sort();

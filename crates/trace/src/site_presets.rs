@@ -291,7 +291,7 @@ fn plan_sequoia(t: &SitePresetTargets, seed: u64, rng: &mut SmallRng) -> Vec<Pla
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::html_scan::{HtmlReferences, resolve_reference};
+    use crate::page_references::read_page;
     use crate::site::{SiteGenerator, SiteManifest};
     use crate::site_content::check_gif;
     use std::collections::{HashMap, HashSet};
@@ -436,11 +436,9 @@ mod tests {
                         && text.contains("<title>")
                         && text.contains("<h1>")
                 );
-                let refs = HtmlReferences::scan(&bytes);
-                let links: Vec<String> =
-                    refs.links.iter().filter_map(|l| resolve_reference(&f.target, l)).collect();
-                let mut embeds: Vec<String> =
-                    refs.embeds.iter().filter_map(|e| resolve_reference(&f.target, e)).collect();
+                let refs = read_page(&f.target, &bytes);
+                let (links, mut embeds) = (refs.links, refs.embeds);
+                assert_eq!(refs.foreign, 0, "{}", f.target);
                 assert_eq!(links, f.links, "{}", f.target);
                 let mut want = f.embeds.clone();
                 want.sort();
