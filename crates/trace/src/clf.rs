@@ -12,6 +12,7 @@ use crate::error::TraceError;
 use crate::line_reader::LineReader;
 use crate::record::{TimeOrigin, TraceRecord, target_from_bytes, wire_target};
 use crate::record_reader::{RecordFormat, RecordReader};
+use crate::record_sink::RecordSink;
 
 /// Streaming reader of Common / Combined Log Format lines:
 /// `host ident authuser [date] "request" status bytes ["referer" "user-agent"]`.
@@ -222,10 +223,8 @@ pub fn format_clf_time(unix: i64) -> Option<String> {
 /// Unix time (whole seconds, UTC), `HTTP/1.1`, `-` for a zero size. Lossy: fractions of a
 /// second, classes and client numbering do not survive a round trip.
 pub struct ClfWriter<W: Write> {
-    out: W,
-    path: String,
+    sink: RecordSink<W>,
     base_unix: i64,
-    index: u64,
 }
 
 /// Default base time of `ClfWriter`: 2000-01-01T00:00:00Z.
@@ -234,31 +233,25 @@ pub const CLF_DEFAULT_BASE_UNIX: i64 = 946_684_800;
 impl<W: Write> ClfWriter<W> {
     /// A writer to `out` (called `path` in errors) placing time 0 at `base_unix`.
     pub fn new(out: W, path: impl Into<String>, base_unix: i64) -> Self {
-        ClfWriter { out, path: path.into(), base_unix, index: 0 }
+        ClfWriter { sink: RecordSink::new(out, path, "clf"), base_unix }
     }
 
     /// Write one record.
     pub fn write(&mut self, r: &TraceRecord) -> Result<(), TraceError> {
-        let out_of_range = |t: f64| TraceError::Unwritable {
-            index: self.index,
-            format: "clf",
-            message: format!("time {t} is out of range"),
-        };
+        let out_of_range = |t: f64| format!("time {t} is out of range");
         let secs = match r.time {
-            Some(t) if !t.is_finite() || t.abs() > 1e12 => return Err(out_of_range(t)),
+            Some(t) if !t.is_finite() || t.abs() > 1e12 => return Err(self.sink.unwritable(out_of_range(t))),
             Some(t) => t.floor() as i64,
             None => 0,
         };
-        let stamp = self
-            .base_unix
-            .checked_add(secs)
-            .and_then(format_clf_time)
-            .ok_or_else(|| out_of_range(r.time.unwrap_or(0.0)))?;
+        let Some(stamp) = self.base_unix.checked_add(secs).and_then(format_clf_time) else {
+            return Err(self.sink.unwritable(out_of_range(r.time.unwrap_or(0.0))));
+        };
         let target = wire_target(&r.target);
         let target = target.replace('"', "%22");
         let size = if r.size == 0 { "-".to_string() } else { r.size.to_string() };
         writeln!(
-            self.out,
+            self.sink.line(),
             "c{} - - [{}] \"{} {} HTTP/1.1\" {:03} {}",
             r.client,
             stamp,
@@ -267,15 +260,13 @@ impl<W: Write> ClfWriter<W> {
             r.status.min(999),
             size
         )
-        .map_err(|e| TraceError::io(&self.path, e))?;
-        self.index += 1;
-        Ok(())
+        .expect("writing to memory");
+        self.sink.send_line()
     }
 
     /// Flush and return the output.
-    pub fn finish(mut self) -> Result<W, TraceError> {
-        self.out.flush().map_err(|e| TraceError::io(&self.path, e))?;
-        Ok(self.out)
+    pub fn finish(self) -> Result<W, TraceError> {
+        self.sink.finish()
     }
 }
 

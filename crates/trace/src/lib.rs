@@ -18,6 +18,7 @@ mod progress;
 mod reader;
 mod record;
 mod record_reader;
+mod record_sink;
 mod site;
 mod site_content;
 mod site_plan;
