@@ -284,7 +284,7 @@ impl SiteGenerator {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::document_tree::DocumentTree;
     use crate::page_references::read_page;
@@ -354,6 +354,12 @@ mod tests {
     #[test]
     fn every_page_is_reachable_from_the_index() {
         let (_dir, manifest) = make(small_spec(9));
+        let seen = reachable_from_index(&manifest);
+        assert!(manifest.pages.iter().all(|p| seen.contains(p.as_str())));
+    }
+
+    /// The pages a surfer can reach from `/index.html` by following links.
+    pub(crate) fn reachable_from_index(manifest: &SiteManifest) -> HashSet<&str> {
         let mut seen: HashSet<&str> = HashSet::from(["/index.html"]);
         let mut todo = vec!["/index.html"];
         while let Some(t) = todo.pop() {
@@ -363,7 +369,7 @@ mod tests {
                 }
             }
         }
-        assert!(manifest.pages.iter().all(|p| seen.contains(p.as_str())));
+        seen
     }
 
     #[test]

@@ -292,6 +292,7 @@ fn plan_sequoia(t: &SitePresetTargets, seed: u64, rng: &mut SmallRng) -> Vec<Pla
 mod tests {
     use super::*;
     use crate::page_references::read_page;
+    use crate::site::tests::reachable_from_index;
     use crate::site::{SiteGenerator, SiteManifest};
     use crate::site_content::check_gif;
     use std::collections::{HashMap, HashSet};
@@ -378,16 +379,7 @@ mod tests {
         }
         assert_eq!(embedded.len(), 10);
         assert!(embedded.values().all(|&n| n * 4 > m.pages.len()), "every image is a hot spot");
-        let mut seen: HashSet<&str> = HashSet::from(["/index.html"]);
-        let mut todo = vec!["/index.html"];
-        while let Some(t) = todo.pop() {
-            for l in &m.file(t).unwrap().links {
-                if seen.insert(l) {
-                    todo.push(l);
-                }
-            }
-        }
-        assert_eq!(seen.len(), m.pages.len());
+        assert_eq!(reachable_from_index(&m).len(), m.pages.len());
     }
 
     #[test]
