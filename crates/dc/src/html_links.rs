@@ -1,7 +1,8 @@
 //! `scan_page`: one html5gum pass over a page that records where its link and embed values are
 //! (byte ranges of the attribute *values*, with the decoded value), its first `<base href>`
 //! and where a `<base>` could be inserted, so the page can later be rewritten by splicing
-//! bytes without parsing it again.
+//! bytes without parsing it again. The workspace's one HTML link reader: the node, the load
+//! generator's live surfer and the trace surfer all read pages with it.
 
 use std::ops::Range;
 
@@ -12,7 +13,9 @@ use html5gum::{DefaultEmitter, Span, Spanned, StartTag, Token, Tokenizer};
 pub enum SlotKind {
     /// A hyperlink the user may follow (`<a href>`, `<area href>`).
     Link,
-    /// An object fetched with the page (images, style sheets, scripts, frames, …).
+    /// An object fetched with the page: `src` of `img`, `script`, `frame`, `iframe`, `embed`,
+    /// `source`, `audio`, `video` and `<input type=image>`; `<link rel=stylesheet|icon href>`;
+    /// `<object data>`; `background` of `body`, `table`, `td` and `th`.
     Embed,
 }
 
@@ -114,12 +117,14 @@ impl Scan<'_> {
                     self.slot(tag, "href", SlotKind::Embed);
                 }
             }
-            b"img" | b"script" | b"frame" | b"iframe" | b"embed" => self.slot(tag, "src", SlotKind::Embed),
+            b"img" | b"script" | b"frame" | b"iframe" | b"embed" | b"source" | b"audio" | b"video" => {
+                self.slot(tag, "src", SlotKind::Embed)
+            }
             b"input" if attr("type").is_some_and(|t| t.trim().eq_ignore_ascii_case("image")) => {
                 self.slot(tag, "src", SlotKind::Embed)
             }
             b"object" => self.slot(tag, "data", SlotKind::Embed),
-            b"body" => self.slot(tag, "background", SlotKind::Embed),
+            b"body" | b"table" | b"td" | b"th" => self.slot(tag, "background", SlotKind::Embed),
             b"base" if self.links.base.is_none() => {
                 if let Some(value) = tag.attributes.get(&b"href"[..]) {
                     let located = self.locate(tag, "href", value);
@@ -324,6 +329,44 @@ mod tests {
         let html = "<a href=first.html href=second.html>";
         let links = scan_page(html.as_bytes()).unwrap();
         assert_eq!(values(&links), [("first.html", SlotKind::Link)]);
+    }
+
+    #[test]
+    fn media_sources_and_table_backgrounds_are_embeds() {
+        let html = "<video src=v.mp4><source src='s.webm'></video><audio src=a.ogg></audio>\
+                    <table background=t.gif><tr><td background=c.gif><th background=h.gif>\
+                    <source srcset=no.png><td bgcolor=red>";
+        let links = scan_page(html.as_bytes()).unwrap();
+        let want = ["v.mp4", "s.webm", "a.ogg", "t.gif", "c.gif", "h.gif"].map(|v| (v, SlotKind::Embed));
+        assert_eq!(values(&links), want);
+        assert_ranges_hold_values(html.as_bytes(), &links);
+    }
+
+    #[test]
+    fn base_inside_the_head_of_a_full_page_is_found() {
+        let html = "<!DOCTYPE html><HTML><head><link rel=stylesheet href=a.css><BASE HREF=\"/docs/\"></head>\
+                    <body><a href=x.html>";
+        let links = scan_page(html.as_bytes()).unwrap();
+        assert_eq!(links.base.as_ref().map(|b| b.value.as_str()), Some("/docs/"));
+        assert_eq!(values(&links), [("a.css", SlotKind::Embed), ("x.html", SlotKind::Link)]);
+    }
+
+    #[test]
+    fn tag_cut_off_by_the_end_of_the_page_is_no_tag() {
+        for html in ["<a href=ok.html>x</a><a href=\"broken\n", "<a href=ok.html><img src=cut.gif"] {
+            let links = scan_page(html.as_bytes()).unwrap();
+            assert_eq!(values(&links), [("ok.html", SlotKind::Link)], "{html:?}");
+        }
+    }
+
+    #[test]
+    fn scan_never_panics_on_truncated_markup() {
+        for html in
+            ["<", "<a", "<a href", "<a href=", "<a href='x", "<!--", "<script>", "<!DOCTYPE", "<a =x>"]
+        {
+            let links = scan_page(html.as_bytes()).unwrap();
+            assert!(links.slots.is_empty(), "{html:?}");
+        }
     }
 
     #[test]

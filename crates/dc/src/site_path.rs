@@ -363,6 +363,25 @@ mod tests {
         assert_eq!(with("", "x.gif"), local("/a/x.gif", ""));
     }
 
+    /// The cases the trace surfer's own resolver used to answer (it clamped `..` at the root,
+    /// as RFC 3986 does; the node and the live surfer refuse such a reference, so now all do).
+    #[test]
+    fn surfer_references_resolve_or_are_left_alone() {
+        let at = |page, reference| resolve_reference(reference, page, None, HOME);
+        assert_eq!(at("/a/b/page.html", "c.html"), local("/a/b/c.html", ""));
+        assert_eq!(at("/a/b/page.html", "../x/y.gif?q#f"), local("/a/x/y.gif", "?q#f"));
+        assert_eq!(at("/a/page.html", "../../../../etc/passwd"), Resolved::Unusable(Unusable::EscapesRoot));
+        assert_eq!(at("/a/page.html", "/top.html"), local("/top.html", ""));
+        assert_eq!(at("/a/page.html", "./"), local("/a/", ""));
+        assert_eq!(at("/a/page.html", "sub/.."), local("/a/", ""));
+        assert_eq!(at("/a/page.html", "my%20file.html"), local("/a/my%20file.html", ""));
+        assert_eq!(at("/page.html", "http://example.com/x.html"), Resolved::External);
+        assert_eq!(at("/page.html", "mailto:x@y"), Resolved::External);
+        assert_eq!(at("/page.html", "//cdn.example/x.js"), Resolved::External);
+        assert_eq!(at("/page.html", "#top"), Resolved::Unusable(Unusable::FragmentOnly));
+        assert_eq!(at("/page.html", "javascript:void(0)"), Resolved::External);
+    }
+
     #[test]
     fn names_authority_tells_absolute_from_relative() {
         assert!(names_authority("http://h/x"));

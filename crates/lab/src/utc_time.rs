@@ -1,7 +1,7 @@
-//! `UtcTime`: the current date and time in UTC from the system clock (civil-from-days
-//! arithmetic, no time-zone database), for report headers and `lab-out/<timestamp>` folders.
+//! `UtcTime`: the current date and time in UTC from the system clock (the calendar is the
+//! `time` crate's, no time-zone database), for report headers and `lab-out/<timestamp>` folders.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use time::OffsetDateTime;
 
 /// A moment in UTC, to the second.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,32 +17,12 @@ pub struct UtcTime {
 impl UtcTime {
     /// Now.
     pub fn now() -> UtcTime {
-        let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        UtcTime::from_unix(secs as i64)
+        UtcTime::from(OffsetDateTime::now_utc())
     }
 
-    /// The moment `secs` seconds after 1970-01-01 00:00:00 UTC.
-    pub fn from_unix(secs: i64) -> UtcTime {
-        let days = secs.div_euclid(86_400);
-        let rem = secs.rem_euclid(86_400);
-        // Howard Hinnant's days-to-civil algorithm.
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z.rem_euclid(146_097);
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-        let year = yoe + era * 400 + i64::from(month <= 2);
-        UtcTime {
-            year,
-            month,
-            day,
-            hour: (rem / 3600) as u32,
-            minute: (rem % 3600 / 60) as u32,
-            second: (rem % 60) as u32,
-        }
+    /// The moment `secs` seconds after 1970-01-01 00:00:00 UTC, if its year is within ±999,999.
+    pub fn from_unix(secs: i64) -> Option<UtcTime> {
+        OffsetDateTime::from_unix_timestamp(secs).ok().map(UtcTime::from)
     }
 
     /// `2025-01-31 12:00:00 UTC`.
@@ -62,15 +42,37 @@ impl UtcTime {
     }
 }
 
+impl From<OffsetDateTime> for UtcTime {
+    fn from(t: OffsetDateTime) -> UtcTime {
+        UtcTime {
+            year: i64::from(t.year()),
+            month: u32::from(u8::from(t.month())),
+            day: u32::from(t.day()),
+            hour: u32::from(t.hour()),
+            minute: u32::from(t.minute()),
+            second: u32::from(t.second()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn known_moments_convert_to_their_calendar_dates() {
-        assert_eq!(UtcTime::from_unix(0).display(), "1970-01-01 00:00:00 UTC");
-        assert_eq!(UtcTime::from_unix(951_782_400).display(), "2000-02-29 00:00:00 UTC");
-        assert_eq!(UtcTime::from_unix(1_735_689_599).compact(), "20241231-235959");
+        let at = |secs| UtcTime::from_unix(secs).unwrap();
+        assert_eq!(at(0).display(), "1970-01-01 00:00:00 UTC");
+        assert_eq!(at(-1).display(), "1969-12-31 23:59:59 UTC");
+        assert_eq!(at(951_782_400).display(), "2000-02-29 00:00:00 UTC");
+        assert_eq!(at(951_868_800).display(), "2000-03-01 00:00:00 UTC");
+        assert_eq!(at(-2_203_977_600).display(), "1900-02-28 00:00:00 UTC");
+        assert_eq!(at(-2_203_891_200).display(), "1900-03-01 00:00:00 UTC");
+        assert_eq!(at(4_107_542_400).display(), "2100-03-01 00:00:00 UTC");
+        assert_eq!(at(1_709_210_096).display(), "2024-02-29 12:34:56 UTC");
+        assert_eq!(at(1_735_689_599).compact(), "20241231-235959");
+        assert_eq!(at(253_402_300_799).compact(), "99991231-235959");
+        assert_eq!(UtcTime::from_unix(i64::MAX), None);
         assert!(UtcTime::now().year >= 2024);
     }
 }

@@ -31,6 +31,12 @@ impl OpenLoopSchedule {
         Ok(OpenLoopSchedule { rng, gap, next })
     }
 
+    /// Worker thread `worker`'s schedule in a run seeded with `run_seed`, at its share `rate`
+    /// of the arrivals: each thread draws its own arrivals, repeatably.
+    pub fn for_worker(rate: f64, run_seed: u64, worker: usize) -> Result<OpenLoopSchedule, LoadError> {
+        OpenLoopSchedule::new(rate, run_seed ^ (worker as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03))
+    }
+
     /// The next arrival's offset from the start, in seconds; advances the schedule.
     pub fn next_offset(&mut self) -> f64 {
         let t = self.next;

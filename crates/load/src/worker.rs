@@ -83,8 +83,8 @@ fn worker_main(
     let Ok(timing) = started.recv() else { return Ok(ThreadStats::default()) };
     let arrivals = match spec.rate {
         Some(rate) => {
-            let seed = spec.settings.seed ^ (spec.index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
-            let schedule = OpenLoopSchedule::new(rate, seed).map_err(|e| e.to_string())?;
+            let schedule = OpenLoopSchedule::for_worker(rate, spec.settings.seed, spec.index)
+                .map_err(|e| e.to_string())?;
             Some(RefCell::new(ArrivalQueue::new(schedule, timing.start)))
         }
         None => None,

@@ -5,10 +5,10 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{Reply, ScriptedServer, SeenRequest};
-use locus_load::{ErrorKind, LoadConfig, run_load};
+use locus_load::{ErrorKind, LoadConfig, OpenLoopSchedule, run_load};
 
 #[test]
 fn open_loop_meets_its_rate_with_free_connections_and_nothing_late() {
@@ -60,20 +60,29 @@ fn busy_connections_make_requests_late_and_latency_counts_from_the_schedule() {
 
 #[test]
 fn open_loop_with_a_request_count_ends_at_its_last_request() {
-    // 30 connections each reserve an arrival (the 30th due about 3 s in at 10/s); the run
-    // must end after the 3rd, not when the last reservation falls due.
+    // 300 connections each reserve an arrival (at 10/s the last is due about 30 s in); the run
+    // must end after the 3rd, when its budget is spent, not sleep until the reservations fall
+    // due. Both bounds come from the run's own seeded schedule: it waits for its 3rd arrival
+    // (a lower bound), and ends before the moment a regression would make it wait for.
+    let (rate, clients, seed) = (10.0, 300, 11);
+    let mut schedule = OpenLoopSchedule::for_worker(rate, seed, 0).unwrap();
+    let due: Vec<Duration> = (0..clients).map(|_| Duration::from_secs_f64(schedule.next_offset())).collect();
     let server = ScriptedServer::start(Arc::new(|_: &SeenRequest| Reply::ok(b"ok".to_vec())), 0);
     let config = LoadConfig {
-        rate: Some(10.0),
-        clients: 30,
+        rate: Some(rate),
+        clients,
         threads: 1,
         requests: Some(3),
+        seed,
         timeout: Duration::from_secs(5),
         ..LoadConfig::new(vec![format!("{}/x", server.url()).parse().unwrap()])
     };
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let report = run_load(&config).unwrap();
+    let elapsed = started.elapsed();
     assert_eq!(report.requests, 3);
     assert_eq!(server.all_requests().len(), 3);
-    assert!(started.elapsed() < Duration::from_millis(1500), "took {:?}", started.elapsed());
+    assert!(elapsed >= due[2], "the 3rd arrival is due at {:?}; the run took {elapsed:?}", due[2]);
+    let last = due[clients - 1];
+    assert!(elapsed < last, "took {elapsed:?}: it waited for a reservation due at {last:?}");
 }

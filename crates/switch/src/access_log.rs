@@ -8,6 +8,8 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use time::OffsetDateTime;
+
 /// Where lines go.
 pub enum LogSink {
     Stdout,
@@ -129,37 +131,23 @@ fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
     }
 }
 
-/// `10/Oct/2000:13:55:36 +0000` for a Unix time (UTC).
+/// `10/Oct/2000:13:55:36 +0000` for a Unix time (UTC; the calendar is the `time` crate's).
 fn clf_time(secs: u64) -> String {
     const MONTHS: [&str; 12] =
         ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
+    let t = i64::try_from(secs)
+        .ok()
+        .and_then(|s| OffsetDateTime::from_unix_timestamp(s).ok())
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
     format!(
         "{:02}/{}/{}:{:02}:{:02}:{:02} +0000",
-        d,
-        MONTHS[m as usize - 1],
-        y,
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
+        t.day(),
+        MONTHS[usize::from(u8::from(t.month())) - 1],
+        t.year(),
+        t.hour(),
+        t.minute(),
+        t.second()
     )
-}
-
-/// Gregorian date from days since 1970-01-01 (Howard Hinnant's algorithm; no date crate
-/// needed for one format).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 #[cfg(test)]
@@ -171,6 +159,12 @@ mod tests {
         assert_eq!(clf_time(0), "01/Jan/1970:00:00:00 +0000");
         assert_eq!(clf_time(971_186_136), "10/Oct/2000:13:55:36 +0000");
         assert_eq!(clf_time(1_709_210_096), "29/Feb/2024:12:34:56 +0000");
+        assert_eq!(clf_time(951_868_799), "29/Feb/2000:23:59:59 +0000");
+        assert_eq!(clf_time(951_868_800), "01/Mar/2000:00:00:00 +0000");
+        assert_eq!(clf_time(4_107_456_000), "28/Feb/2100:00:00:00 +0000");
+        assert_eq!(clf_time(4_107_542_400), "01/Mar/2100:00:00:00 +0000");
+        assert_eq!(clf_time(1_735_689_599), "31/Dec/2024:23:59:59 +0000");
+        assert_eq!(clf_time(253_402_300_799), "31/Dec/9999:23:59:59 +0000");
     }
 
     #[test]

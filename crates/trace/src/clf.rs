@@ -1,16 +1,18 @@
 //! `ClfReader` for the Common and Combined Log Formats (Apache/NCSA access logs), and
-//! `ClfWriter` for writing a trace back as Common Log Format lines. Also the date
-//! arithmetic for `[10/Oct/2000:13:55:36 -0700]` timestamps.
+//! `ClfWriter` for writing a trace back as Common Log Format lines. Also reading and writing
+//! `[10/Oct/2000:13:55:36 -0700]` timestamps (the calendar is the `time` crate's).
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 
 use locus_core::Method;
+use time::{Date, Month, OffsetDateTime};
 
 use crate::error::TraceError;
 use crate::line_reader::LineReader;
 use crate::record::{TimeOrigin, TraceRecord, target_from_bytes, wire_target};
 use crate::record_reader::{RecordFormat, RecordReader};
+use crate::record_sink::RecordSink;
 
 /// Streaming reader of Common / Combined Log Format lines:
 /// `host ident authuser [date] "request" status bytes ["referer" "user-agent"]`.
@@ -175,7 +177,8 @@ fn split_request(request: &[u8]) -> Result<(Method, String), String> {
 const MONTHS: [&str; 12] =
     ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
-/// Seconds since the Unix epoch of a CLF date `10/Oct/2000:13:55:36 -0700`.
+/// Seconds since the Unix epoch of a CLF date `10/Oct/2000:13:55:36 -0700` (a leap second
+/// `:60` counts as the next minute's first).
 pub fn parse_clf_time(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     if b.len() != 26 || b[2] != b'/' || b[6] != b'/' || b[11] != b':' || b[14] != b':' || b[17] != b':' {
@@ -188,72 +191,40 @@ pub fn parse_clf_time(s: &str) -> Option<i64> {
         let t = &s[r];
         t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
     };
-    let day = num(0..2)?;
-    let month = MONTHS.iter().position(|m| *m == &s[3..6])? as i64 + 1;
-    let year = num(7..11)?;
+    let day = u8::try_from(num(0..2)?).ok()?;
+    let month = MONTHS.iter().position(|m| *m == &s[3..6])? as u8 + 1;
+    let year = i32::try_from(num(7..11)?).ok()?;
     let (hh, mm, ss) = (num(12..14)?, num(15..17)?, num(18..20)?);
     let (zh, zm) = (num(22..24)?, num(24..26)?);
-    if !(1..=days_in_month(year, month)).contains(&day) || hh > 23 || mm > 59 || ss > 60 || zm > 59 {
+    if hh > 23 || mm > 59 || ss > 60 || zm > 59 {
         return None;
     }
+    let date = Date::from_calendar_date(year, Month::try_from(month).ok()?, day).ok()?;
     let offset = (zh * 3600 + zm * 60) * if b[21] == b'-' { -1 } else { 1 };
-    Some(days_from_civil(year, month, day) * 86_400 + hh * 3600 + mm * 60 + ss - offset)
+    Some(date.midnight().assume_utc().unix_timestamp() + hh * 3600 + mm * 60 + ss - offset)
 }
 
-/// The CLF date (in UTC, `+0000`) of `unix` seconds since the epoch.
-pub fn format_clf_time(unix: i64) -> String {
-    let days = unix.div_euclid(86_400);
-    let secs = unix.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{d:02}/{}/{y:04}:{:02}:{:02}:{:02} +0000",
-        MONTHS[(m - 1) as usize],
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The date of `z` days since 1970-01-01.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+/// The CLF date (in UTC, `+0000`) of `unix` seconds since the epoch, or `None` beyond the
+/// years ±999,999.
+pub fn format_clf_time(unix: i64) -> Option<String> {
+    let t = OffsetDateTime::from_unix_timestamp(unix).ok()?;
+    Some(format!(
+        "{:02}/{}/{:04}:{:02}:{:02}:{:02} +0000",
+        t.day(),
+        MONTHS[usize::from(u8::from(t.month())) - 1],
+        t.year(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    ))
 }
 
 /// Writer of Common Log Format lines: host `c<client>`, the record's time added to a base
 /// Unix time (whole seconds, UTC), `HTTP/1.1`, `-` for a zero size. Lossy: fractions of a
 /// second, classes and client numbering do not survive a round trip.
 pub struct ClfWriter<W: Write> {
-    out: W,
-    path: String,
+    sink: RecordSink<W>,
     base_unix: i64,
-    index: u64,
 }
 
 /// Default base time of `ClfWriter`: 2000-01-01T00:00:00Z.
@@ -262,44 +233,40 @@ pub const CLF_DEFAULT_BASE_UNIX: i64 = 946_684_800;
 impl<W: Write> ClfWriter<W> {
     /// A writer to `out` (called `path` in errors) placing time 0 at `base_unix`.
     pub fn new(out: W, path: impl Into<String>, base_unix: i64) -> Self {
-        ClfWriter { out, path: path.into(), base_unix, index: 0 }
+        ClfWriter { sink: RecordSink::new(out, path, "clf"), base_unix }
     }
 
     /// Write one record.
     pub fn write(&mut self, r: &TraceRecord) -> Result<(), TraceError> {
+        let out_of_range = |t: f64| format!("time {t} is out of range");
         let secs = match r.time {
-            Some(t) if !t.is_finite() || t.abs() > 1e12 => {
-                return Err(TraceError::Unwritable {
-                    index: self.index,
-                    format: "clf",
-                    message: format!("time {t} is out of range"),
-                });
-            }
+            Some(t) if !t.is_finite() || t.abs() > 1e12 => return Err(self.sink.unwritable(out_of_range(t))),
             Some(t) => t.floor() as i64,
             None => 0,
+        };
+        let Some(stamp) = self.base_unix.checked_add(secs).and_then(format_clf_time) else {
+            return Err(self.sink.unwritable(out_of_range(r.time.unwrap_or(0.0))));
         };
         let target = wire_target(&r.target);
         let target = target.replace('"', "%22");
         let size = if r.size == 0 { "-".to_string() } else { r.size.to_string() };
         writeln!(
-            self.out,
+            self.sink.line(),
             "c{} - - [{}] \"{} {} HTTP/1.1\" {:03} {}",
             r.client,
-            format_clf_time(self.base_unix + secs),
+            stamp,
             r.method,
             target,
             r.status.min(999),
             size
         )
-        .map_err(|e| TraceError::io(&self.path, e))?;
-        self.index += 1;
-        Ok(())
+        .expect("writing to memory");
+        self.sink.send_line()
     }
 
     /// Flush and return the output.
-    pub fn finish(mut self) -> Result<W, TraceError> {
-        self.out.flush().map_err(|e| TraceError::io(&self.path, e))?;
-        Ok(self.out)
+    pub fn finish(self) -> Result<W, TraceError> {
+        self.sink.finish()
     }
 }
 
@@ -363,7 +330,50 @@ mod tests {
         assert_eq!(parse_clf_time("29/Feb/1999:00:00:00 +0000"), None);
         assert_eq!(parse_clf_time("10/Oct/2000:13:55:36"), None);
         for t in [0, 951_782_400, 971_211_336, 4_102_444_799, -86_401] {
-            assert_eq!(parse_clf_time(&format_clf_time(t)), Some(t), "{t}");
+            assert_eq!(parse_clf_time(&format_clf_time(t).unwrap()), Some(t), "{t}");
+        }
+    }
+
+    /// Fixed dates, leap years (2000 and 2024 are, 1900 and 2100 are not) and the extremes,
+    /// byte for byte as the hand-written calendar gave them before the `time` crate.
+    #[test]
+    fn clf_dates_are_those_of_the_proleptic_gregorian_calendar() {
+        for (unix, stamp) in [
+            (0, "01/Jan/1970:00:00:00 +0000"),
+            (-1, "31/Dec/1969:23:59:59 +0000"),
+            (971_186_136, "10/Oct/2000:13:55:36 +0000"),
+            (951_868_799, "29/Feb/2000:23:59:59 +0000"),
+            (951_868_800, "01/Mar/2000:00:00:00 +0000"),
+            (1_709_210_096, "29/Feb/2024:12:34:56 +0000"),
+            (1_735_689_599, "31/Dec/2024:23:59:59 +0000"),
+            (-2_203_977_600, "28/Feb/1900:00:00:00 +0000"),
+            (-2_203_891_200, "01/Mar/1900:00:00:00 +0000"),
+            (4_107_456_000, "28/Feb/2100:00:00:00 +0000"),
+            (4_107_542_400, "01/Mar/2100:00:00:00 +0000"),
+            (253_402_300_799, "31/Dec/9999:23:59:59 +0000"),
+            (253_402_300_800, "01/Jan/10000:00:00:00 +0000"),
+            (1_000_000_000_000, "27/Sep/33658:01:46:40 +0000"),
+            (-1_000_000_000_000, "05/Apr/-29719:22:13:20 +0000"),
+            (-62_167_219_200, "01/Jan/0000:00:00:00 +0000"),
+            (-62_167_219_201, "31/Dec/-001:23:59:59 +0000"),
+        ] {
+            assert_eq!(format_clf_time(unix).as_deref(), Some(stamp), "{unix}");
+        }
+        assert_eq!(format_clf_time(i64::MAX), None);
+        for (stamp, unix) in [
+            ("29/Feb/1900:00:00:00 +0000", None),
+            ("29/Feb/2100:00:00:00 +0000", None),
+            ("29/Feb/2024:12:34:56 +9959", Some(1_708_850_156)),
+            ("28/Feb/1900:23:59:60 +0000", Some(-2_203_891_200)),
+            ("31/Dec/9999:23:59:59 -0000", Some(253_402_300_799)),
+            ("01/Jan/0000:00:00:00 +0000", Some(-62_167_219_200)),
+            ("00/Jan/2000:00:00:00 +0000", None),
+            ("31/Apr/2000:00:00:00 +0000", None),
+            ("30/Apr/2000:24:00:00 +0000", None),
+            ("10/oct/2000:13:55:36 -0700", None),
+            ("10/Oct/+200:13:55:36 -0700", None),
+        ] {
+            assert_eq!(parse_clf_time(stamp), unix, "{stamp}");
         }
     }
 

@@ -8,6 +8,7 @@ use crate::error::TraceError;
 use crate::line_reader::LineReader;
 use crate::record::TraceRecord;
 use crate::record_reader::{RecordFormat, RecordReader};
+use crate::record_sink::RecordSink;
 
 /// Streaming reader of JSON-lines traces. Empty lines are ignored.
 pub type JsonLinesReader<R> = RecordReader<LineReader<R>, JsonLinesFormat>;
@@ -47,36 +48,30 @@ impl RecordFormat<[u8]> for JsonLinesFormat {
 
 /// Writer of JSON-lines traces. Call `finish` to flush.
 pub struct JsonLinesWriter<W: Write> {
-    out: W,
-    path: String,
-    index: u64,
+    sink: RecordSink<W>,
 }
 
 impl<W: Write> JsonLinesWriter<W> {
     /// A writer to `out`, called `path` in errors.
     pub fn new(out: W, path: impl Into<String>) -> Self {
-        JsonLinesWriter { out, path: path.into(), index: 0 }
+        JsonLinesWriter { sink: RecordSink::new(out, path, "jsonl") }
     }
 
     /// Write one record (a time that is not finite cannot be written).
     pub fn write(&mut self, r: &TraceRecord) -> Result<(), TraceError> {
         if r.time.is_some_and(|t| !t.is_finite()) {
-            return Err(TraceError::Unwritable {
-                index: self.index,
-                format: "jsonl",
-                message: "time is not finite".into(),
-            });
+            return Err(self.sink.unwritable("time is not finite"));
         }
-        serde_json::to_writer(&mut self.out, r).map_err(|e| TraceError::io(&self.path, e.into()))?;
-        self.out.write_all(b"\n").map_err(|e| TraceError::io(&self.path, e))?;
-        self.index += 1;
-        Ok(())
+        let line = self.sink.line();
+        let rendered = serde_json::to_writer(&mut *line, r);
+        line.push(b'\n');
+        rendered.map_err(|e| self.sink.unwritable(e.to_string()))?;
+        self.sink.send_line()
     }
 
     /// Flush and return the output.
-    pub fn finish(mut self) -> Result<W, TraceError> {
-        self.out.flush().map_err(|e| TraceError::io(&self.path, e))?;
-        Ok(self.out)
+    pub fn finish(self) -> Result<W, TraceError> {
+        self.sink.finish()
     }
 }
 

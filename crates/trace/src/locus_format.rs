@@ -4,7 +4,6 @@
 //! `time client method target size status class` (`-` for a missing time or class). Lines
 //! starting with `#` and empty lines are ignored. Writing then reading gives the same records.
 
-use std::fmt::Write as _;
 use std::io::{BufRead, Write};
 
 use locus_core::Method;
@@ -13,6 +12,7 @@ use crate::error::TraceError;
 use crate::line_reader::LineReader;
 use crate::record::{TraceRecord, wire_target};
 use crate::record_reader::{RecordFormat, RecordReader};
+use crate::record_sink::RecordSink;
 
 /// The first line of every Locus trace.
 pub const LOCUS_HEADER: &str = "#locus-trace v1";
@@ -118,10 +118,7 @@ pub fn parse_locus_line(line: &str) -> Result<TraceRecord, String> {
 
 /// Writer of the Locus trace format. Call `finish` to flush.
 pub struct LocusWriter<W: Write> {
-    out: W,
-    path: String,
-    line: String,
-    index: u64,
+    sink: RecordSink<W>,
 }
 
 impl<W: Write> LocusWriter<W> {
@@ -129,43 +126,37 @@ impl<W: Write> LocusWriter<W> {
     pub fn new(mut out: W, path: impl Into<String>) -> Result<Self, TraceError> {
         let path = path.into();
         writeln!(out, "{LOCUS_HEADER}").map_err(|e| TraceError::io(&path, e))?;
-        Ok(LocusWriter { out, path, line: String::with_capacity(128), index: 0 })
+        Ok(LocusWriter { sink: RecordSink::new(out, path, "locus") })
     }
 
     /// Write one record. The target is written as on the wire (`wire_target`); a time that is
     /// not finite, or an empty target, cannot be written.
     pub fn write(&mut self, r: &TraceRecord) -> Result<(), TraceError> {
-        let unwritable = |message: &str| TraceError::Unwritable {
-            index: self.index,
-            format: "locus",
-            message: message.into(),
-        };
         if r.target.is_empty() {
-            return Err(unwritable("empty target"));
+            return Err(self.sink.unwritable("empty target"));
         }
-        self.line.clear();
+        if r.time.is_some_and(|t| !t.is_finite()) {
+            return Err(self.sink.unwritable("time is not finite"));
+        }
+        let line = self.sink.line();
         match r.time {
-            Some(t) if !t.is_finite() => return Err(unwritable("time is not finite")),
-            Some(t) => write!(self.line, "{t}").expect("writing to a String"),
-            None => self.line.push('-'),
+            Some(t) => write!(line, "{t}").expect("writing to memory"),
+            None => line.push(b'-'),
         }
         let target = wire_target(&r.target);
-        write!(self.line, "\t{}\t{}\t{}\t{}\t{}\t", r.client, r.method, target, r.size, r.status)
-            .expect("writing to a String");
+        write!(line, "\t{}\t{}\t{}\t{}\t{}\t", r.client, r.method, target, r.size, r.status)
+            .expect("writing to memory");
         match r.class {
-            Some(c) => write!(self.line, "{c}").expect("writing to a String"),
-            None => self.line.push('-'),
+            Some(c) => write!(line, "{c}").expect("writing to memory"),
+            None => line.push(b'-'),
         }
-        self.line.push('\n');
-        self.out.write_all(self.line.as_bytes()).map_err(|e| TraceError::io(&self.path, e))?;
-        self.index += 1;
-        Ok(())
+        line.push(b'\n');
+        self.sink.send_line()
     }
 
     /// Flush and return the output.
-    pub fn finish(mut self) -> Result<W, TraceError> {
-        self.out.flush().map_err(|e| TraceError::io(&self.path, e))?;
-        Ok(self.out)
+    pub fn finish(self) -> Result<W, TraceError> {
+        self.sink.finish()
     }
 }
 

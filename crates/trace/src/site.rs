@@ -284,10 +284,10 @@ impl SiteGenerator {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::document_tree::DocumentTree;
-    use crate::html_scan::{HtmlReferences, resolve_reference};
+    use crate::page_references::read_page;
     use std::collections::{BTreeSet, HashSet};
 
     fn small_spec(seed: u64) -> SiteSpec {
@@ -338,11 +338,9 @@ mod tests {
         let existing: HashSet<&str> = manifest.files.iter().map(|f| f.target.as_str()).collect();
         for page in manifest.files.iter().filter(|f| f.kind == SiteFileKind::Page) {
             let html = std::fs::read(dir.path().join(&page.target[1..])).unwrap();
-            let refs = HtmlReferences::scan(&html);
-            let links: Vec<String> =
-                refs.links.iter().filter_map(|l| resolve_reference(&page.target, l)).collect();
-            let embeds: Vec<String> =
-                refs.embeds.iter().filter_map(|e| resolve_reference(&page.target, e)).collect();
+            let refs = read_page(&page.target, &html);
+            let (links, embeds) = (refs.links, refs.embeds);
+            assert_eq!(refs.foreign, 0, "{}", page.target);
             assert_eq!(links, page.links, "{}", page.target);
             let mut want = page.embeds.clone();
             want.sort();
@@ -356,6 +354,12 @@ mod tests {
     #[test]
     fn every_page_is_reachable_from_the_index() {
         let (_dir, manifest) = make(small_spec(9));
+        let seen = reachable_from_index(&manifest);
+        assert!(manifest.pages.iter().all(|p| seen.contains(p.as_str())));
+    }
+
+    /// The pages a surfer can reach from `/index.html` by following links.
+    pub(crate) fn reachable_from_index(manifest: &SiteManifest) -> HashSet<&str> {
         let mut seen: HashSet<&str> = HashSet::from(["/index.html"]);
         let mut todo = vec!["/index.html"];
         while let Some(t) = todo.pop() {
@@ -365,7 +369,7 @@ mod tests {
                 }
             }
         }
-        assert!(manifest.pages.iter().all(|p| seen.contains(p.as_str())));
+        seen
     }
 
     #[test]

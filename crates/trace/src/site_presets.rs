@@ -291,7 +291,8 @@ fn plan_sequoia(t: &SitePresetTargets, seed: u64, rng: &mut SmallRng) -> Vec<Pla
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::html_scan::{HtmlReferences, resolve_reference};
+    use crate::page_references::read_page;
+    use crate::site::tests::reachable_from_index;
     use crate::site::{SiteGenerator, SiteManifest};
     use crate::site_content::check_gif;
     use std::collections::{HashMap, HashSet};
@@ -378,16 +379,7 @@ mod tests {
         }
         assert_eq!(embedded.len(), 10);
         assert!(embedded.values().all(|&n| n * 4 > m.pages.len()), "every image is a hot spot");
-        let mut seen: HashSet<&str> = HashSet::from(["/index.html"]);
-        let mut todo = vec!["/index.html"];
-        while let Some(t) = todo.pop() {
-            for l in &m.file(t).unwrap().links {
-                if seen.insert(l) {
-                    todo.push(l);
-                }
-            }
-        }
-        assert_eq!(seen.len(), m.pages.len());
+        assert_eq!(reachable_from_index(&m).len(), m.pages.len());
     }
 
     #[test]
@@ -436,11 +428,9 @@ mod tests {
                         && text.contains("<title>")
                         && text.contains("<h1>")
                 );
-                let refs = HtmlReferences::scan(&bytes);
-                let links: Vec<String> =
-                    refs.links.iter().filter_map(|l| resolve_reference(&f.target, l)).collect();
-                let mut embeds: Vec<String> =
-                    refs.embeds.iter().filter_map(|e| resolve_reference(&f.target, e)).collect();
+                let refs = read_page(&f.target, &bytes);
+                let (links, mut embeds) = (refs.links, refs.embeds);
+                assert_eq!(refs.foreign, 0, "{}", f.target);
                 assert_eq!(links, f.links, "{}", f.target);
                 let mut want = f.embeds.clone();
                 want.sort();

@@ -1,6 +1,6 @@
-//! Random-surfer traces over a directory of real HTML: `SiteGraph` scans the pages' links and
-//! embedded objects (resolved, kept inside the directory), and `Surfer` streams sessions —
-//! a client enters at `index.html` or a random page, fetches each page with its embedded
+//! Random-surfer traces over a directory of real HTML: `SiteGraph` reads the pages' links and
+//! embedded objects as the node does (`page_references`, kept inside the directory), and
+//! `Surfer` streams sessions — a client enters at `index.html` or a random page, fetches each page with its embedded
 //! objects, follows a random link with probability p or ends the session.
 
 use std::cmp::Reverse;
@@ -12,9 +12,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp};
 
-use crate::document_tree::{DocumentTree, target_for};
+use crate::document_tree::DocumentTree;
 use crate::error::TraceError;
-use crate::html_scan::{HtmlReferences, resolve_reference};
+use crate::page_references::read_page;
 use crate::record::TraceRecord;
 
 /// The most of one page that is scanned for references.
@@ -42,7 +42,8 @@ pub struct SiteGraph {
     pub entry: Option<usize>,
     /// References that resolved inside the site but name no file (broken links).
     pub broken_references: u64,
-    /// References to other sites or schemes, and fragment-only ones (not followed).
+    /// References to other sites or schemes, fragment-only ones and ones that cannot name a
+    /// file of the site, such as `..` above the root (not followed).
     pub foreign_references: u64,
 }
 
@@ -61,23 +62,15 @@ impl SiteGraph {
             buf.clear();
             let f = std::fs::File::open(&file.path).map_err(|e| TraceError::fs(&file.path, e))?;
             f.take(MAX_PAGE_BYTES).read_to_end(&mut buf).map_err(|e| TraceError::fs(&file.path, e))?;
-            let refs = HtmlReferences::scan(&buf);
-            let base = refs
-                .base
-                .as_deref()
-                .and_then(|b| resolve_reference(&file.target, b))
-                .map(|b| target_for(&b))
-                .unwrap_or_else(|| file.target.clone());
-            let mut resolve_all = |urls: &[String]| -> Vec<usize> {
+            let refs = read_page(&file.target, &buf);
+            foreign += refs.foreign;
+            let mut resolve_all = |targets: &[String]| -> Vec<usize> {
                 let mut out: Vec<usize> = Vec::new();
-                for url in urls {
-                    match resolve_reference(&base, url) {
-                        None => foreign += 1,
-                        Some(path) => match find_file(&tree, &path) {
-                            Some(i) if i != index && !out.contains(&i) => out.push(i),
-                            Some(_) => {}
-                            None => broken += 1,
-                        },
+                for target in targets {
+                    match find_file(&tree, target) {
+                        Some(i) if i != index && !out.contains(&i) => out.push(i),
+                        Some(_) => {}
+                        None => broken += 1,
                     }
                 }
                 out
@@ -104,11 +97,10 @@ fn is_html(target: &str) -> bool {
     lower.ends_with(".html") || lower.ends_with(".htm")
 }
 
-/// The file a decoded path names: the file itself, or a directory's `index.html`/`index.htm`.
-fn find_file(tree: &DocumentTree, decoded_path: &str) -> Option<usize> {
-    let target = target_for(decoded_path);
+/// The file a target names: the file itself, or a directory's `index.html`/`index.htm`.
+fn find_file(tree: &DocumentTree, target: &str) -> Option<usize> {
     if !target.ends_with('/')
-        && let Some(i) = tree.find(&target)
+        && let Some(i) = tree.find(target)
     {
         return Some(i);
     }
@@ -430,14 +422,18 @@ mod tests {
         )
         .unwrap();
         std::fs::write(root.join("docs/sub/pic.gif"), b"GIF89a").unwrap();
-        std::fs::write(root.join("outside.html"), b"<p>at the root, reached by clamping ..</p>").unwrap();
+        std::fs::write(
+            root.join("outside.html"),
+            b"<p>at the root; `../` above the root is not followed</p>",
+        )
+        .unwrap();
         let graph = SiteGraph::scan(root).unwrap();
         let target = |i: usize| graph.tree.files[i].target.as_str();
         let index = graph.entry.unwrap();
         let refs = graph.pages[index].as_ref().unwrap();
         let links: Vec<&str> = refs.links.iter().map(|&i| target(i)).collect();
-        assert_eq!(links, ["/docs/index.html", "/outside.html"]);
-        assert_eq!((graph.broken_references, graph.foreign_references), (1, 1));
+        assert_eq!(links, ["/docs/index.html"]);
+        assert_eq!((graph.broken_references, graph.foreign_references), (1, 2));
         let docs = graph.tree.find("/docs/index.html").unwrap();
         let docs_refs = graph.pages[docs].as_ref().unwrap();
         assert_eq!(docs_refs.embeds.iter().map(|&i| target(i)).collect::<Vec<_>>(), ["/docs/sub/pic.gif"]);

@@ -21,11 +21,13 @@ pub struct SeenRequest {
     pub connection_close: bool,
 }
 
-/// One connection's requests, and the sizes of the batches it answered.
+/// One connection's requests, the sizes of the batches it answered, and how many of those
+/// were answered because the wait for a full batch ran out.
 #[derive(Clone, Debug, Default)]
 pub struct SeenConnection {
     pub requests: Vec<SeenRequest>,
     pub batches: Vec<usize>,
+    pub cut_short: usize,
 }
 
 /// What the server answers.
@@ -81,28 +83,25 @@ impl ScriptedServer {
     /// requests are buffered before answering any of them.
     pub fn start(responder: Responder, batch: usize) -> ScriptedServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let log = Arc::new(Mutex::new(Vec::new()));
         let (stop2, log2) = (stop.clone(), log.clone());
         let thread = std::thread::spawn(move || {
             let mut conns = Vec::new();
-            while !stop2.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        let index = {
-                            let mut l = log2.lock().unwrap();
-                            l.push(SeenConnection::default());
-                            l.len() - 1
-                        };
-                        let (stop, log, responder) = (stop2.clone(), log2.clone(), responder.clone());
-                        conns.push(std::thread::spawn(move || {
-                            serve(stream, index, batch, &responder, &log, &stop)
-                        }));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+            // Blocking accepts; dropping the server wakes the last one with a connection.
+            for stream in listener.incoming() {
+                if stop2.load(Ordering::Relaxed) {
+                    break;
                 }
+                let Ok(stream) = stream else { continue };
+                let index = {
+                    let mut l = log2.lock().unwrap();
+                    l.push(SeenConnection::default());
+                    l.len() - 1
+                };
+                let (stop, log, responder) = (stop2.clone(), log2.clone(), responder.clone());
+                conns.push(std::thread::spawn(move || serve(stream, index, batch, &responder, &log, &stop)));
             }
             for c in conns {
                 let _ = c.join();
@@ -127,6 +126,7 @@ impl ScriptedServer {
 impl Drop for ScriptedServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -184,9 +184,11 @@ fn serve(
             continue;
         }
         waiting_since = None;
+        let cut_short = pending.len() < batch && !eof;
         let answered: Vec<SeenRequest> = std::mem::take(&mut pending);
         {
             let mut l = log.lock().unwrap();
+            l[index].cut_short += usize::from(cut_short);
             l[index].batches.push(answered.len());
             l[index].requests.extend(answered.iter().cloned());
         }
