@@ -3,7 +3,7 @@
 //! run through `locus-sim` for each Locus row the lab ran, so that a report can set the lab's
 //! throughput ratios beside the simulator's prediction for the same workload.
 
-use locus_node::{ByteSize, CpuModelConfig, Replacement, StorageConfig};
+use locus_node_config::{ByteSize, CpuModelConfig, Replacement, StorageConfig};
 use locus_sim::{Arrivals, CacheModel, SimConfig, SimPolicy, Workload};
 use locus_trace::{DocumentFile, DocumentSizes, SiteManifest, ZipfTraceSpec};
 

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use locus_node::{ByteSize, CpuModelConfig, Replacement, StorageConfig};
+use locus_node_config::{ByteSize, CpuModelConfig, Replacement, StorageConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::error::LabError;

@@ -124,13 +124,13 @@ impl SwitchRow {
             return Err("policy_params: a setting of the Locus switch only".into());
         }
         if let Some(c) = &self.coop {
-            c.parse::<locus_node::Replacement>().map_err(|e| format!("coop: {e}"))?;
+            c.parse::<locus_node_config::Replacement>().map_err(|e| format!("coop: {e}"))?;
         }
         if let Some(q) = &self.dc_quota {
             if self.kind != SwitchKind::Dc {
                 return Err("dc_quota: a setting of DC rows only".into());
             }
-            q.parse::<locus_node::ByteSize>().map_err(|e| format!("dc_quota: {e}"))?;
+            q.parse::<locus_node_config::ByteSize>().map_err(|e| format!("dc_quota: {e}"))?;
         }
         if let Some(b) = self.dc_balance_ms {
             if self.kind != SwitchKind::Dc {
