@@ -128,6 +128,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         "in_flight": snap.in_flight,
         "queued": snap.queued,
         "admission_limit": snap.admission_limit,
+        "policy_assignments": snap.assignments,
         "connections": shared.connections.open(),
         "max_connections": shared.config.limits.max_connections,
         "accepted": c.accepted.load(Relaxed),

@@ -88,23 +88,21 @@ struct ResponseBody {
     client_keep_alive: bool,
 }
 
-/// Proxy one request: answer `Expect: 100-continue` here, dispatch the request, exchange it
-/// with its node, and move on along its candidates when a node fails (`Candidates` holds
-/// the retry rules).
-pub async fn serve_request(client: &mut Client, head: &RequestHead) -> Next {
-    let shared = client.worker.shared.clone();
-    if head.expect_continue && head.body != BodyKind::Empty {
-        // The switch answers the expectation itself and strips it towards the node.
-        let t = shared.config.limits.node_timeout();
-        if !matches!(timeout(t, client.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")).await, Ok(Ok(())))
-        {
-            return Next::Close;
-        }
+/// Answer `Expect: 100-continue` here (the expectation is stripped towards the node);
+/// `false` when the client could not be written to.
+pub async fn answer_expectation(client: &mut Client, head: &RequestHead) -> bool {
+    if !head.expect_continue || head.body == BodyKind::Empty {
+        return true;
     }
-    let mut candidates = match client.candidates(&shared, head).await {
-        Ok(c) => c,
-        Err(next) => return next,
-    };
+    let t = client.worker.shared.config.limits.node_timeout();
+    matches!(timeout(t, client.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")).await, Ok(Ok(())))
+}
+
+/// Proxy one request already dispatched (`candidates`, its expectation answered): exchange it
+/// with its node, and move on along its candidates when a node fails (`Candidates` holds the
+/// retry rules).
+pub async fn serve_request(client: &mut Client, head: &RequestHead, mut candidates: Candidates<'_>) -> Next {
+    let shared = client.worker.shared.clone();
     let mut relay = client.worker.relay_buffers.borrow_mut().take();
     let next = client.walk(&shared, head, &mut candidates, &mut relay).await;
     drop(candidates);

@@ -10,16 +10,12 @@ use locus_io::tunnel;
 use std::sync::atomic::Ordering::Relaxed;
 use tokio::net::TcpStream;
 
-/// Serve the rest of the connection through a tunnel to the node `head` is routed to. The
+/// Serve the rest of the connection through a tunnel to the node `head` was dispatched to. The
 /// node sees the client's own bytes (version, Connection, Expect), so HTTP/1.0, keep-alive
 /// and 100-continue are end to end; the assignment (the node's load) lasts as long as the
 /// tunnel. The connection always closes after.
-pub async fn serve_tunnel(client: &mut Client, head: &RequestHead) -> Next {
+pub async fn serve_tunnel(client: &mut Client, head: &RequestHead, mut candidates: Candidates<'_>) -> Next {
     let shared = client.worker.shared.clone();
-    let mut candidates = match client.candidates(&shared, head).await {
-        Ok(c) => c,
-        Err(next) => return next,
-    };
     if !has_tunnel_pipes(client) {
         return client.shed(head, "no pipes for the tunnel").await;
     }

@@ -225,6 +225,8 @@ fn a_switch_whose_key_the_agents_reject_hands_nothing_off_and_serves_by_proxy() 
         assert_eq!((r.status, r.body), (200, "file 5\n".repeat(6).into_bytes()));
     }
     assert_eq!(c.counter("handoffs"), 0);
+    let status = c.status();
+    assert_eq!(status["policy_assignments"], 3, "a handoff not tried keeps its one dispatch: {status}");
     for n in &c.nodes {
         let s = n.status();
         assert_eq!(s["handoffs_accepted"], 0, "{s}");

@@ -279,6 +279,28 @@ fn idempotent_request_is_retried_once_on_another_node_and_post_is_not() {
 }
 
 #[test]
+fn the_policy_is_asked_once_per_request() {
+    let backend = echo_backend("a");
+    let sw = SwitchServer::start(config(&[backend.addr], "lard")).unwrap();
+    let mut c = Client::connect(sw.addr());
+    for i in 0..4 {
+        assert_eq!(c.get(&format!("/k{i}")).status, 200);
+    }
+    c.send(b"GET /p1 HTTP/1.1\r\nHost: t\r\n\r\nGET /p2 HTTP/1.1\r\nHost: t\r\n\r\n");
+    for _ in 0..2 {
+        assert_eq!(c.read_response(false).unwrap().status, 200);
+    }
+    assert_eq!(get(sw.addr(), "/other").status, 200);
+    let status = sw.status();
+    assert_eq!(
+        (status["requests"].as_u64(), status["policy_assignments"].as_u64()),
+        (Some(7), Some(7)),
+        "{status}"
+    );
+    sw.shutdown();
+}
+
+#[test]
 fn a_failed_node_leaves_the_view_within_a_second_and_comes_back_with_slow_start() {
     let a = echo_backend("a");
     let b = echo_backend("b");
@@ -387,6 +409,8 @@ fn admission_limit_queues_requests_so_the_cluster_never_exceeds_it() {
     assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
     assert!(saw_queue, "requests over the limit should have waited in the queue");
     assert_eq!(peak.load(Ordering::SeqCst), 2, "the node saw more requests at once than the limit");
+    let status = sw.status();
+    assert_eq!(status["policy_assignments"], 6, "a queued request is dispatched once: {status}");
     Arc::try_unwrap(sw).ok().unwrap().shutdown();
 }
 

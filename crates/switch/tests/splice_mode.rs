@@ -63,6 +63,7 @@ fn tunnel_relays_large_chunked_and_uploaded_bodies_byte_exact() {
     let status = sw.status();
     assert_eq!(status["mode"], "splice");
     assert_eq!(status["requests"], 1, "only the first request of a tunnel is parsed: {status}");
+    assert_eq!(status["policy_assignments"], 1, "one dispatch for the tunnel: {status}");
     // A live tunnel would hold the shutdown until the drain timeout.
     drop(c);
     sw.shutdown();
