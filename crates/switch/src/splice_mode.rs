@@ -1,10 +1,10 @@
 //! Splice mode's tunnel: route a connection's first request, send it to the node as received,
 //! then join the client and node sockets in the kernel (`locus_io::tunnel`) until the
-//! connection ends. It reaches nodes through the proxy exchange's connection code.
+//! connection ends. It reaches nodes as the proxy exchange does (`node_connection`).
 
 use crate::client::{Client, Next};
 use crate::dispatch::Candidates;
-use crate::proxy::write_node;
+use crate::node_connection::{node_connection, write_node};
 use locus_http::RequestHead;
 use locus_io::tunnel;
 use std::sync::atomic::Ordering::Relaxed;
@@ -53,7 +53,7 @@ async fn connect_and_send(
     let t = shared.config.limits.node_timeout();
     loop {
         let node = candidates.node();
-        let attempt = match client.node_connection(node, true, false).await {
+        let attempt = match node_connection(&client.worker, node, true, false).await {
             Ok((mut conn, _)) => {
                 write_node(&mut conn, &client.buf[head.head_start..], t).await.map(|()| conn)
             }
