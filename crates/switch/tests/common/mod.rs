@@ -1,10 +1,13 @@
 //! Test fixtures for the switch's integration tests: a scripted back-end whose every answer
 //! (including chunked bodies, stalls and dropped connections) is chosen by the test and which
-//! counts what reached it; the client is `locus_test_support::Client`.
+//! counts what reached it, and a one-node switch configuration in any mode; the client is
+//! `locus_test_support::Client`.
 
 #![allow(dead_code)]
 
 use locus_http::{BodyKind, BodyTracker, Limits, RequestHead, parse_request};
+use locus_policy::PolicyConfig;
+use locus_switch::{HandoffSettings, Mode, NodeEntry, SwitchConfig};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -224,4 +227,31 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(10));
     }
     cond()
+}
+
+/// The control-channel key of `one_node_config`'s handoff mode.
+const KEY: &str = "00112233445566778899aabbccddeeff";
+
+/// A switch in `mode` before one back-end, with policy rr and the served name
+/// `www.example.com`. Handoff mode is the handoff never tried: no channel to an agent.
+pub fn one_node_config(mode: Mode, backend: SocketAddr) -> SwitchConfig {
+    // Handoff mode: an agent address nobody listens on, so no channel comes up and the switch
+    // serves what it routes by proxy; the check comes before that choice.
+    let agent = (mode == Mode::Handoff).then(|| "127.0.0.1:9".parse().unwrap());
+    SwitchConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        workers: 1,
+        mode,
+        policy: PolicyConfig::from_name("rr").unwrap(),
+        nodes: vec![NodeEntry {
+            name: Some("n0".into()),
+            addr: backend,
+            weight: 1,
+            handoff: agent,
+            admin: None,
+        }],
+        server_names: vec!["www.example.com".into()],
+        handoff: HandoffSettings { key: Some(KEY.into()), ..HandoffSettings::default() },
+        ..SwitchConfig::default()
+    }
 }
