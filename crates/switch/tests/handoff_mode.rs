@@ -12,7 +12,6 @@ use locus_node::{HandoffConfig, NodeConfig, NodeServer, RehandoffPolicy};
 use locus_policy::PolicyConfig;
 use locus_switch::{HandoffSettings, Mode, NodeEntry, SwitchConfig, SwitchServer};
 use locus_test_support::{Client, Response};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 const KEY: &str = "6c6f6375732d746573742d6b65792d6f662d33322d62797465732d2d2d2d2d21";
@@ -27,13 +26,6 @@ struct Cluster {
     nodes: Vec<NodeServer>,
     switch: SwitchServer,
     _root: tempfile::TempDir,
-}
-
-fn site(root: &Path) {
-    for i in 0..40 {
-        std::fs::write(root.join(format!("f{i}.txt")), format!("file {i}\n").repeat(i + 1)).unwrap();
-    }
-    std::fs::write(root.join("big.bin"), pattern(3 << 20, 11)).unwrap();
 }
 
 fn cluster(policy: &str, n: usize, switch_key: &str) -> Cluster {
@@ -57,7 +49,7 @@ fn cluster_configured(
         .with_test_writer()
         .try_init();
     let root = tempfile::tempdir().unwrap();
-    site(root.path());
+    write_site(root.path());
     let nodes: Vec<NodeServer> = (0..n)
         .map(|i| {
             NodeServer::start(NodeConfig {

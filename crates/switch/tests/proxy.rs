@@ -7,31 +7,18 @@ mod common;
 
 use common::*;
 use locus_policy::PolicyConfig;
-use locus_switch::{NodeEntry, SwitchConfig, SwitchServer};
+use locus_switch::{Mode, SwitchConfig, SwitchServer};
 use locus_test_support::{Client, get};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+/// A proxy-mode switch before `backends`, with an admin listener.
 fn config(backends: &[SocketAddr], policy: &str) -> SwitchConfig {
     SwitchConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
         admin: Some("127.0.0.1:0".parse().unwrap()),
-        workers: 2,
-        policy: PolicyConfig::from_name(policy).unwrap(),
-        nodes: backends
-            .iter()
-            .enumerate()
-            .map(|(i, a)| NodeEntry {
-                name: Some(format!("n{i}")),
-                addr: *a,
-                weight: 1,
-                handoff: None,
-                admin: None,
-            })
-            .collect(),
-        ..SwitchConfig::default()
+        ..switch_config(Mode::Proxy, backends, policy)
     }
 }
 

@@ -255,3 +255,35 @@ pub fn one_node_config(mode: Mode, backend: SocketAddr) -> SwitchConfig {
         ..SwitchConfig::default()
     }
 }
+
+/// A switch in `mode` before `backends` (named n0, n1, …, weight 1) under the policy named
+/// `policy`, on two workers.
+pub fn switch_config(mode: Mode, backends: &[SocketAddr], policy: &str) -> SwitchConfig {
+    SwitchConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        workers: 2,
+        mode,
+        policy: PolicyConfig::from_name(policy).unwrap(),
+        nodes: backends
+            .iter()
+            .enumerate()
+            .map(|(i, a)| NodeEntry {
+                name: Some(format!("n{i}")),
+                addr: *a,
+                weight: 1,
+                handoff: None,
+                admin: None,
+            })
+            .collect(),
+        ..SwitchConfig::default()
+    }
+}
+
+/// The site the node-backed tests serve: `f0.txt`..`f39.txt` (`file i` repeated i + 1 times)
+/// and `big.bin` (3 MiB).
+pub fn write_site(root: &std::path::Path) {
+    for i in 0..40 {
+        std::fs::write(root.join(format!("f{i}.txt")), format!("file {i}\n").repeat(i + 1)).unwrap();
+    }
+    std::fs::write(root.join("big.bin"), pattern(3 << 20, 11)).unwrap();
+}
