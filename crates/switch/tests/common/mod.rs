@@ -99,6 +99,19 @@ impl Drop for ScriptedBackend {
     }
 }
 
+/// Read what `s` has into `buf` (through `chunk`); a read timeout is no error. `false` when
+/// the connection ended or failed.
+fn read_some(s: &mut TcpStream, buf: &mut Vec<u8>, chunk: &mut [u8]) -> bool {
+    match s.read(chunk) {
+        Ok(0) => false,
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            true
+        }
+        Err(e) => matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    }
+}
+
 fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, stop: &AtomicBool) {
     s.set_nonblocking(false).unwrap();
     s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
@@ -117,13 +130,8 @@ fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, s
                 Ok(false) => {}
                 Err(_) => return,
             }
-            match s.read(&mut chunk) {
-                Ok(0) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::WouldBlock
-                        || e.kind() == std::io::ErrorKind::TimedOut => {}
-                Err(_) => return,
+            if !read_some(&mut s, &mut buf, &mut chunk) {
+                return;
             }
         }
         let seen_head = SeenRequest {
@@ -150,13 +158,8 @@ fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, s
             if p.done {
                 break;
             }
-            match s.read(&mut chunk) {
-                Ok(0) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::WouldBlock
-                        || e.kind() == std::io::ErrorKind::TimedOut => {}
-                Err(_) => return,
+            if !read_some(&mut s, &mut buf, &mut chunk) {
+                return;
             }
         }
         // The switch's own health checks are not traffic.
