@@ -210,7 +210,9 @@ fn keep_alive_and_pipelined_requests_move_to_the_node_the_policy_picks() {
 fn a_switch_whose_key_the_agents_reject_hands_nothing_off_and_serves_by_proxy() {
     require_root();
     let c = cluster("lard", 2, OTHER_KEY);
-    std::thread::sleep(Duration::from_millis(300));
+    // Every worker's channel to every agent has been tried and refused.
+    c.wait_for(|s| s["handoff"]["channel_failures"].as_u64() >= Some(4), "refused control channels");
+    assert_eq!(c.counter("channels_up"), 0);
     let mut client = Client::connect(c.switch.addr());
     for _ in 0..3 {
         let r = c.get(&mut client, "/f5.txt");
