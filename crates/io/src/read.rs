@@ -77,18 +77,11 @@ fn read_then_mark(stream: &TcpStream, len: usize, mut recv: impl FnMut() -> isiz
 #[cfg(test)]
 mod tests {
     use super::*;
+    use locus_test_support::tcp_pair as pair;
     use std::future::poll_fn;
     use std::task::Poll;
     use std::time::Duration;
     use tokio::io::AsyncWriteExt;
-    use tokio::net::TcpListener;
-
-    async fn pair() -> (TcpStream, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let a = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-        let (b, _) = listener.accept().await.unwrap();
-        (a, b)
-    }
 
     /// Whether the stream's read readiness is set now (one poll, no waiting).
     async fn read_ready_now(stream: &TcpStream) -> bool {

@@ -349,15 +349,8 @@ pub async fn tunnel_through(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use locus_test_support::tcp_pair as pair;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpListener;
-
-    async fn pair() -> (TcpStream, TcpStream) {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
-        let (b, _) = l.accept().await.unwrap();
-        (a, b)
-    }
 
     #[tokio::test(flavor = "current_thread")]
     async fn splice_exact_moves_exactly_len_bytes_and_leaves_the_rest() {

@@ -269,7 +269,7 @@ fn synthetic_jobs(
                     .collect();
                 (graph.tree.files, pages)
             } else {
-                (DocumentTree::scan(root)?.files, Vec::new())
+                (DocumentTree::scan(root).map_err(locus_trace::TraceError::from)?.files, Vec::new())
             }
         }
         DocumentSet::Manifest(path) => {

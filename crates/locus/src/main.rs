@@ -1,4 +1,8 @@
 //! The `locus` command: parses arguments and hands each subcommand to its library crate.
+//! The servers (switch, node) are always in; the tools only with the `tools` feature.
+
+#[cfg(feature = "tools")]
+mod tools;
 
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
@@ -14,25 +18,13 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the front-end switch.
-    Switch(locus_switch::cli::SwitchArgs),
+    Switch(Box<locus_switch::cli::SwitchArgs>),
     /// Run a back-end node.
     Node(Box<locus_node::cli::NodeArgs>),
-    /// A two-node cluster on loopback, compared across policies on a generated site.
-    Demo(locus_lab::loopback_demo::LoopbackDemoArgs),
-    /// Generate load: replay a trace or a synthetic workload, verify every response.
-    Load(locus_load::LoadArgs),
-    /// Trace-driven simulation of a cluster on the production policy and cache code.
-    #[command(subcommand)]
-    Sim(locus_sim::cli::SimCommand),
-    /// Make, convert and characterise request traces.
-    #[command(subcommand)]
-    Trace(locus_trace::cli::TraceCommand),
-    /// System benchmarks (Locus beside HAProxy and NGINX).
-    #[command(subcommand)]
-    Bench(locus_bench::cli::BenchCommand),
-    /// The namespace lab: a cluster in network namespaces, experiments, reports with plots.
-    #[command(subcommand)]
-    Lab(locus_lab::cli::LabCommand),
+    /// The tools (feature `tools`): demo, load, sim, trace, bench, lab.
+    #[cfg(feature = "tools")]
+    #[command(flatten)]
+    Tool(Box<tools::ToolCommand>),
 }
 
 fn main() -> std::process::ExitCode {
@@ -41,7 +33,8 @@ fn main() -> std::process::ExitCode {
     // children and only want to hear about problems. LOCUS_LOG overrides either default.
     let default_level = match cli.command {
         Command::Switch(_) | Command::Node(_) => "info",
-        _ => "warn",
+        #[cfg(feature = "tools")]
+        Command::Tool(_) => "warn",
     };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -53,14 +46,10 @@ fn main() -> std::process::ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     let result = match cli.command {
-        Command::Switch(args) => locus_switch::cli::run(args),
+        Command::Switch(args) => locus_switch::cli::run(*args),
         Command::Node(args) => locus_node::cli::run(*args),
-        Command::Demo(args) => locus_lab::loopback_demo::run_loopback_demo_command(args),
-        Command::Bench(cmd) => locus_bench::cli::run(cmd),
-        Command::Trace(cmd) => locus_trace::cli::run(cmd),
-        Command::Sim(cmd) => locus_sim::cli::run(cmd),
-        Command::Load(args) => locus_load::cli::run(args),
-        Command::Lab(cmd) => locus_lab::cli::run(cmd),
+        #[cfg(feature = "tools")]
+        Command::Tool(cmd) => tools::run(*cmd),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -17,6 +17,8 @@ pub struct Cluster {
     /// Nodes still in slow start (`up_since` is `Some`), so `assign` skips the ramp update
     /// when there are none.
     warming: usize,
+    /// Requests the policy was told of (`on_assign` calls), since the start.
+    assignments: u64,
 }
 
 impl Cluster {
@@ -33,7 +35,7 @@ impl Cluster {
             })
             .collect::<Vec<_>>();
         let up_since = vec![None; nodes.len()];
-        Cluster { nodes, up_since, policy, slow_start, in_flight: 0, warming: 0 }
+        Cluster { nodes, up_since, policy, slow_start, in_flight: 0, warming: 0, assignments: 0 }
     }
 
     /// The nodes' status.
@@ -49,6 +51,12 @@ impl Cluster {
     /// Requests assigned and not yet completed, over all nodes.
     pub fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// How many requests the policy was told of (`on_assign`) since the start: one per
+    /// dispatched request, whichever way the request is then served.
+    pub fn assignments(&self) -> u64 {
+        self.assignments
     }
 
     /// Whether one more request may be dispatched now under the policy's admission limit.
@@ -71,6 +79,7 @@ impl Cluster {
         debug_assert!(self.nodes[node.index()].up, "policy picked a node that is down");
         self.nodes[node.index()].load += 1;
         self.in_flight += 1;
+        self.assignments += 1;
         self.policy.on_assign(node, req, &self.nodes, now);
         Some(node)
     }
@@ -80,6 +89,7 @@ impl Cluster {
     pub fn assign_to(&mut self, node: NodeId, req: &RequestInfo<'_>, now: Time) {
         self.nodes[node.index()].load += 1;
         self.in_flight += 1;
+        self.assignments += 1;
         self.policy.on_assign(node, req, &self.nodes, now);
     }
 
@@ -219,5 +229,6 @@ mod tests {
         c.set_up(a, false, Time::ZERO);
         c.set_up(b, false, Time::ZERO);
         assert_eq!(c.assign(&RequestInfo::get("/d"), Time::ZERO), None);
+        assert_eq!(c.assignments(), 3, "the policy is told of each assigned request once");
     }
 }

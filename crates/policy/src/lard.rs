@@ -119,18 +119,7 @@ impl Policy for LardPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn loaded(loads: &[u32]) -> Vec<NodeStatus> {
-        loads
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| {
-                let mut s = NodeStatus::new(NodeId(i as u32));
-                s.load = l;
-                s
-            })
-            .collect()
-    }
+    use crate::test_nodes::loaded;
 
     /// Map "/t" to node 0 (the only idle node), then ask again with `loads`.
     fn repick(loads: &[u32]) -> NodeId {

@@ -256,19 +256,8 @@ impl Policy for LardRPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_nodes::loaded;
     use crate::{Cluster, PolicyConfig, build};
-
-    fn loaded(loads: &[u32]) -> Vec<NodeStatus> {
-        loads
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| {
-                let mut s = NodeStatus::new(NodeId(i as u32));
-                s.load = l;
-                s
-            })
-            .collect()
-    }
 
     fn policy(nodes: usize) -> LardRPolicy {
         LardRPolicy::new(nodes, 25, 65, Duration::from_secs(20), None, 1000)

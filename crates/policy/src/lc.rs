@@ -68,18 +68,7 @@ impl Policy for LeastConnectionsPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn loaded(loads: &[u32]) -> Vec<NodeStatus> {
-        loads
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| {
-                let mut s = NodeStatus::new(NodeId(i as u32));
-                s.load = l;
-                s
-            })
-            .collect()
-    }
+    use crate::test_nodes::loaded;
 
     #[test]
     fn lc_picks_least_loaded() {

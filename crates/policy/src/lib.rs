@@ -20,6 +20,8 @@ mod maglev;
 mod p2c;
 mod ring;
 mod rr;
+#[cfg(test)]
+mod test_nodes;
 mod wrr;
 mod wrr_metrics;
 mod wrr_variant;

@@ -115,6 +115,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
             "routes": h.routes.load(Relaxed),
             "closed": h.closed.load(Relaxed),
             "channels_up": h.channels_up.load(Relaxed),
+            "channel_failures": h.channel_failures.load(Relaxed),
             "on_nodes_now": p.handed_off_now(),
             "forwarding_entries": p.forwarding_entries(),
             "forwarder": p.has_forwarder(),
@@ -128,6 +129,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         "in_flight": snap.in_flight,
         "queued": snap.queued,
         "admission_limit": snap.admission_limit,
+        "policy_assignments": snap.assignments,
         "connections": shared.connections.open(),
         "max_connections": shared.config.limits.max_connections,
         "accepted": c.accepted.load(Relaxed),
@@ -254,6 +256,7 @@ fn register_handoff_metrics(reg: &mut Registry, p: &crate::handoff::HandoffPlane
         ("handoffs_served_here", "Connections restored and served by the switch itself", &h.served_here),
         ("handoff_routes", "Route questions answered", &h.routes),
         ("handoff_closed", "Handed-off connections reported closed", &h.closed),
+        ("handoff_channel_failures", "Control channels that could not be opened", &h.channel_failures),
     ] {
         reg.register(name, help, counter(v.load(Relaxed)));
     }

@@ -3,7 +3,7 @@
 //! gives it itself: error responses, refusals, shedding, access-log lines.
 
 use crate::access_log::LogRecord;
-use crate::dispatch::{Assignment, Candidates, DispatchError};
+use crate::dispatch::{Candidates, DispatchError};
 use crate::forward::write_error_response;
 use crate::state::Shared;
 use crate::worker::Worker;
@@ -112,18 +112,9 @@ impl Client {
         self.worker.shared.dispatcher.observe(node, &self.request_info(head), rtt);
     }
 
-    /// Dispatch the request once (no retries).
-    pub async fn dispatch<'d>(
-        &self,
-        shared: &'d Shared,
-        head: &RequestHead,
-    ) -> Result<Assignment<'d>, DispatchError> {
-        shared.dispatcher.acquire(&self.request_info(head), shared.config.limits.queue_timeout()).await
-    }
-
-    /// The walk over the nodes this request may go to, its first candidate dispatched (proxy
-    /// and splice modes); `Err` is what the session does next when none could be, the 503
-    /// already answered.
+    /// The request's one dispatch: the walk over the nodes it may go to, its first candidate
+    /// dispatched, for whichever mode serves it; `Err` is what the session does next when none
+    /// could be, the 503 already answered.
     pub async fn candidates<'d>(
         &mut self,
         shared: &'d Shared,

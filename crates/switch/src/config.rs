@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 // Part of the configuration: reachable from here as well as from `mode`.
-pub use crate::handoff_settings::HandoffSettings;
+pub use crate::handoff::HandoffSettings;
 pub use crate::mode::Mode;
 
 /// One back-end node.

@@ -269,6 +269,7 @@ impl Dispatcher {
             admission_limit: st.cluster.admission_limit(),
             policy: st.cluster.policy().name(),
             mapping_len: st.cluster.policy().mapping_len(),
+            assignments: st.cluster.assignments(),
         }
     }
 }
@@ -328,6 +329,12 @@ impl<'d> Candidates<'d> {
         self.current.as_ref().expect("a candidate until next fails").node
     }
 
+    /// End the walk at the current candidate, keeping its request counted against the node
+    /// after the walk is gone (a connection handed off to it).
+    pub fn detach(mut self) -> DetachedAssignment {
+        self.current.take().expect("a candidate until next fails").detach()
+    }
+
     /// Whether a stale pooled connection to the current node may be replaced by a fresh one
     /// (counts the reconnection when it may).
     pub fn reconnect(&mut self) -> bool {
@@ -367,6 +374,8 @@ pub struct DispatchSnapshot {
     pub admission_limit: Option<usize>,
     pub policy: &'static str,
     pub mapping_len: usize,
+    /// Requests the policy was asked to place (`on_assign`) since the start.
+    pub assignments: u64,
 }
 
 #[cfg(test)]
@@ -453,6 +462,13 @@ mod tests {
         assert_eq!(d.snapshot().in_flight, 1);
         d.release(detached);
         assert_eq!(d.snapshot().in_flight, 0);
+        // A walk ended by a handoff: its one assignment stays counted, the policy asked once.
+        let c = Candidates::first(&d, &RequestInfo::get("/b"), Duration::from_secs(1), true).await.unwrap();
+        let detached = c.detach();
+        assert_eq!(d.snapshot().in_flight, 1);
+        d.release(detached);
+        let s = d.snapshot();
+        assert_eq!((s.in_flight, s.assignments), (0, 2));
     }
 
     #[tokio::test(flavor = "current_thread")]

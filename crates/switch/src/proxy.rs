@@ -7,41 +7,16 @@
 use crate::client::{Client, Next};
 use crate::dispatch::Candidates;
 use crate::forward::{BodyRelay, write_request_head, write_response_head};
+use crate::node_connection::{NodeFailure, node_connection, write_node};
 use crate::state::Shared;
 use locus_core::{Method, NodeId};
 use locus_http::{BodyError, BodyKind, BodyTracker, RequestHead, Version, parse_response};
 use locus_io::{Pipe, mark_read_drained, splice_exact};
-use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
-
-/// How talking to a node failed.
-#[derive(Debug)]
-pub enum NodeFailure {
-    Connect(io::Error),
-    Io(io::Error),
-    Closed,
-    Timeout,
-}
-
-impl NodeFailure {
-    pub fn describe(&self) -> String {
-        match self {
-            NodeFailure::Connect(e) => format!("connect failed: {e}"),
-            NodeFailure::Io(e) => format!("connection failed: {e}"),
-            NodeFailure::Closed => "connection closed before a response".to_string(),
-            NodeFailure::Timeout => "timed out".to_string(),
-        }
-    }
-
-    /// The switch had no descriptor for the connection: its own limit, not the node's fault.
-    pub fn is_out_of_descriptors(&self) -> bool {
-        matches!(self, NodeFailure::Connect(e) if locus_io::is_out_of_descriptors(e))
-    }
-}
 
 enum ExchangeError {
     /// Nothing was sent to the client yet and the node gave no response.
@@ -88,487 +63,403 @@ struct ResponseBody {
     client_keep_alive: bool,
 }
 
-/// Proxy one request: answer `Expect: 100-continue` here, dispatch the request, exchange it
-/// with its node, and move on along its candidates when a node fails (`Candidates` holds
-/// the retry rules).
-pub async fn serve_request(client: &mut Client, head: &RequestHead) -> Next {
-    let shared = client.worker.shared.clone();
-    if head.expect_continue && head.body != BodyKind::Empty {
-        // The switch answers the expectation itself and strips it towards the node.
-        let t = shared.config.limits.node_timeout();
-        if !matches!(timeout(t, client.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")).await, Ok(Ok(())))
-        {
-            return Next::Close;
-        }
+/// Answer `Expect: 100-continue` here (the expectation is stripped towards the node);
+/// `false` when the client could not be written to.
+pub async fn answer_expectation(client: &mut Client, head: &RequestHead) -> bool {
+    if !head.expect_continue || head.body == BodyKind::Empty {
+        return true;
     }
-    let mut candidates = match client.candidates(&shared, head).await {
-        Ok(c) => c,
-        Err(next) => return next,
-    };
+    let t = client.worker.shared.config.limits.node_timeout();
+    matches!(timeout(t, client.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")).await, Ok(Ok(())))
+}
+
+/// Proxy one request already dispatched (`candidates`, its expectation answered): exchange it
+/// with its node, and move on along its candidates when a node fails (`Candidates` holds the
+/// retry rules).
+pub async fn serve_request(client: &mut Client, head: &RequestHead, mut candidates: Candidates<'_>) -> Next {
+    let shared = client.worker.shared.clone();
     let mut relay = client.worker.relay_buffers.borrow_mut().take();
-    let next = client.walk(&shared, head, &mut candidates, &mut relay).await;
+    let next = walk(client, &shared, head, &mut candidates, &mut relay).await;
     drop(candidates);
     client.worker.relay_buffers.borrow_mut().give(relay);
     next
 }
 
-impl Client {
-    /// Try the request's candidates in turn until one answers or none may be tried.
-    async fn walk(
-        &mut self,
-        shared: &Shared,
-        head: &RequestHead,
-        candidates: &mut Candidates<'_>,
-        relay: &mut Vec<u8>,
-    ) -> Next {
-        let mut fresh = false;
-        loop {
-            let node = candidates.node();
-            let fault = match self.attempt(shared, node, head, fresh, relay).await {
-                Ok(next) => return next,
-                Err(fault) => fault,
-            };
-            if fault.stale && candidates.reconnect() {
-                // A pooled connection the node had already closed: try a fresh one.
-                fresh = true;
-                continue;
-            }
-            if !candidates.may_move() {
-                return self.reject(head, 502, fault.close).await;
-            }
-            shared.counters.retries.fetch_add(1, Relaxed);
-            if let Err(e) = candidates.next(&self.request_info(head)).await {
-                return self.dispatch_failed(head, e).await;
-            }
-            fresh = false;
+/// Try the request's candidates in turn until one answers or none may be tried.
+async fn walk(
+    client: &mut Client,
+    shared: &Shared,
+    head: &RequestHead,
+    candidates: &mut Candidates<'_>,
+    relay: &mut Vec<u8>,
+) -> Next {
+    let mut fresh = false;
+    loop {
+        let node = candidates.node();
+        let fault = match attempt(client, shared, node, head, fresh, relay).await {
+            Ok(next) => return next,
+            Err(fault) => fault,
+        };
+        if fault.stale && candidates.reconnect() {
+            // A pooled connection the node had already closed: try a fresh one.
+            fresh = true;
+            continue;
         }
+        if !candidates.may_move() {
+            return client.reject(head, 502, fault.close).await;
+        }
+        shared.counters.retries.fetch_add(1, Relaxed);
+        if let Err(e) = candidates.next(&client.request_info(head)).await {
+            return client.dispatch_failed(head, e).await;
+        }
+        fresh = false;
     }
+}
 
-    /// One try of `node` (over a pooled connection unless `fresh`): `Ok` with the answer
-    /// given (the response, or an error the switch answered), `Err` when the node failed
-    /// before any response byte and the request may go elsewhere.
-    async fn attempt(
-        &mut self,
-        shared: &Shared,
-        node: NodeId,
-        head: &RequestHead,
-        fresh: bool,
-        relay: &mut Vec<u8>,
-    ) -> Result<Next, NodeFault> {
-        let (mut conn, reused) = match self.node_connection(node, fresh, head.method.is_idempotent()).await {
+/// One try of `node` (over a pooled connection unless `fresh`): `Ok` with the answer
+/// given (the response, or an error the switch answered), `Err` when the node failed
+/// before any response byte and the request may go elsewhere.
+async fn attempt(
+    client: &mut Client,
+    shared: &Shared,
+    node: NodeId,
+    head: &RequestHead,
+    fresh: bool,
+    relay: &mut Vec<u8>,
+) -> Result<Next, NodeFault> {
+    let (mut conn, reused) =
+        match node_connection(&client.worker, node, fresh, head.method.is_idempotent()).await {
             Ok(c) => c,
             Err(failure) if failure.is_out_of_descriptors() => {
-                return Ok(self.shed(head, &failure.describe()).await);
+                return Ok(client.shed(head, &failure.describe()).await);
             }
             Err(failure) => {
                 shared.node_failed(node, &failure.describe());
                 return Err(NodeFault { stale: false, close: false });
             }
         };
-        shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
-        match self.exchange(&mut conn, node, head, relay).await {
-            Ok(done) => {
-                if done.node_reusable {
-                    let generation = shared.nodes[node.index()].generation.load(Relaxed);
-                    self.worker.pool.borrow_mut().put(node.index(), conn, generation, Instant::now());
-                }
-                shared.counters.response(done.status);
-                self.log(head, done.status, done.body_bytes);
-                Ok(if done.client_keep_alive { Next::Continue(done.consumed) } else { Next::Close })
+    shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
+    match exchange(client, &mut conn, node, head, relay).await {
+        Ok(done) => {
+            if done.node_reusable {
+                let generation = shared.nodes[node.index()].generation.load(Relaxed);
+                client.worker.pool.borrow_mut().put(node.index(), conn, generation, Instant::now());
             }
-            Err(ExchangeError::BeforeResponse { failure, body_sent }) => {
-                drop(conn);
-                let stale = reused && matches!(failure, NodeFailure::Closed | NodeFailure::Io(_));
-                if matches!(failure, NodeFailure::Timeout) {
-                    shared.counters.node_timeouts.fetch_add(1, Relaxed);
-                    return Ok(self.reject(head, 504, body_sent).await);
-                }
-                if !reused {
-                    shared.node_failed(node, &failure.describe());
-                }
-                Err(NodeFault { stale, close: body_sent })
-            }
-            Err(ExchangeError::BadResponse) => {
-                shared.counters.bad_responses.fetch_add(1, Relaxed);
-                tracing::warn!(node = %shared.nodes[node.index()].name, "malformed response from node");
-                Ok(self.reject(head, 502, true).await)
-            }
-            Err(ExchangeError::ClientBody(e)) => {
-                shared.counters.client_errors.fetch_add(1, Relaxed);
-                tracing::debug!(peer = %self.peer, "bad request body: {e}");
-                Ok(self.reject(head, 400, true).await)
-            }
-            Err(ExchangeError::Midstream) | Err(ExchangeError::ClientGone) => Ok(Next::Close),
+            shared.counters.response(done.status);
+            client.log(head, done.status, done.body_bytes);
+            Ok(if done.client_keep_alive { Next::Continue(done.consumed) } else { Next::Close })
         }
-    }
-
-    /// A connection to `node`: a pooled one unless `fresh`; pooled ones are probed first
-    /// when the request must not be sent twice. The flag says whether it was pooled.
-    pub async fn node_connection(
-        &self,
-        node: NodeId,
-        fresh: bool,
-        idempotent: bool,
-    ) -> Result<(TcpStream, bool), NodeFailure> {
-        let shared = &self.worker.shared;
-        let info = &shared.nodes[node.index()];
-        if !fresh {
-            let generation = info.generation.load(Relaxed);
-            let pooled = self.worker.pool.borrow_mut().take(node.index(), generation, Instant::now());
-            if let Some(s) = pooled
-                && (idempotent || probe_alive(&s))
-            {
-                return Ok((s, true));
+        Err(ExchangeError::BeforeResponse { failure, body_sent }) => {
+            drop(conn);
+            let stale = reused && matches!(failure, NodeFailure::Closed | NodeFailure::Io(_));
+            if matches!(failure, NodeFailure::Timeout) {
+                shared.counters.node_timeouts.fetch_add(1, Relaxed);
+                return Ok(client.reject(head, 504, body_sent).await);
             }
-        }
-        match timeout(shared.config.limits.connect_timeout(), TcpStream::connect(info.addr)).await {
-            Ok(Ok(s)) => {
-                let _ = s.set_nodelay(true);
-                Ok((s, false))
+            if !reused {
+                shared.node_failed(node, &failure.describe());
             }
-            Ok(Err(e)) => Err(NodeFailure::Connect(e)),
-            Err(_) => Err(NodeFailure::Connect(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))),
+            Err(NodeFault { stale, close: body_sent })
         }
-    }
-
-    async fn exchange(
-        &mut self,
-        conn: &mut TcpStream,
-        node: NodeId,
-        head: &RequestHead,
-        relay: &mut Vec<u8>,
-    ) -> Result<Exchanged, ExchangeError> {
-        let consumed = self.send_request(conn, node, head).await?;
-        self.observe(node, head);
-        let mut done = self.relay_response(conn, node, head, relay).await?;
-        done.consumed = consumed;
-        Ok(done)
-    }
-
-    /// Send the rewritten head and the request body; returns the bytes of `buf` consumed.
-    async fn send_request(
-        &mut self,
-        conn: &mut TcpStream,
-        node: NodeId,
-        head: &RequestHead,
-    ) -> Result<usize, ExchangeError> {
-        let shared = self.worker.shared.clone();
-        let t = shared.config.limits.node_timeout();
-        if self.out.capacity() == 0 {
-            self.out = self.worker.read_buffers.borrow_mut().take();
+        Err(ExchangeError::BadResponse) => {
+            shared.counters.bad_responses.fetch_add(1, Relaxed);
+            tracing::warn!(node = %shared.nodes[node.index()].name, "malformed response from node");
+            Ok(client.reject(head, 502, true).await)
         }
-        self.out.clear();
-        let client_ip = shared.config.forwarded_for.then(|| self.peer.ip());
-        write_request_head(
-            &mut self.out,
-            head,
-            &self.buf,
-            client_ip,
-            &shared.nodes[node.index()].host_header,
-        );
-        let start = head.head_len;
-        let mut tracker = BodyTracker::new(head.body);
-        let first = tracker.advance(&self.buf[start..]).map_err(ExchangeError::ClientBody)?;
-        self.out.extend_from_slice(&self.buf[start..start + first.consumed]);
-        let body_sent = first.consumed > 0;
-        let sent = self.out.len();
-        write_node(conn, &self.out, t)
-            .await
-            .map_err(|failure| ExchangeError::BeforeResponse { failure, body_sent })?;
-        let mut end = start + first.consumed;
-        let mut total = sent as u64;
-        while !tracker.is_done() {
-            self.buf.truncate(start);
-            let n = match timeout(t, self.read()).await {
-                Ok(Ok(n)) => n,
-                _ => return Err(ExchangeError::ClientGone),
-            };
-            if n == 0 {
-                return Err(ExchangeError::ClientGone);
-            }
-            let p = tracker.advance(&self.buf[start..]).map_err(ExchangeError::ClientBody)?;
-            write_node(conn, &self.buf[start..start + p.consumed], t)
-                .await
-                .map_err(|failure| ExchangeError::BeforeResponse { failure, body_sent: true })?;
-            total += p.consumed as u64;
-            end = start + p.consumed;
+        Err(ExchangeError::ClientBody(e)) => {
+            shared.counters.client_errors.fetch_add(1, Relaxed);
+            tracing::debug!(peer = %client.peer, "bad request body: {e}");
+            Ok(client.reject(head, 400, true).await)
         }
-        shared.counters.bytes_to_nodes.fetch_add(total, Relaxed);
-        Ok(end)
-    }
-
-    /// Relay the node's response to the client: head, body start, then the rest of the body.
-    async fn relay_response(
-        &mut self,
-        conn: &mut TcpStream,
-        node: NodeId,
-        head: &RequestHead,
-        relay: &mut Vec<u8>,
-    ) -> Result<Exchanged, ExchangeError> {
-        let shared = self.worker.shared.clone();
-        self.read_response_head(conn, head, relay).await?;
-        let mut body = self.relay_response_start(&shared, head, relay).await?;
-        self.relay_response_body(conn, &mut body, relay).await?;
-        shared.nodes[node.index()].bytes_from.fetch_add(body.total, Relaxed);
-        shared.counters.bytes_to_clients.fetch_add(body.body_bytes, Relaxed);
-        Ok(Exchanged {
-            status: body.status,
-            body_bytes: body.body_bytes,
-            node_reusable: body.node_keep_alive && !body.extra && body.tracker.is_done(),
-            client_keep_alive: body.client_keep_alive,
-            consumed: 0,
-        })
-    }
-
-    /// Read into `relay` until a final (non-1xx) response head is complete in `self.resp`,
-    /// passing interim responses on to an HTTP/1.1 client.
-    async fn read_response_head(
-        &mut self,
-        conn: &mut TcpStream,
-        head: &RequestHead,
-        relay: &mut Vec<u8>,
-    ) -> Result<(), ExchangeError> {
-        let limits = &self.worker.shared.config.limits;
-        let t = limits.node_timeout();
-        let max_head = relay.capacity();
-        let is_head = head.method == Method::Head;
-        let splice_min = limits.splice_min_bytes;
-        // With splicing on, read only the start of the response into user space so that
-        // the bulk of a large body can move in the kernel.
-        let first_read = if splice_min > 0 { (splice_min as usize).clamp(4096, max_head) } else { max_head };
-        let body_sent = head.body != BodyKind::Empty;
-        let before_response = |failure| ExchangeError::BeforeResponse { failure, body_sent };
-        relay.clear();
-        loop {
-            let complete = !relay.is_empty()
-                && parse_response(relay, max_head, is_head, &mut self.resp)
-                    .map_err(|_| ExchangeError::BadResponse)?;
-            if complete {
-                if !self.resp.is_interim() {
-                    return Ok(());
-                }
-                let n = self.resp.head_len;
-                if head.version == Version::Http11 {
-                    write_client(&mut self.stream, &relay[..n], t).await?;
-                }
-                relay.drain(..n);
-                continue;
-            }
-            if relay.len() >= max_head {
-                return Err(ExchangeError::BadResponse);
-            }
-            let room = first_read.saturating_sub(relay.len()).max(4096);
-            let mut limited = bytes::BufMut::limit(&mut *relay, room);
-            match timeout(t, conn.read_buf(&mut limited)).await {
-                Err(_) => return Err(before_response(NodeFailure::Timeout)),
-                Ok(Err(e)) => return Err(before_response(NodeFailure::Io(e))),
-                Ok(Ok(0)) if relay.is_empty() => return Err(before_response(NodeFailure::Closed)),
-                Ok(Ok(0)) => return Err(ExchangeError::BadResponse),
-                Ok(Ok(_)) => {}
-            }
-        }
-    }
-
-    /// Send the response head (as is, or rewritten for the client) and the body bytes read
-    /// with it; returns the body's state for the rest.
-    async fn relay_response_start(
-        &mut self,
-        shared: &Shared,
-        head: &RequestHead,
-        relay: &[u8],
-    ) -> Result<ResponseBody, ExchangeError> {
-        let t = shared.config.limits.node_timeout();
-        let resp = &self.resp;
-        if resp.status == 101 {
-            // The switch never forwards Upgrade, so a node switching protocols is broken.
-            return Err(ExchangeError::BadResponse);
-        }
-        let dechunk = resp.body == BodyKind::Chunked && head.version == Version::Http10;
-        let client_keep_alive =
-            head.keep_alive && !shared.is_shutting_down() && resp.body != BodyKind::UntilClose && !dechunk;
-        let passthrough = client_keep_alive
-            && head.version == Version::Http11
-            && resp.version == Version::Http11
-            && !resp.hop_by_hop;
-        let mut body = ResponseBody {
-            tracker: BodyTracker::new(resp.body),
-            dechunk,
-            extra: false,
-            body_bytes: 0,
-            total: relay.len() as u64,
-            status: resp.status,
-            node_keep_alive: resp.keep_alive,
-            client_keep_alive,
-        };
-        let body_start = resp.head_len;
-        if passthrough {
-            let p = body.tracker.advance(&relay[body_start..]).map_err(|_| ExchangeError::BadResponse)?;
-            body.extra |= body_start + p.consumed < relay.len();
-            body.body_bytes = p.consumed as u64;
-            write_client(&mut self.stream, &relay[..body_start + p.consumed], t).await?;
-            return Ok(body);
-        }
-        let mode = if dechunk { BodyRelay::Dechunk } else { BodyRelay::AsIs };
-        self.out.clear();
-        write_response_head(&mut self.out, resp, relay, head.version, client_keep_alive, mode);
-        let out = &mut self.out;
-        let head_bytes = out.len();
-        let p = body
-            .tracker
-            .advance_with(&relay[body_start..], |d| {
-                if dechunk {
-                    out.extend_from_slice(d)
-                }
-            })
-            .map_err(|_| ExchangeError::BadResponse)?;
-        if !dechunk {
-            out.extend_from_slice(&relay[body_start..body_start + p.consumed]);
-        }
-        body.extra |= body_start + p.consumed < relay.len();
-        body.body_bytes = (out.len() - head_bytes) as u64;
-        write_client(&mut self.stream, &self.out, t).await?;
-        Ok(body)
-    }
-
-    /// Relay the rest of the body: large delimited runs spliced in the kernel when a pipe is
-    /// at hand, the rest through `relay` (de-chunked for an HTTP/1.0 client).
-    async fn relay_response_body(
-        &mut self,
-        conn: &mut TcpStream,
-        body: &mut ResponseBody,
-        relay: &mut Vec<u8>,
-    ) -> Result<(), ExchangeError> {
-        let t = self.worker.shared.config.limits.node_timeout();
-        let splice_min = self.worker.shared.config.limits.splice_min_bytes;
-        while !body.tracker.is_done() {
-            // Without a pipe (out of descriptors) the body goes through user space instead.
-            if splice_min > 0
-                && !body.dechunk
-                && let Some(run) = body.tracker.raw_remaining()
-                && run >= splice_min
-                && let Some(pipe) = self.take_pipe()
-            {
-                self.splice_run(conn, body, &pipe, run, t).await?;
-                self.worker.pipes.borrow_mut().give(pipe);
-                continue;
-            }
-            relay.clear();
-            let n = match timeout(t, conn.read_buf(relay)).await {
-                Ok(Ok(n)) => n,
-                _ => return Err(ExchangeError::Midstream),
-            };
-            if n == 0 {
-                body.tracker.eof().map_err(|_| ExchangeError::Midstream)?;
-                break;
-            }
-            body.total += n as u64;
-            if body.dechunk {
-                self.out.clear();
-                let out = &mut self.out;
-                body.tracker
-                    .advance_with(relay, |d| out.extend_from_slice(d))
-                    .map_err(|_| ExchangeError::Midstream)?;
-                body.body_bytes += self.out.len() as u64;
-                write_client(&mut self.stream, &self.out, t).await?;
-            } else {
-                let p = body.tracker.advance(relay).map_err(|_| ExchangeError::Midstream)?;
-                body.extra |= p.consumed < n;
-                body.body_bytes += p.consumed as u64;
-                write_client(&mut self.stream, &relay[..p.consumed], t).await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Splice `run` body bytes from the node to the client through `pipe`.
-    async fn splice_run(
-        &self,
-        conn: &TcpStream,
-        body: &mut ResponseBody,
-        pipe: &Pipe,
-        run: u64,
-        t: Duration,
-    ) -> Result<(), ExchangeError> {
-        if let Err(e) = splice_exact(conn, &self.stream, pipe, run, t).await {
-            tracing::debug!(peer = %self.peer, "spliced relay stopped: {e}");
-            return Err(ExchangeError::Midstream);
-        }
-        body.tracker.skip_raw(run);
-        body.body_bytes += run;
-        body.total += run;
-        if body.tracker.is_done() {
-            // The body's last byte is spliced, and a node sends nothing more on this
-            // connection before the next request (the switch never pipelines to nodes);
-            // splice left the read readiness set, which would cost the next response's
-            // first read a recv failing with EAGAIN.
-            mark_read_drained(conn);
-        }
-        Ok(())
-    }
-
-    /// A pipe from the worker's pool, or a new one; `None` when none can be made or it would
-    /// take descriptors the node connections need (the body then goes through user space).
-    fn take_pipe(&self) -> Option<Pipe> {
-        let pipe = self.worker.pipes.borrow_mut().take().ok()?;
-        (!pipe.leaves_too_few_descriptors()).then_some(pipe)
+        Err(ExchangeError::Midstream) | Err(ExchangeError::ClientGone) => Ok(Next::Close),
     }
 }
 
-/// Write all of `bytes` to a node within `t`.
-pub async fn write_node(conn: &mut TcpStream, bytes: &[u8], t: Duration) -> Result<(), NodeFailure> {
-    match timeout(t, conn.write_all(bytes)).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(NodeFailure::Io(e)),
-        Err(_) => Err(NodeFailure::Timeout),
+async fn exchange(
+    client: &mut Client,
+    conn: &mut TcpStream,
+    node: NodeId,
+    head: &RequestHead,
+    relay: &mut Vec<u8>,
+) -> Result<Exchanged, ExchangeError> {
+    let consumed = send_request(client, conn, node, head).await?;
+    client.observe(node, head);
+    let mut done = relay_response(client, conn, node, head, relay).await?;
+    done.consumed = consumed;
+    Ok(done)
+}
+
+/// Send the rewritten head and the request body; returns the bytes of `buf` consumed.
+async fn send_request(
+    client: &mut Client,
+    conn: &mut TcpStream,
+    node: NodeId,
+    head: &RequestHead,
+) -> Result<usize, ExchangeError> {
+    let shared = client.worker.shared.clone();
+    let t = shared.config.limits.node_timeout();
+    if client.out.capacity() == 0 {
+        client.out = client.worker.read_buffers.borrow_mut().take();
     }
+    client.out.clear();
+    let client_ip = shared.config.forwarded_for.then(|| client.peer.ip());
+    write_request_head(
+        &mut client.out,
+        head,
+        &client.buf,
+        client_ip,
+        &shared.nodes[node.index()].host_header,
+    );
+    let start = head.head_len;
+    let mut tracker = BodyTracker::new(head.body);
+    let first = tracker.advance(&client.buf[start..]).map_err(ExchangeError::ClientBody)?;
+    client.out.extend_from_slice(&client.buf[start..start + first.consumed]);
+    let body_sent = first.consumed > 0;
+    let sent = client.out.len();
+    write_node(conn, &client.out, t)
+        .await
+        .map_err(|failure| ExchangeError::BeforeResponse { failure, body_sent })?;
+    let mut end = start + first.consumed;
+    let mut total = sent as u64;
+    while !tracker.is_done() {
+        client.buf.truncate(start);
+        let n = match timeout(t, client.read()).await {
+            Ok(Ok(n)) => n,
+            _ => return Err(ExchangeError::ClientGone),
+        };
+        if n == 0 {
+            return Err(ExchangeError::ClientGone);
+        }
+        let p = tracker.advance(&client.buf[start..]).map_err(ExchangeError::ClientBody)?;
+        write_node(conn, &client.buf[start..start + p.consumed], t)
+            .await
+            .map_err(|failure| ExchangeError::BeforeResponse { failure, body_sent: true })?;
+        total += p.consumed as u64;
+        end = start + p.consumed;
+    }
+    shared.counters.bytes_to_nodes.fetch_add(total, Relaxed);
+    Ok(end)
+}
+
+/// Relay the node's response to the client: head, body start, then the rest of the body.
+async fn relay_response(
+    client: &mut Client,
+    conn: &mut TcpStream,
+    node: NodeId,
+    head: &RequestHead,
+    relay: &mut Vec<u8>,
+) -> Result<Exchanged, ExchangeError> {
+    let shared = client.worker.shared.clone();
+    read_response_head(client, conn, head, relay).await?;
+    let mut body = relay_response_start(client, &shared, head, relay).await?;
+    relay_response_body(client, conn, &mut body, relay).await?;
+    shared.nodes[node.index()].bytes_from.fetch_add(body.total, Relaxed);
+    shared.counters.bytes_to_clients.fetch_add(body.body_bytes, Relaxed);
+    Ok(Exchanged {
+        status: body.status,
+        body_bytes: body.body_bytes,
+        node_reusable: body.node_keep_alive && !body.extra && body.tracker.is_done(),
+        client_keep_alive: body.client_keep_alive,
+        consumed: 0,
+    })
+}
+
+/// Read into `relay` until a final (non-1xx) response head is complete in `client.resp`,
+/// passing interim responses on to an HTTP/1.1 client.
+async fn read_response_head(
+    client: &mut Client,
+    conn: &mut TcpStream,
+    head: &RequestHead,
+    relay: &mut Vec<u8>,
+) -> Result<(), ExchangeError> {
+    let limits = &client.worker.shared.config.limits;
+    let t = limits.node_timeout();
+    let max_head = relay.capacity();
+    let is_head = head.method == Method::Head;
+    let splice_min = limits.splice_min_bytes;
+    // With splicing on, read only the start of the response into user space so that
+    // the bulk of a large body can move in the kernel.
+    let first_read = if splice_min > 0 { (splice_min as usize).clamp(4096, max_head) } else { max_head };
+    let body_sent = head.body != BodyKind::Empty;
+    let before_response = |failure| ExchangeError::BeforeResponse { failure, body_sent };
+    relay.clear();
+    loop {
+        let complete = !relay.is_empty()
+            && parse_response(relay, max_head, is_head, &mut client.resp)
+                .map_err(|_| ExchangeError::BadResponse)?;
+        if complete {
+            if !client.resp.is_interim() {
+                return Ok(());
+            }
+            let n = client.resp.head_len;
+            if head.version == Version::Http11 {
+                write_client(&mut client.stream, &relay[..n], t).await?;
+            }
+            relay.drain(..n);
+            continue;
+        }
+        if relay.len() >= max_head {
+            return Err(ExchangeError::BadResponse);
+        }
+        let room = first_read.saturating_sub(relay.len()).max(4096);
+        let mut limited = bytes::BufMut::limit(&mut *relay, room);
+        match timeout(t, conn.read_buf(&mut limited)).await {
+            Err(_) => return Err(before_response(NodeFailure::Timeout)),
+            Ok(Err(e)) => return Err(before_response(NodeFailure::Io(e))),
+            Ok(Ok(0)) if relay.is_empty() => return Err(before_response(NodeFailure::Closed)),
+            Ok(Ok(0)) => return Err(ExchangeError::BadResponse),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// Send the response head (as is, or rewritten for the client) and the body bytes read
+/// with it; returns the body's state for the rest.
+async fn relay_response_start(
+    client: &mut Client,
+    shared: &Shared,
+    head: &RequestHead,
+    relay: &[u8],
+) -> Result<ResponseBody, ExchangeError> {
+    let t = shared.config.limits.node_timeout();
+    let resp = &client.resp;
+    if resp.status == 101 {
+        // The switch never forwards Upgrade, so a node switching protocols is broken.
+        return Err(ExchangeError::BadResponse);
+    }
+    let dechunk = resp.body == BodyKind::Chunked && head.version == Version::Http10;
+    let client_keep_alive =
+        head.keep_alive && !shared.is_shutting_down() && resp.body != BodyKind::UntilClose && !dechunk;
+    let passthrough = client_keep_alive
+        && head.version == Version::Http11
+        && resp.version == Version::Http11
+        && !resp.hop_by_hop;
+    let mut body = ResponseBody {
+        tracker: BodyTracker::new(resp.body),
+        dechunk,
+        extra: false,
+        body_bytes: 0,
+        total: relay.len() as u64,
+        status: resp.status,
+        node_keep_alive: resp.keep_alive,
+        client_keep_alive,
+    };
+    let body_start = resp.head_len;
+    if passthrough {
+        let p = body.tracker.advance(&relay[body_start..]).map_err(|_| ExchangeError::BadResponse)?;
+        body.extra |= body_start + p.consumed < relay.len();
+        body.body_bytes = p.consumed as u64;
+        write_client(&mut client.stream, &relay[..body_start + p.consumed], t).await?;
+        return Ok(body);
+    }
+    let mode = if dechunk { BodyRelay::Dechunk } else { BodyRelay::AsIs };
+    client.out.clear();
+    write_response_head(&mut client.out, resp, relay, head.version, client_keep_alive, mode);
+    let out = &mut client.out;
+    let head_bytes = out.len();
+    let p = body
+        .tracker
+        .advance_with(&relay[body_start..], |d| {
+            if dechunk {
+                out.extend_from_slice(d)
+            }
+        })
+        .map_err(|_| ExchangeError::BadResponse)?;
+    if !dechunk {
+        out.extend_from_slice(&relay[body_start..body_start + p.consumed]);
+    }
+    body.extra |= body_start + p.consumed < relay.len();
+    body.body_bytes = (out.len() - head_bytes) as u64;
+    write_client(&mut client.stream, &client.out, t).await?;
+    Ok(body)
+}
+
+/// Relay the rest of the body: large delimited runs spliced in the kernel when a pipe is
+/// at hand, the rest through `relay` (de-chunked for an HTTP/1.0 client).
+async fn relay_response_body(
+    client: &mut Client,
+    conn: &mut TcpStream,
+    body: &mut ResponseBody,
+    relay: &mut Vec<u8>,
+) -> Result<(), ExchangeError> {
+    let t = client.worker.shared.config.limits.node_timeout();
+    let splice_min = client.worker.shared.config.limits.splice_min_bytes;
+    while !body.tracker.is_done() {
+        // Without a pipe (out of descriptors) the body goes through user space instead.
+        if splice_min > 0
+            && !body.dechunk
+            && let Some(run) = body.tracker.raw_remaining()
+            && run >= splice_min
+            && let Some(pipe) = take_pipe(client)
+        {
+            splice_run(client, conn, body, &pipe, run, t).await?;
+            client.worker.pipes.borrow_mut().give(pipe);
+            continue;
+        }
+        relay.clear();
+        let n = match timeout(t, conn.read_buf(relay)).await {
+            Ok(Ok(n)) => n,
+            _ => return Err(ExchangeError::Midstream),
+        };
+        if n == 0 {
+            body.tracker.eof().map_err(|_| ExchangeError::Midstream)?;
+            break;
+        }
+        body.total += n as u64;
+        if body.dechunk {
+            client.out.clear();
+            let out = &mut client.out;
+            body.tracker
+                .advance_with(relay, |d| out.extend_from_slice(d))
+                .map_err(|_| ExchangeError::Midstream)?;
+            body.body_bytes += client.out.len() as u64;
+            write_client(&mut client.stream, &client.out, t).await?;
+        } else {
+            let p = body.tracker.advance(relay).map_err(|_| ExchangeError::Midstream)?;
+            body.extra |= p.consumed < n;
+            body.body_bytes += p.consumed as u64;
+            write_client(&mut client.stream, &relay[..p.consumed], t).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Splice `run` body bytes from the node to the client through `pipe`.
+async fn splice_run(
+    client: &Client,
+    conn: &TcpStream,
+    body: &mut ResponseBody,
+    pipe: &Pipe,
+    run: u64,
+    t: Duration,
+) -> Result<(), ExchangeError> {
+    if let Err(e) = splice_exact(conn, &client.stream, pipe, run, t).await {
+        tracing::debug!(peer = %client.peer, "spliced relay stopped: {e}");
+        return Err(ExchangeError::Midstream);
+    }
+    body.tracker.skip_raw(run);
+    body.body_bytes += run;
+    body.total += run;
+    if body.tracker.is_done() {
+        // The body's last byte is spliced, and a node sends nothing more on this
+        // connection before the next request (the switch never pipelines to nodes);
+        // splice left the read readiness set, which would cost the next response's
+        // first read a recv failing with EAGAIN.
+        mark_read_drained(conn);
+    }
+    Ok(())
+}
+
+/// A pipe from the worker's pool, or a new one; `None` when none can be made or it would
+/// take descriptors the node connections need (the body then goes through user space).
+fn take_pipe(client: &Client) -> Option<Pipe> {
+    let pipe = client.worker.pipes.borrow_mut().take().ok()?;
+    (!pipe.leaves_too_few_descriptors()).then_some(pipe)
 }
 
 async fn write_client(stream: &mut TcpStream, bytes: &[u8], t: Duration) -> Result<(), ExchangeError> {
     match timeout(t, stream.write_all(bytes)).await {
         Ok(Ok(())) => Ok(()),
         _ => Err(ExchangeError::ClientGone),
-    }
-}
-
-/// Whether a pooled connection still looks open: no EOF, error or stray bytes waiting. Asks
-/// the socket itself (a non-blocking peek), not tokio's readiness, which a spliced response
-/// leaves marked drained.
-fn probe_alive(stream: &TcpStream) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut byte = [0u8; 1];
-    // SAFETY: `byte` is a live, writable buffer of one byte.
-    let n = unsafe {
-        libc::recv(stream.as_raw_fd(), byte.as_mut_ptr().cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
-    };
-    n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::net::TcpListener;
-
-    /// A connected pair of loopback sockets.
-    async fn pair() -> (TcpStream, TcpStream) {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
-        let (b, _) = l.accept().await.unwrap();
-        (a, b)
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn probe_sees_stray_bytes_and_end_of_stream_even_on_a_socket_marked_drained() {
-        let (mut node, pooled) = pair().await;
-        assert!(probe_alive(&pooled), "a quiet open connection is alive");
-        node.write_all(b"JUNK").await.unwrap();
-        pooled.readable().await.unwrap();
-        // As after a spliced body: the reactor is told the socket is drained.
-        mark_read_drained(&pooled);
-        assert!(!probe_alive(&pooled), "stray bytes make a pooled connection unusable");
-        let (node, pooled) = pair().await;
-        drop(node);
-        pooled.readable().await.unwrap();
-        mark_read_drained(&pooled);
-        assert!(!probe_alive(&pooled), "a connection the node closed is not alive");
     }
 }

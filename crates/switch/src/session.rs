@@ -5,6 +5,7 @@
 //! node (`handoff`, proxied when the handoff is not taken).
 
 use crate::client::{Client, Next};
+use crate::dispatch::Candidates;
 use crate::handoff::{HandoffOutcome, HandoffWorker, WorkerLinks};
 use crate::mode::Mode;
 use crate::state::Shared;
@@ -172,7 +173,8 @@ impl Session {
         }
     }
 
-    /// Serve one parsed request: the switch's own refusals first, then the mode's way.
+    /// Serve one parsed request: the switch's own refusals first, then its one dispatch,
+    /// handed to the mode's way of serving it (by proxy when a handoff is not tried).
     async fn handle(&mut self, head: &RequestHead) -> Next {
         let shared = self.client.worker.shared.clone();
         if let Some(status) =
@@ -180,47 +182,67 @@ impl Session {
         {
             return self.client.reject(head, status, true).await;
         }
-        match shared.config.mode {
-            Mode::Splice => crate::splice_mode::serve_tunnel(&mut self.client, head).await,
-            Mode::Handoff if self.handoff_allowed => match self.try_handoff(&shared, head).await {
-                Some(next) => next,
-                None => crate::proxy::serve_request(&mut self.client, head).await,
+        let mode = shared.config.mode;
+        let hand_off = mode == Mode::Handoff && self.handoff_allowed;
+        if mode != Mode::Splice
+            && !hand_off
+            && !crate::proxy::answer_expectation(&mut self.client, head).await
+        {
+            return Next::Close;
+        }
+        let candidates = match self.client.candidates(&shared, head).await {
+            Ok(c) => c,
+            Err(next) => return next,
+        };
+        match mode {
+            Mode::Splice => crate::splice_mode::serve_tunnel(&mut self.client, head, candidates).await,
+            Mode::Handoff if hand_off => match self.try_handoff(head, candidates).await {
+                Ok(next) => next,
+                Err(candidates) => {
+                    if !crate::proxy::answer_expectation(&mut self.client, head).await {
+                        return Next::Close;
+                    }
+                    crate::proxy::serve_request(&mut self.client, head, candidates).await
+                }
             },
             Mode::Proxy | Mode::Handoff | Mode::L4 => {
-                crate::proxy::serve_request(&mut self.client, head).await
+                crate::proxy::serve_request(&mut self.client, head, candidates).await
             }
         }
     }
 
-    /// Handoff mode: route the request and move the connection itself to its node. `None`:
-    /// nothing was done, serve it by proxy. A node's refusal restores the connection here
-    /// and it is proxied from then on.
-    async fn try_handoff(&mut self, shared: &Shared, head: &RequestHead) -> Option<Next> {
-        let links = self.client.worker.links.clone()?;
-        let addrs = crate::handoff::ConnectionAddrs::of(&self.client.stream, self.client.peer)?;
-        let asg = match self.client.dispatch(shared, head).await {
-            Ok(a) => a,
-            Err(e) => return Some(self.client.dispatch_failed(head, e).await),
+    /// Handoff mode: move the connection itself to the node the request was dispatched to.
+    /// `Err` gives the dispatch back when nothing was done: serve the request by proxy. A
+    /// node's refusal restores the connection here and it is proxied from then on.
+    async fn try_handoff<'d>(
+        &mut self,
+        head: &RequestHead,
+        candidates: Candidates<'d>,
+    ) -> Result<Next, Candidates<'d>> {
+        let Some(links) = self.client.worker.links.clone() else { return Err(candidates) };
+        let Some(addrs) = crate::handoff::ConnectionAddrs::of(&self.client.stream, self.client.peer) else {
+            return Err(candidates);
         };
         let req = self.client.request_info(head);
         let rtt = self.client.rtt();
-        match crate::handoff::hand_off(&links, &self.client.stream, addrs, &self.client.buf, &req, rtt, asg)
+        let client = &self.client;
+        match crate::handoff::hand_off(&links, &client.stream, addrs, &client.buf, &req, rtt, candidates)
             .await
         {
-            HandoffOutcome::NotTried => None,
+            HandoffOutcome::NotTried(candidates) => Err(candidates),
             HandoffOutcome::HandedOff => {
                 self.client.log(head, 0, 0);
                 // The descriptor is closed when the session ends: in repair mode, silently.
-                Some(Next::Close)
+                Ok(Next::Close)
             }
             HandoffOutcome::Restored(stream) => {
                 // The old descriptor (dumped, disconnected) closes silently here.
                 self.client.stream = stream;
                 self.client.buf.clear();
                 self.handoff_allowed = false;
-                Some(Next::Continue(0))
+                Ok(Next::Continue(0))
             }
-            HandoffOutcome::Lost => Some(Next::Close),
+            HandoffOutcome::Lost => Ok(Next::Close),
         }
     }
 }

@@ -6,7 +6,7 @@
 use crate::config::{ConfigError, SwitchConfig};
 use locus_classify::{ClassFile, RequestClassifier};
 use locus_policy::{FileInfo, FileTable, PolicyConfig, PolicyInputs};
-use locus_trace::{DocumentTree, ScanLimits};
+use locus_site::{DocumentTree, ScanLimits};
 use std::path::Path;
 use std::sync::Arc;
 

@@ -1,25 +1,21 @@
 //! Splice mode's tunnel: route a connection's first request, send it to the node as received,
 //! then join the client and node sockets in the kernel (`locus_io::tunnel`) until the
-//! connection ends. It reaches nodes through the proxy exchange's connection code.
+//! connection ends. It reaches nodes as the proxy exchange does (`node_connection`).
 
 use crate::client::{Client, Next};
 use crate::dispatch::Candidates;
-use crate::proxy::write_node;
+use crate::node_connection::{node_connection, write_node};
 use locus_http::RequestHead;
 use locus_io::tunnel;
 use std::sync::atomic::Ordering::Relaxed;
 use tokio::net::TcpStream;
 
-/// Serve the rest of the connection through a tunnel to the node `head` is routed to. The
+/// Serve the rest of the connection through a tunnel to the node `head` was dispatched to. The
 /// node sees the client's own bytes (version, Connection, Expect), so HTTP/1.0, keep-alive
 /// and 100-continue are end to end; the assignment (the node's load) lasts as long as the
 /// tunnel. The connection always closes after.
-pub async fn serve_tunnel(client: &mut Client, head: &RequestHead) -> Next {
+pub async fn serve_tunnel(client: &mut Client, head: &RequestHead, mut candidates: Candidates<'_>) -> Next {
     let shared = client.worker.shared.clone();
-    let mut candidates = match client.candidates(&shared, head).await {
-        Ok(c) => c,
-        Err(next) => return next,
-    };
     if !has_tunnel_pipes(client) {
         return client.shed(head, "no pipes for the tunnel").await;
     }
@@ -57,7 +53,7 @@ async fn connect_and_send(
     let t = shared.config.limits.node_timeout();
     loop {
         let node = candidates.node();
-        let attempt = match client.node_connection(node, true, false).await {
+        let attempt = match node_connection(&client.worker, node, true, false).await {
             Ok((mut conn, _)) => {
                 write_node(&mut conn, &client.buf[head.head_start..], t).await.map(|()| conn)
             }

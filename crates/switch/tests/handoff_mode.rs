@@ -12,7 +12,6 @@ use locus_node::{HandoffConfig, NodeConfig, NodeServer, RehandoffPolicy};
 use locus_policy::PolicyConfig;
 use locus_switch::{HandoffSettings, Mode, NodeEntry, SwitchConfig, SwitchServer};
 use locus_test_support::{Client, Response};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 const KEY: &str = "6c6f6375732d746573742d6b65792d6f662d33322d62797465732d2d2d2d2d21";
@@ -27,13 +26,6 @@ struct Cluster {
     nodes: Vec<NodeServer>,
     switch: SwitchServer,
     _root: tempfile::TempDir,
-}
-
-fn site(root: &Path) {
-    for i in 0..40 {
-        std::fs::write(root.join(format!("f{i}.txt")), format!("file {i}\n").repeat(i + 1)).unwrap();
-    }
-    std::fs::write(root.join("big.bin"), pattern(3 << 20, 11)).unwrap();
 }
 
 fn cluster(policy: &str, n: usize, switch_key: &str) -> Cluster {
@@ -57,7 +49,7 @@ fn cluster_configured(
         .with_test_writer()
         .try_init();
     let root = tempfile::tempdir().unwrap();
-    site(root.path());
+    write_site(root.path());
     let nodes: Vec<NodeServer> = (0..n)
         .map(|i| {
             NodeServer::start(NodeConfig {
@@ -218,13 +210,17 @@ fn keep_alive_and_pipelined_requests_move_to_the_node_the_policy_picks() {
 fn a_switch_whose_key_the_agents_reject_hands_nothing_off_and_serves_by_proxy() {
     require_root();
     let c = cluster("lard", 2, OTHER_KEY);
-    std::thread::sleep(Duration::from_millis(300));
+    // Every worker's channel to every agent has been tried and refused.
+    c.wait_for(|s| s["handoff"]["channel_failures"].as_u64() >= Some(4), "refused control channels");
+    assert_eq!(c.counter("channels_up"), 0);
     let mut client = Client::connect(c.switch.addr());
     for _ in 0..3 {
         let r = c.get(&mut client, "/f5.txt");
         assert_eq!((r.status, r.body), (200, "file 5\n".repeat(6).into_bytes()));
     }
     assert_eq!(c.counter("handoffs"), 0);
+    let status = c.status();
+    assert_eq!(status["policy_assignments"], 3, "a handoff not tried keeps its one dispatch: {status}");
     for n in &c.nodes {
         let s = n.status();
         assert_eq!(s["handoffs_accepted"], 0, "{s}");

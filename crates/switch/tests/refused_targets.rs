@@ -6,34 +6,9 @@
 mod common;
 
 use common::*;
-use locus_policy::PolicyConfig;
-use locus_switch::{HandoffSettings, Mode, NodeEntry, SwitchConfig, SwitchServer};
+use locus_switch::{Mode, SwitchServer};
 use locus_test_support::{Client, Response, get};
 use std::net::SocketAddr;
-
-const KEY: &str = "00112233445566778899aabbccddeeff";
-
-fn config(mode: Mode, backend: SocketAddr) -> SwitchConfig {
-    // Handoff mode: an agent address nobody listens on, so no channel comes up and the switch
-    // serves what it routes by proxy; the check comes before that choice.
-    let agent = (mode == Mode::Handoff).then(|| "127.0.0.1:9".parse().unwrap());
-    SwitchConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        mode,
-        policy: PolicyConfig::from_name("rr").unwrap(),
-        nodes: vec![NodeEntry {
-            name: Some("n0".into()),
-            addr: backend,
-            weight: 1,
-            handoff: agent,
-            admin: None,
-        }],
-        server_names: vec!["www.example.com".into()],
-        handoff: HandoffSettings { key: Some(KEY.into()), ..HandoffSettings::default() },
-        ..SwitchConfig::default()
-    }
-}
 
 fn first_request(addr: SocketAddr, target: &str) -> Response {
     let mut c = Client::connect(addr);
@@ -45,7 +20,7 @@ fn first_request(addr: SocketAddr, target: &str) -> Response {
 
 fn refusals_never_reach_the_backend(mode: Mode) {
     let backend = ScriptedBackend::start(|r| Action::Reply(ok_response(r.target.as_bytes(), "")));
-    let sw = SwitchServer::start(config(mode, backend.addr)).unwrap();
+    let sw = SwitchServer::start(one_node_config(mode, backend.addr)).unwrap();
     let climbing = ["/../etc/passwd", "/%2e%2e/x", "/%2E%2E/%2e%2E/x", "/a/../../b", "/a/..%2f..%2fb"];
     for target in climbing {
         let r = first_request(sw.addr(), target);

@@ -11,7 +11,6 @@ use locus_policy::PolicyConfig;
 use locus_switch::{NodeEntry, SwitchConfig, SwitchServer};
 use locus_test_support::Client;
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
 
 struct Cluster {
     nodes: Vec<NodeServer>,
@@ -19,17 +18,10 @@ struct Cluster {
     _root: tempfile::TempDir,
 }
 
-fn site(root: &Path) {
-    for i in 0..40 {
-        std::fs::write(root.join(format!("f{i}.txt")), format!("file {i}\n").repeat(i + 1)).unwrap();
-    }
-    std::fs::write(root.join("big.bin"), pattern(3 << 20, 11)).unwrap();
-    std::fs::write(root.join("mid.bin"), pattern(64 << 10, 12)).unwrap();
-}
-
 fn cluster(policy: PolicyConfig, n: usize) -> Cluster {
     let root = tempfile::tempdir().unwrap();
-    site(root.path());
+    write_site(root.path());
+    std::fs::write(root.path().join("mid.bin"), pattern(64 << 10, 12)).unwrap();
     let nodes: Vec<NodeServer> = (0..n)
         .map(|i| {
             NodeServer::start(NodeConfig {

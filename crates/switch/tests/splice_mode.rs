@@ -6,32 +6,10 @@
 mod common;
 
 use common::*;
-use locus_policy::PolicyConfig;
-use locus_switch::{Mode, NodeEntry, SwitchConfig, SwitchServer};
+use locus_switch::{Mode, SwitchServer};
 use locus_test_support::{Client, get};
 use std::net::SocketAddr;
 use std::sync::Arc;
-
-fn config(backends: &[SocketAddr], policy: &str) -> SwitchConfig {
-    SwitchConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        workers: 2,
-        mode: Mode::Splice,
-        policy: PolicyConfig::from_name(policy).unwrap(),
-        nodes: backends
-            .iter()
-            .enumerate()
-            .map(|(i, a)| NodeEntry {
-                name: Some(format!("n{i}")),
-                addr: *a,
-                weight: 1,
-                handoff: None,
-                admin: None,
-            })
-            .collect(),
-        ..SwitchConfig::default()
-    }
-}
 
 #[test]
 fn tunnel_relays_large_chunked_and_uploaded_bodies_byte_exact() {
@@ -51,7 +29,7 @@ fn tunnel_relays_large_chunked_and_uploaded_bodies_byte_exact() {
             }
         })
     };
-    let sw = SwitchServer::start(config(&[backend.addr], "lard")).unwrap();
+    let sw = SwitchServer::start(switch_config(Mode::Splice, &[backend.addr], "lard")).unwrap();
     let mut c = Client::connect(sw.addr());
     assert!(c.get("/big").body == *big, "6 MiB body differs");
     assert_eq!(c.get("/chunked").body, parts.concat());
@@ -63,6 +41,7 @@ fn tunnel_relays_large_chunked_and_uploaded_bodies_byte_exact() {
     let status = sw.status();
     assert_eq!(status["mode"], "splice");
     assert_eq!(status["requests"], 1, "only the first request of a tunnel is parsed: {status}");
+    assert_eq!(status["policy_assignments"], 1, "one dispatch for the tunnel: {status}");
     // A live tunnel would hold the shutdown until the drain timeout.
     drop(c);
     sw.shutdown();
@@ -72,7 +51,7 @@ fn tunnel_relays_large_chunked_and_uploaded_bodies_byte_exact() {
 fn later_requests_on_a_tunnel_stay_on_the_first_node_while_new_connections_are_routed() {
     let a = ScriptedBackend::start(|r| Action::Reply(ok_response(r.target.as_bytes(), "X-Served-By: a\r\n")));
     let b = ScriptedBackend::start(|r| Action::Reply(ok_response(r.target.as_bytes(), "X-Served-By: b\r\n")));
-    let sw = SwitchServer::start(config(&[a.addr, b.addr], "rr")).unwrap();
+    let sw = SwitchServer::start(switch_config(Mode::Splice, &[a.addr, b.addr], "rr")).unwrap();
     let mut seen_first = Vec::new();
     for _ in 0..4 {
         let mut c = Client::connect(sw.addr());
@@ -95,7 +74,7 @@ fn an_unreachable_node_is_replaced_before_the_tunnel_starts() {
         l.local_addr().unwrap()
     };
     let good = ScriptedBackend::start(|r| Action::Reply(ok_response(r.target.as_bytes(), "")));
-    let mut cfg = config(&[dead, good.addr], "rr");
+    let mut cfg = switch_config(Mode::Splice, &[dead, good.addr], "rr");
     cfg.health.interval_ms = 60_000;
     let sw = SwitchServer::start(cfg).unwrap();
     for i in 0..4 {
@@ -108,7 +87,7 @@ fn an_unreachable_node_is_replaced_before_the_tunnel_starts() {
 #[test]
 fn malformed_requests_are_refused_before_any_tunnel() {
     let backend = ScriptedBackend::start(|r| Action::Reply(ok_response(r.target.as_bytes(), "")));
-    let sw = SwitchServer::start(config(&[backend.addr], "rr")).unwrap();
+    let sw = SwitchServer::start(switch_config(Mode::Splice, &[backend.addr], "rr")).unwrap();
     let mut c = Client::connect(sw.addr());
     c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n");
     assert_eq!(c.read_response(false).unwrap().status, 400);

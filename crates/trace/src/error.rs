@@ -77,6 +77,16 @@ pub enum TraceError {
     },
 }
 
+impl From<locus_site::SiteError> for TraceError {
+    /// A document tree that could not be scanned: the same path and message.
+    fn from(e: locus_site::SiteError) -> TraceError {
+        match e {
+            locus_site::SiteError::Io { path, error } => TraceError::fs(&path, error),
+            locus_site::SiteError::Directory { path, message } => TraceError::Directory { path, message },
+        }
+    }
+}
+
 impl TraceError {
     /// `Io` for `path`.
     pub(crate) fn io(path: impl Into<String>, source: io::Error) -> TraceError {

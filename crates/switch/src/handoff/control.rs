@@ -72,6 +72,7 @@ async fn run_link(
         let channel = match connected {
             Ok(c) => c,
             Err(e) => {
+                plane.counters.channel_failures.fetch_add(1, Relaxed);
                 if !warned {
                     tracing::warn!(node = %shared.nodes[link.node.index()].name, agent = %link.addr, "handoff: no control channel: {e}");
                     warned = true;

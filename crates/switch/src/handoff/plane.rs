@@ -56,6 +56,8 @@ pub struct HandoffCounters {
     pub closed: AtomicU64,
     /// Control channels up now (every worker keeps one per node).
     pub channels_up: AtomicU64,
+    /// Attempts to open a control channel that failed (agent unreachable, key refused).
+    pub channel_failures: AtomicU64,
 }
 
 /// A connection living on a node.

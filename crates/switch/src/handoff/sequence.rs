@@ -5,7 +5,7 @@
 
 use super::links::{Reply, WorkerLinks};
 use super::plane::HandoffPlane;
-use crate::dispatch::Assignment;
+use crate::dispatch::Candidates;
 use locus_bpf::ConnKey;
 use locus_core::{NodeId, RequestInfo};
 use locus_handoff::{
@@ -22,10 +22,11 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 /// How a session's handoff ended.
-pub enum HandoffOutcome {
+pub enum HandoffOutcome<'d> {
     /// Nothing was done (no channel to the node, no MAC, hold or dump refused): the
-    /// connection is as it was; serve the request by proxy.
-    NotTried,
+    /// connection is as it was; serve the request by proxy, with the request's dispatch
+    /// given back (the policy is not asked twice for one request).
+    NotTried(Candidates<'d>),
     /// The node has the connection; the session ends (its dumped descriptor closes silently).
     HandedOff,
     /// The node refused or the handoff failed, and the connection was restored on the switch
@@ -54,23 +55,24 @@ impl ConnectionAddrs {
 }
 
 /// Move the connection `stream` (with the bytes `read` from it, the request `req` first; its
-/// client round-trip time `rtt`) to the node `assignment` chose: hold its packets, dump it
-/// with what was read put back, HandOver, Ready, forward, Go. A node's refusal restores it
-/// here. The policy hears of the request (`observe`) once the node has the connection.
-pub async fn hand_off(
+/// client round-trip time `rtt`) to the first of the request's `candidates`: hold its
+/// packets, dump it with what was read put back, HandOver, Ready, forward, Go. A node's
+/// refusal restores it here. The policy hears of the request (`observe`) once the node has
+/// the connection.
+pub async fn hand_off<'d>(
     links: &WorkerLinks,
     stream: &TcpStream,
     addrs: ConnectionAddrs,
     read: &[u8],
     req: &RequestInfo<'_>,
     rtt: Duration,
-    assignment: Assignment<'_>,
-) -> HandoffOutcome {
+    candidates: Candidates<'d>,
+) -> HandoffOutcome<'d> {
     let shared = &links.shared;
-    let Some(plane) = shared.handoff.as_ref() else { return HandoffOutcome::NotTried };
-    let node = assignment.node;
+    let Some(plane) = shared.handoff.as_ref() else { return HandoffOutcome::NotTried(candidates) };
+    let node = candidates.node();
     if !links.is_up(node) || !plane.can_steer_to(node) {
-        return HandoffOutcome::NotTried;
+        return HandoffOutcome::NotTried(candidates);
     }
     let peer = SocketAddr::V4(addrs.client);
     let key = ConnKey::new(addrs.client, addrs.local);
@@ -80,10 +82,12 @@ pub async fn hand_off(
     // Hold before the dump: from here the client's packets wait (it retransmits).
     if let Err(e) = plane.hold(key, node) {
         tracing::debug!(%peer, "handoff: cannot hold, proxying: {e}");
-        return HandoffOutcome::NotTried;
+        return HandoffOutcome::NotTried(candidates);
     }
-    let Some(state) = dump(plane, stream, read, key, peer) else { return HandoffOutcome::NotTried };
-    plane.register(id, key, node, assignment.detach(), target, rtt);
+    let Some(state) = dump(plane, stream, read, key, peer) else {
+        return HandoffOutcome::NotTried(candidates);
+    };
+    plane.register(id, key, node, candidates.detach(), target, rtt);
     let handed = || {
         plane.counters.handoffs.fetch_add(1, Relaxed);
         shared.nodes[node.index()].requests.fetch_add(1, Relaxed);

@@ -1,10 +1,13 @@
 //! Test fixtures for the switch's integration tests: a scripted back-end whose every answer
 //! (including chunked bodies, stalls and dropped connections) is chosen by the test and which
-//! counts what reached it; the client is `locus_test_support::Client`.
+//! counts what reached it, and a one-node switch configuration in any mode; the client is
+//! `locus_test_support::Client`.
 
 #![allow(dead_code)]
 
 use locus_http::{BodyKind, BodyTracker, Limits, RequestHead, parse_request};
+use locus_policy::PolicyConfig;
+use locus_switch::{HandoffSettings, Mode, NodeEntry, SwitchConfig};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -96,6 +99,19 @@ impl Drop for ScriptedBackend {
     }
 }
 
+/// Read what `s` has into `buf` (through `chunk`); a read timeout is no error. `false` when
+/// the connection ended or failed.
+fn read_some(s: &mut TcpStream, buf: &mut Vec<u8>, chunk: &mut [u8]) -> bool {
+    match s.read(chunk) {
+        Ok(0) => false,
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            true
+        }
+        Err(e) => matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    }
+}
+
 fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, stop: &AtomicBool) {
     s.set_nonblocking(false).unwrap();
     s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
@@ -114,13 +130,8 @@ fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, s
                 Ok(false) => {}
                 Err(_) => return,
             }
-            match s.read(&mut chunk) {
-                Ok(0) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::WouldBlock
-                        || e.kind() == std::io::ErrorKind::TimedOut => {}
-                Err(_) => return,
+            if !read_some(&mut s, &mut buf, &mut chunk) {
+                return;
             }
         }
         let seen_head = SeenRequest {
@@ -147,13 +158,8 @@ fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, s
             if p.done {
                 break;
             }
-            match s.read(&mut chunk) {
-                Ok(0) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::WouldBlock
-                        || e.kind() == std::io::ErrorKind::TimedOut => {}
-                Err(_) => return,
+            if !read_some(&mut s, &mut buf, &mut chunk) {
+                return;
             }
         }
         // The switch's own health checks are not traffic.
@@ -224,4 +230,63 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(10));
     }
     cond()
+}
+
+/// The control-channel key of `one_node_config`'s handoff mode.
+const KEY: &str = "00112233445566778899aabbccddeeff";
+
+/// A switch in `mode` before one back-end, with policy rr and the served name
+/// `www.example.com`. Handoff mode is the handoff never tried: no channel to an agent.
+pub fn one_node_config(mode: Mode, backend: SocketAddr) -> SwitchConfig {
+    // Handoff mode: an agent address nobody listens on, so no channel comes up and the switch
+    // serves what it routes by proxy; the check comes before that choice.
+    let agent = (mode == Mode::Handoff).then(|| "127.0.0.1:9".parse().unwrap());
+    SwitchConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        workers: 1,
+        mode,
+        policy: PolicyConfig::from_name("rr").unwrap(),
+        nodes: vec![NodeEntry {
+            name: Some("n0".into()),
+            addr: backend,
+            weight: 1,
+            handoff: agent,
+            admin: None,
+        }],
+        server_names: vec!["www.example.com".into()],
+        handoff: HandoffSettings { key: Some(KEY.into()), ..HandoffSettings::default() },
+        ..SwitchConfig::default()
+    }
+}
+
+/// A switch in `mode` before `backends` (named n0, n1, …, weight 1) under the policy named
+/// `policy`, on two workers.
+pub fn switch_config(mode: Mode, backends: &[SocketAddr], policy: &str) -> SwitchConfig {
+    SwitchConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        workers: 2,
+        mode,
+        policy: PolicyConfig::from_name(policy).unwrap(),
+        nodes: backends
+            .iter()
+            .enumerate()
+            .map(|(i, a)| NodeEntry {
+                name: Some(format!("n{i}")),
+                addr: *a,
+                weight: 1,
+                handoff: None,
+                admin: None,
+            })
+            .collect(),
+        ..SwitchConfig::default()
+    }
+}
+
+/// The site the node-backed tests serve: `f0.txt`..`f39.txt` (`file i` repeated i + 1 times)
+/// and `big.bin` (3 MiB).
+pub fn write_site(root: &std::path::Path) {
+    for i in 0..40 {
+        std::fs::write(root.join(format!("f{i}.txt")), format!("file {i}\n").repeat(i + 1)).unwrap();
+    }
+    std::fs::write(root.join("big.bin"), pattern(3 << 20, 11)).unwrap();
 }

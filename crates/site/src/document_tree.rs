@@ -7,7 +7,7 @@ use std::time::UNIX_EPOCH;
 
 use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, utf8_percent_encode};
 
-use crate::error::TraceError;
+use crate::error::SiteError;
 
 /// Characters percent-encoded in one path segment of a target (besides controls and non-ASCII).
 const PATH_SEGMENT: &AsciiSet = &CONTROLS
@@ -70,14 +70,14 @@ pub struct DocumentTree {
 
 impl DocumentTree {
     /// Walk `root`.
-    pub fn scan(root: &Path) -> Result<DocumentTree, TraceError> {
+    pub fn scan(root: &Path) -> Result<DocumentTree, SiteError> {
         DocumentTree::scan_bounded(root, ScanLimits::default())
     }
 
     /// Walk `root`, refusing a tree with more files or deeper nesting than `limits`.
-    pub fn scan_bounded(root: &Path, limits: ScanLimits) -> Result<DocumentTree, TraceError> {
-        let meta = std::fs::metadata(root).map_err(|e| TraceError::fs(root, e))?;
-        let refuse = |message: String| TraceError::Directory { path: root.to_path_buf(), message };
+    pub fn scan_bounded(root: &Path, limits: ScanLimits) -> Result<DocumentTree, SiteError> {
+        let meta = std::fs::metadata(root).map_err(|e| SiteError::fs(root, e))?;
+        let refuse = |message: String| SiteError::Directory { path: root.to_path_buf(), message };
         if !meta.is_dir() {
             return Err(refuse("not a directory".into()));
         }
@@ -85,9 +85,9 @@ impl DocumentTree {
         let mut skipped = 0;
         let mut stack: Vec<(PathBuf, String, usize)> = vec![(root.to_path_buf(), String::new(), 0)];
         while let Some((dir, prefix, depth)) = stack.pop() {
-            let entries = std::fs::read_dir(&dir).map_err(|e| TraceError::fs(&dir, e))?;
+            let entries = std::fs::read_dir(&dir).map_err(|e| SiteError::fs(&dir, e))?;
             for entry in entries {
-                let entry = entry.map_err(|e| TraceError::fs(&dir, e))?;
+                let entry = entry.map_err(|e| SiteError::fs(&dir, e))?;
                 let Some(name) = entry.file_name().to_str().map(str::to_string) else {
                     skipped += 1;
                     continue;
@@ -97,7 +97,7 @@ impl DocumentTree {
                     continue;
                 }
                 let path = entry.path();
-                let meta = std::fs::symlink_metadata(&path).map_err(|e| TraceError::fs(&path, e))?;
+                let meta = std::fs::symlink_metadata(&path).map_err(|e| SiteError::fs(&path, e))?;
                 let target = format!("{prefix}/{}", utf8_percent_encode(&name, PATH_SEGMENT));
                 if meta.is_dir() {
                     if depth >= limits.max_depth {
