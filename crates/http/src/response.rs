@@ -90,6 +90,11 @@ pub fn parse_response(
     }
     head.version = if resp.version == Some(0) { Version::Http10 } else { Version::Http11 };
     head.status = resp.code.unwrap_or(0);
+    if head.status < 100 {
+        // httparse takes any three digits; below 100 is no status (RFC 9110 §15), and relayed
+        // as `{status}` it would not even be three digits.
+        return Err(ResponseError::Malformed("status code below 100"));
+    }
     head.reason = reason_span(&buf[..end]);
     head.head_len = end;
     head.headers.clear();
@@ -195,6 +200,20 @@ mod tests {
         assert!(parse("HTTP/1.1 200 OK\nContent-Length: 1\r\n\r\n", false).is_err());
         assert!(parse("HTTP/1.1 2000 OK\r\n\r\n", false).is_err());
         assert!(parse("HTTP/1.1 200 OK\r\nContent-Length: 1", false).unwrap().is_none());
+    }
+
+    /// Found by the `response_head` fuzz target: httparse takes any three digits, and a
+    /// status such as `057` was accepted (the switch would relay it as `HTTP/1.1 57`).
+    #[test]
+    fn a_status_code_below_100_is_refused() {
+        let mut h = ResponseHead::default();
+        for raw in
+            [&b"HTTP/1.0 057 Not Modified\r\n\r\n"[..], b"HTTP/1.1 000 X\r\n\r\n", b"HTTP/1.1 099\r\n\r\n"]
+        {
+            assert!(parse_response(raw, 16384, false, &mut h).is_err(), "{:?}", String::from_utf8_lossy(raw));
+        }
+        assert_eq!(parse_response(b"HTTP/1.1 100 Continue\r\n\r\n", 16384, false, &mut h), Ok(true));
+        assert_eq!(parse_response(b"HTTP/1.1 999 Odd\r\n\r\n", 16384, false, &mut h), Ok(true));
     }
 
     /// Found by the `response_head` fuzz target: a reason phrase with obs-text (bytes over
