@@ -168,6 +168,21 @@ mod tests {
         assert!(err("/~migrate/1/s1/..").to_string().contains("/~migrate/1/s1/.."));
     }
 
+    /// Found by the `replica_url` fuzz target: `%+f` was read as the escape `%0F`, because
+    /// `u8::from_str_radix` takes a leading `+`; an escape is `%` and two hex digits.
+    #[test]
+    fn an_escape_is_two_hex_digits_without_a_sign() {
+        for bad in
+            ["/~migrate/0/d/dir/a%+f", "/~migrate/0/d/a%+2e%+2e", "/~migrate/0/d/a%-1", "/~migrate/0/d/a%+"]
+        {
+            assert!(
+                matches!(parse(bad), Err(ReplicaUrlError::BadPath { reason: Unusable::BadEscape, .. })),
+                "{bad}"
+            );
+        }
+        assert_eq!(parse("/~migrate/0/d/a%0f").unwrap().unwrap().path, "/a%0F");
+    }
+
     #[test]
     fn urls_have_the_paper_form() {
         assert_eq!(

@@ -240,6 +240,10 @@ pub(crate) fn canonical_segment(raw: &str) -> Result<String, Unusable> {
         }
         if b == b'%' {
             let hex = bytes.get(i + 1..i + 3).ok_or(Unusable::BadEscape)?;
+            // Two hex digits, checked first: `from_str_radix` alone also takes a sign (`%+f`).
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return Err(Unusable::BadEscape);
+            }
             let hex = std::str::from_utf8(hex).map_err(|_| Unusable::BadEscape)?;
             let v = u8::from_str_radix(hex, 16).map_err(|_| Unusable::BadEscape)?;
             if v == 0 || v == b'/' || v == b'\\' {

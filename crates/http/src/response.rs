@@ -90,7 +90,12 @@ pub fn parse_response(
     }
     head.version = if resp.version == Some(0) { Version::Http10 } else { Version::Http11 };
     head.status = resp.code.unwrap_or(0);
-    head.reason = Span::of(buf, resp.reason.unwrap_or("").as_bytes());
+    if head.status < 100 {
+        // httparse takes any three digits; below 100 is no status (RFC 9110 §15), and relayed
+        // as `{status}` it would not even be three digits.
+        return Err(ResponseError::Malformed("status code below 100"));
+    }
+    head.reason = reason_span(&buf[..end]);
     head.head_len = end;
     head.headers.clear();
     head.hop_by_hop = false;
@@ -145,6 +150,15 @@ pub fn parse_response(
     Ok(true)
 }
 
+/// The reason phrase of a status line httparse accepted (`HTTP/1.x NNN reason`, or
+/// `HTTP/1.x NNN` without one), read from the bytes: httparse hands back a phrase that is not
+/// UTF-8 (obs-text is allowed) as a static `""`, not as a slice of the buffer.
+fn reason_span(head: &[u8]) -> Span {
+    const PHRASE_START: usize = "HTTP/1.1 200 ".len();
+    let line_end = memchr::memchr(b'\r', head).unwrap_or(head.len());
+    Span { start: PHRASE_START.min(line_end) as u32, end: line_end as u32 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +200,37 @@ mod tests {
         assert!(parse("HTTP/1.1 200 OK\nContent-Length: 1\r\n\r\n", false).is_err());
         assert!(parse("HTTP/1.1 2000 OK\r\n\r\n", false).is_err());
         assert!(parse("HTTP/1.1 200 OK\r\nContent-Length: 1", false).unwrap().is_none());
+    }
+
+    /// Found by the `response_head` fuzz target: httparse takes any three digits, and a
+    /// status such as `057` was accepted (the switch would relay it as `HTTP/1.1 57`).
+    #[test]
+    fn a_status_code_below_100_is_refused() {
+        let mut h = ResponseHead::default();
+        for raw in
+            [&b"HTTP/1.0 057 Not Modified\r\n\r\n"[..], b"HTTP/1.1 000 X\r\n\r\n", b"HTTP/1.1 099\r\n\r\n"]
+        {
+            assert!(parse_response(raw, 16384, false, &mut h).is_err(), "{:?}", String::from_utf8_lossy(raw));
+        }
+        assert_eq!(parse_response(b"HTTP/1.1 100 Continue\r\n\r\n", 16384, false, &mut h), Ok(true));
+        assert_eq!(parse_response(b"HTTP/1.1 999 Odd\r\n\r\n", 16384, false, &mut h), Ok(true));
+    }
+
+    /// Found by the `response_head` fuzz target: a reason phrase with obs-text (bytes over
+    /// 0x7f, not UTF-8) got a span pointing outside the buffer, and the switch, which copies
+    /// the phrase into the head it relays, would have panicked on it.
+    #[test]
+    fn a_reason_phrase_that_is_not_utf8_is_spanned_in_the_buffer() {
+        let raw = b"HTTP/1.0 304 Not Modi\xa5\xa5fied\r\nKeep-Alive: teep-alive\r\n\r\n";
+        let mut h = ResponseHead::default();
+        assert_eq!(parse_response(raw, 16384, false, &mut h), Ok(true));
+        assert_eq!(h.reason.get(raw), b"Not Modi\xa5\xa5fied");
+        for (raw, reason) in [(&b"HTTP/1.1 200 OK\r\n\r\n"[..], &b"OK"[..]), (b"HTTP/1.1 200\r\n\r\n", b"")] {
+            assert_eq!(parse_response(raw, 16384, false, &mut h), Ok(true));
+            assert_eq!(h.reason.get(raw), reason);
+        }
+        let raw = b"HTTP/1.1 404 Not  Found \r\n\r\n";
+        assert_eq!(parse_response(raw, 16384, false, &mut h), Ok(true));
+        assert_eq!(h.reason.get(raw), b"Not  Found ");
     }
 }
