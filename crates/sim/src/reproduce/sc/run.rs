@@ -19,9 +19,9 @@ use crate::plot::write_plots;
 use crate::plot_lines::{Axes, Series, plot_lines};
 use crate::report::SimReport;
 use crate::reproduce::Claim;
-use crate::reproduce_sc_claims::check_sc_claims;
-use crate::reproduce_sc_report::{ScReportInputs, sc_markdown};
-use crate::reproduce_sc_sensitivity::{
+use crate::reproduce::sc::claims::check_sc_claims;
+use crate::reproduce::sc::report::{ScReportInputs, sc_markdown};
+use crate::reproduce::sc::sensitivity::{
     SENSITIVITY_MBPS, SensitivityRow, file_server_sensitivity, keep_copy_rows,
 };
 use crate::sweep::{SweepSpec, run_sweep};

@@ -14,11 +14,11 @@ use locus_dc::balancer::QuotaMethod;
 use locus_trace::SitePreset;
 use serde::Serialize;
 
-use crate::dc_peer::{DcPeerConfig, DcRun, UNLIMITED_QUOTA, simulate_dc};
-use crate::dc_site::DcSite;
+use super::{check_dc_claims, dc_markdown, write_dc_plots};
+use crate::dc::peer::{DcPeerConfig, DcRun, UNLIMITED_QUOTA, simulate_dc};
+use crate::dc::site::DcSite;
 use crate::error::SimError;
 use crate::reproduce::Claim;
-use crate::reproduce_dc_report::{check_dc_claims, dc_markdown, write_dc_plots};
 
 /// Servers of the quota study: one home and 7 co-ops.
 pub const QUOTA_SERVERS: u16 = 8;
