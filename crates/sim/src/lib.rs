@@ -32,7 +32,6 @@ mod lb_gc;
 mod network;
 mod node_model;
 mod plot;
-mod plot_lines;
 mod queues;
 mod report;
 pub mod reproduce;
@@ -52,8 +51,7 @@ pub use frontend::{FrontEnd, FrontEndEvent, FrontEndLimit, build_policy, build_p
 pub use lb_gc::GlobalCachePolicy;
 pub use network::{CloneCost, FileServer, FileServerModel, LinkModel, NodeLink, Storage};
 pub use node_model::{LoadMeter, NodeCounters, NodeModel};
-pub use plot::{PlotMetric, write_plots};
-pub use plot_lines::{Axes, Series, plot_lines};
+pub use plot::{Axes, PlotMetric, Series, plot_lines, write_plots};
 pub use queues::{CpuQueue, DiskQueue, LinkQueue};
 pub use report::{FileServerUse, LinkUse, NodeReport, ServerMetrics, SimReport, to_csv};
 pub use reproduce::study::{Durations, StudyPoint, find_point, run_jobs, write_study};

@@ -10,7 +10,7 @@ use locus_trace::{DocumentSizes, SizeModel, ZipfTraceSpec};
 use crate::config::SimConfig;
 use crate::cost_model::ClassCost;
 use crate::error::SimError;
-use crate::plot_lines::{Axes, Series, plot_lines};
+use crate::plot::{Axes, Series, plot_lines};
 use crate::reproduce::cap::claims::check_cap_claims;
 use crate::reproduce::cap::report::cap_markdown;
 use crate::reproduce::csld::{CsldOptions, StudyOutput, point_config};

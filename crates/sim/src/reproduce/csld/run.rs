@@ -10,7 +10,7 @@ use locus_policy::{CsldPick, PolicyConfig};
 
 use crate::config::{Arrivals, Backend, CpuModel, SimConfig};
 use crate::error::SimError;
-use crate::plot_lines::{Axes, Series, plot_lines};
+use crate::plot::{Axes, Series, plot_lines};
 use crate::reproduce::Claim;
 use crate::reproduce::csld::claims::check_csld_claims;
 use crate::reproduce::csld::report::csld_markdown;

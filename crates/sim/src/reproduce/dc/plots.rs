@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::rows::{MIB, fig7, fig9, fraction, full_of};
 use crate::error::SimError;
-use crate::plot_lines::{Axes, Series, plot_lines};
+use crate::plot::{Axes, Series, plot_lines};
 use crate::reproduce::dc::{DcRow, QUOTA_METHODS, QUOTA_SERVERS, QUOTA_SETS};
 
 /// `fig7_cps.svg`, `fig8_response.svg`, `fig9_specweb99.svg`, `fig9_sequoia.svg`.

@@ -16,7 +16,7 @@ use crate::error::SimError;
 use crate::frontend::FrontEndLimit;
 use crate::network::{FileServerModel, LinkModel, Storage};
 use crate::plot::write_plots;
-use crate::plot_lines::{Axes, Series, plot_lines};
+use crate::plot::{Axes, Series, plot_lines};
 use crate::report::SimReport;
 use crate::reproduce::Claim;
 use crate::reproduce::sc::claims::check_sc_claims;
