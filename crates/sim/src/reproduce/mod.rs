@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::error::SimError;
+
 pub use lard::{
     CHOICE, LARD_POLICIES, ReproduceOptions, Reproduction, check_claims, observations, reproduce_lard,
     rice_like_spec,
@@ -40,6 +42,18 @@ pub(crate) fn write_claims_table(o: &mut String, claims: &[Claim]) {
         let mark = if c.met { "**met**" } else { "**not met**" };
         let _ = writeln!(o, "| {mark} | {} | {} | {} |", c.statement, c.criterion, c.evidence);
     }
+}
+
+/// Write `text` into `dir/name`; returns the path.
+pub(crate) fn write_file(dir: &Path, name: &str, text: String) -> Result<PathBuf, SimError> {
+    let path = dir.join(name);
+    std::fs::write(&path, text).map_err(|e| SimError::io(&path, e))?;
+    Ok(path)
+}
+
+/// `value` as pretty JSON with a final newline.
+pub(crate) fn pretty_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string_pretty(value).expect("study outputs serialize") + "\n"
 }
 
 /// The directory a reproduction writes into, for messages.

@@ -13,7 +13,7 @@ use crate::config::SimConfig;
 use crate::error::SimError;
 use crate::plot::write_plots;
 use crate::report::SimReport;
-use crate::reproduce::Claim;
+use crate::reproduce::{Claim, pretty_json, write_file};
 use crate::sweep::{SweepSpec, run_sweep, write_results};
 use crate::workload::Workload;
 
@@ -100,19 +100,10 @@ pub fn reproduce_lard(opts: &ReproduceOptions) -> Result<Reproduction, SimError>
     write_results(dir, &reports)?;
     let mut files = vec![dir.join("results.json"), dir.join("results.csv")];
     files.extend(write_plots(dir, &reports, "LARD paper, Rice-like trace")?);
-    let write = |name: &str, text: String| -> Result<PathBuf, SimError> {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| SimError::io(&path, e))?;
-        Ok(path)
-    };
-    files.push(write(
-        "trace_stats.json",
-        serde_json::to_string_pretty(&stats).expect("stats serialize") + "\n",
-    )?);
-    files
-        .push(write("claims.json", serde_json::to_string_pretty(&claims).expect("claims serialize") + "\n")?);
+    files.push(write_file(dir, "trace_stats.json", pretty_json(&stats))?);
+    files.push(write_file(dir, "claims.json", pretty_json(&claims))?);
     let config_toml = toml::to_string(&base).map_err(|e| SimError::Config(e.to_string()))?;
-    files.push(write("config.toml", config_toml)?);
-    files.push(write("report.md", markdown(opts, &spec, &stats, &base, &reports, &claims))?);
+    files.push(write_file(dir, "config.toml", config_toml)?);
+    files.push(write_file(dir, "report.md", markdown(opts, &spec, &stats, &base, &reports, &claims))?);
     Ok(Reproduction { reports, stats, claims, files })
 }
