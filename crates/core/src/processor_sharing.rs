@@ -72,6 +72,13 @@ impl ProcessorSharing {
         from_ns(self.busy_ns)
     }
 
+    /// Time during which at least one job was present, up to `now` (a time earlier than the
+    /// last update counts as the last update): the jobs present now are taken to stay.
+    pub fn busy_time_at(&self, now: Duration) -> Duration {
+        let ahead = if self.by_finish.is_empty() { 0 } else { ns(now).saturating_sub(self.last_ns) };
+        from_ns(self.busy_ns + ahead)
+    }
+
     /// Service given so far, summed over servers (the modelled CPU time spent).
     pub fn served_time(&self) -> Duration {
         from_ns(self.served_ns)
@@ -236,6 +243,18 @@ mod tests {
         assert_eq!(ps.next_completion(), Some(us(10)));
         assert_eq!(finished(&mut ps, us(5)), vec![a]);
         assert_eq!(ps.busy_time(), Duration::ZERO);
+    }
+
+    #[test]
+    fn busy_time_at_counts_the_jobs_present_up_to_now_and_an_idle_gap_not_at_all() {
+        let mut ps = ProcessorSharing::new(1);
+        ps.add(Duration::ZERO, us(5));
+        assert_eq!(ps.busy_time_at(us(3)), us(3));
+        assert_eq!(finished(&mut ps, us(5)).len(), 1);
+        assert_eq!(ps.busy_time_at(us(100)), us(5));
+        ps.add(us(100), us(7));
+        assert_eq!(ps.busy_time_at(us(50)), us(5), "a time before the last update counts as it");
+        assert_eq!(ps.busy_time_at(us(104)), us(9));
     }
 
     /// FIFO single server: when the last of `jobs` (arrival, cost) completes.

@@ -1,10 +1,10 @@
 //! SVG plots of a report, like the LARD paper's figures: throughput, cluster hit ratio and
 //! load imbalance against the number of nodes, one line per switch and policy, drawn with
-//! plotters' SVG backend (text is left to the SVG viewer, so no fonts are needed).
+//! `locus_plot` (text is left to the SVG viewer, so no fonts are needed).
 
 use std::path::Path;
 
-use plotters::prelude::*;
+use locus_plot::{Axis, Chart, Grid, Legend, Line, RGBColor};
 
 use crate::error::LabError;
 use crate::experiment::SwitchKind;
@@ -70,62 +70,42 @@ const LEGEND_WIDTH: u32 = 250;
 /// Draw one metric of `series` as an SVG document: the chart, and a legend beside it (where
 /// it can never hide a line).
 fn render_svg(title: &str, metric: &Metric, series: &[Series]) -> Result<String, String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 480)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let (chart_area, legend_area) = root.split_horizontally(900 - LEGEND_WIDTH);
-        let xs: Vec<usize> = series.iter().flat_map(|s| s.points.iter().map(|p| p.nodes)).collect();
-        let x_max = xs.iter().copied().max().unwrap_or(1).max(2);
-        let ys = series.iter().flat_map(|s| s.points.iter().map(metric.value));
-        let y_max = ys.fold(metric.floor, f64::max);
-        let y_top = if y_max <= metric.floor {
-            metric.floor + 1.0
-        } else {
-            metric.floor + (y_max - metric.floor) * 1.1
-        };
-        let mut chart = ChartBuilder::on(&chart_area)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.5f64..(x_max as f64 + 0.5), metric.floor..y_top)
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc("nodes")
-            .y_desc(metric.axis)
-            .x_labels(x_max)
-            .x_label_formatter(&|x| {
-                if (x - x.round()).abs() < 1e-6 { format!("{}", x.round() as i64) } else { String::new() }
-            })
-            .y_label_formatter(&|y| format!("{y:.*}", metric.decimals))
-            .light_line_style(RGBColor(238, 238, 238))
-            .draw()
-            .map_err(|e| e.to_string())?;
-        for (i, s) in series.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            let points: Vec<(f64, f64)> =
-                s.points.iter().map(|p| (p.nodes as f64, (metric.value)(p))).collect();
-            let width = if s.switch == SwitchKind::Locus { 3 } else { 2 };
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(width)))
-                .map_err(|e| e.to_string())?;
-            chart
-                .draw_series(points.iter().map(|&(x, y)| Circle::new((x, y), 4, color.filled())))
-                .map_err(|e| e.to_string())?;
-            let y = 60 + 24 * i as i32;
-            legend_area
-                .draw(&PathElement::new(vec![(8, y), (36, y)], color.stroke_width(width)))
-                .map_err(|e| e.to_string())?;
-            legend_area.draw(&Circle::new((22, y), 4, color.filled())).map_err(|e| e.to_string())?;
-            legend_area
-                .draw(&Text::new(s.label.clone(), (44, y - 7), ("sans-serif", 14)))
-                .map_err(|e| e.to_string())?;
-        }
-        root.present().map_err(|e| e.to_string())?;
-    }
-    Ok(svg)
+    let xs: Vec<usize> = series.iter().flat_map(|s| s.points.iter().map(|p| p.nodes)).collect();
+    let x_max = xs.iter().copied().max().unwrap_or(1).max(2);
+    let ys = series.iter().flat_map(|s| s.points.iter().map(metric.value));
+    let y_max = ys.fold(metric.floor, f64::max);
+    let y_top =
+        if y_max <= metric.floor { metric.floor + 1.0 } else { metric.floor + (y_max - metric.floor) * 1.1 };
+    let x_format =
+        |x: &f64| if (x - x.round()).abs() < 1e-6 { format!("{}", x.round() as i64) } else { String::new() };
+    let y_format = |y: &f64| format!("{y:.*}", metric.decimals);
+    let chart = Chart {
+        title,
+        title_size: 20,
+        size: (900, 480),
+        margin: 12,
+        label_areas: (42, 70),
+        x: Axis {
+            labels: Some(x_max),
+            format: Some(&x_format),
+            ..Axis::new("nodes", 0.5f64..(x_max as f64 + 0.5))
+        },
+        y: Axis { format: Some(&y_format), ..Axis::new(metric.axis, metric.floor..y_top) },
+        grid: Grid::Color(RGBColor(238, 238, 238)),
+        legend: Legend::Beside { width: LEGEND_WIDTH },
+    };
+    let lines: Vec<Line> = series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Line {
+            label: s.label.clone(),
+            points: s.points.iter().map(|p| (p.nodes as f64, (metric.value)(p))).collect(),
+            color: PALETTE[i % PALETTE.len()],
+            width: if s.switch == SwitchKind::Locus { 3 } else { 2 },
+            dot: 4,
+        })
+        .collect();
+    chart.to_svg(&lines).map_err(|e| e.to_string())
 }
 
 /// Write the three plots of every workload into `dir`.

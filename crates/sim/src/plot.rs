@@ -1,11 +1,12 @@
-//! SVG plots of a sweep against node count, like the LARD paper's figures: throughput,
-//! cache miss ratio, idle time (and mean delay), one line per policy, drawn with plotters'
-//! SVG backend (text as SVG `<text>`, no font files).
+//! The simulator's SVG figures, drawn with `locus_plot`: a sweep against node count like the
+//! LARD paper's figures (throughput, cache miss ratio, idle time and mean delay, one line per
+//! policy), and `plot_lines`, a line chart of named series over any x axis (the CSLD, CAP, SC
+//! and DC studies plot latency or throughput against case, rate, share or quota).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use plotters::prelude::*;
+use locus_plot::{Axis, Chart, Corner, Grid, Legend, Line, RGBColor, palette99};
 
 use crate::error::SimError;
 use crate::report::SimReport;
@@ -70,10 +71,7 @@ fn color_of(label: &str, index: usize) -> RGBColor {
         "LARD" => RGBColor(44, 160, 44),
         "LARD/R" => RGBColor(0, 0, 0),
         "WRR/GMS" => RGBColor(255, 127, 14),
-        _ => {
-            let c = Palette99::pick(index).to_rgba();
-            RGBColor(c.0, c.1, c.2)
-        }
+        _ => palette99(index),
     }
 }
 
@@ -104,34 +102,52 @@ pub fn plot_metric(
     metric: PlotMetric,
     title: &str,
 ) -> Result<(), SimError> {
-    let err = |e: String| SimError::Plot { path: path.to_path_buf(), message: e };
     let lines = series(reports, metric);
     let max_x = reports.iter().map(|r| r.nodes).max().unwrap_or(1) as f64;
     let max_y = lines.iter().flat_map(|(_, p)| p.iter().map(|&(_, y)| y)).fold(0.0f64, f64::max);
     // Headroom above the highest point keeps the legend (upper left) clear of the lines.
     let top = if max_y > 0.0 { max_y * 1.3 } else { 1.0 };
-    let root = SVGBackend::new(path, (820, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
     let caption =
         if title.is_empty() { metric.title().to_string() } else { format!("{title}: {}", metric.title()) };
-    let mut chart = ChartBuilder::on(&root)
-        .caption(caption, ("sans-serif", 22))
-        .margin(14)
-        .x_label_area_size(44)
-        .y_label_area_size(72)
-        .build_cartesian_2d(0.0..(max_x + 0.5), 0.0..top)
-        .map_err(|e| err(e.to_string()))?;
-    chart
-        .configure_mesh()
-        .x_desc("# nodes in cluster")
-        .y_desc(metric.y_desc())
-        .x_labels(max_x as usize + 2)
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_label_formatter(&|y| if top >= 100.0 { format!("{y:.0}") } else { format!("{y:.1}") })
-        .light_line_style(WHITE.mix(0.0))
-        .draw()
-        .map_err(|e| err(e.to_string()))?;
-    crate::plot_lines::draw_lines(&root, &mut chart, &lines, color_of).map_err(err)
+    let x_format = |x: &f64| format!("{x:.0}");
+    let y_format = |y: &f64| if top >= 100.0 { format!("{y:.0}") } else { format!("{y:.1}") };
+    let chart = Chart {
+        title: &caption,
+        title_size: 22,
+        x: Axis {
+            labels: Some(max_x as usize + 2),
+            format: Some(&x_format),
+            ..Axis::new("# nodes in cluster", 0.0..(max_x + 0.5))
+        },
+        y: Axis { format: Some(&y_format), ..Axis::new(metric.y_desc(), 0.0..top) },
+        ..frame()
+    };
+    let lines: Vec<Line> = lines
+        .into_iter()
+        .enumerate()
+        .map(|(i, (label, pts))| Line::new(label.clone(), pts, color_of(&label, i)))
+        .collect();
+    chart.to_file(path, &lines).map_err(|e| plot_error(path, e))
+}
+
+/// The frame every figure of the simulator shares: 820 × 560, the legend in the upper left,
+/// no light grid lines (each user sets the title and both axes).
+fn frame<'a>() -> Chart<'a> {
+    Chart {
+        title: "",
+        title_size: 20,
+        size: (820, 560),
+        margin: 14,
+        label_areas: (44, 72),
+        x: Axis::new("", 0.0..1.0),
+        y: Axis::new("", 0.0..1.0),
+        grid: Grid::Hidden,
+        legend: Legend::Inside { corner: Corner::UpperLeft, background: 0.85, key: 20 },
+    }
+}
+
+fn plot_error(path: &Path, e: locus_plot::PlotError) -> SimError {
+    SimError::Plot { path: path.to_path_buf(), message: e.to_string() }
 }
 
 /// Write every `PlotMetric` of `reports` into `dir`; returns the files written.
@@ -144,4 +160,38 @@ pub fn write_plots(dir: &Path, reports: &[SimReport], title: &str) -> Result<Vec
         written.push(path);
     }
     Ok(written)
+}
+
+/// One line: its label and its (x, y) points.
+pub type Series = (String, Vec<(f64, f64)>);
+
+/// Axis texts of a chart.
+#[derive(Clone, Copy, Debug)]
+pub struct Axes<'a> {
+    pub title: &'a str,
+    pub x: &'a str,
+    pub y: &'a str,
+}
+
+/// Draw `series` to `path` (lines with dots; the legend in the upper left), the x axis over
+/// the points with 5% room each side, the y axis from 0 with room above for the legend.
+pub fn plot_lines(path: &Path, axes: Axes<'_>, series: &[Series]) -> Result<(), SimError> {
+    let xs = series.iter().flat_map(|(_, p)| p.iter().map(|&(x, _)| x));
+    let (min_x, max_x) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+    let (min_x, max_x) = if min_x.is_finite() { (min_x, max_x) } else { (0.0, 1.0) };
+    let pad = ((max_x - min_x) * 0.05).max(1e-9);
+    let max_y = series.iter().flat_map(|(_, p)| p.iter().map(|&(_, y)| y)).fold(0.0f64, f64::max);
+    let top = if max_y > 0.0 { max_y * 1.35 } else { 1.0 };
+    let chart = Chart {
+        title: axes.title,
+        x: Axis::new(axes.x, (min_x - pad)..(max_x + pad)),
+        y: Axis::new(axes.y, 0.0..top),
+        ..frame()
+    };
+    let lines: Vec<Line> = series
+        .iter()
+        .enumerate()
+        .map(|(i, (label, pts))| Line::new(label.clone(), pts.clone(), palette99(i)))
+        .collect();
+    chart.to_file(path, &lines).map_err(|e| plot_error(path, e))
 }

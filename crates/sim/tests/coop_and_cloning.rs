@@ -4,7 +4,7 @@
 //! to their byte rate; and `reproduce sc` at a tiny scale writes its files with the expected
 //! JSON shapes.
 
-use locus_sim::reproduce_sc::{SC_POLICIES, ScOptions, reproduce_sc, sc_study_config};
+use locus_sim::reproduce::sc::{SC_POLICIES, ScOptions, reproduce_sc, sc_study_config};
 use locus_sim::{LinkModel, SimConfig, SimPolicy, Workload, simulate};
 use locus_trace::TraceRecord;
 

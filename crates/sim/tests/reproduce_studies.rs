@@ -4,8 +4,8 @@
 
 use std::collections::HashSet;
 
-use locus_sim::reproduce_cap::{CAP_POLICIES, THRESHOLDS, mix_cases, reproduce_cap};
-use locus_sim::reproduce_csld::{
+use locus_sim::reproduce::cap::{CAP_POLICIES, THRESHOLDS, mix_cases, reproduce_cap};
+use locus_sim::reproduce::csld::{
     CsldOptions, FIG6_POLICIES, TABLE4, TABLE4_POLICIES, TABLE5, reproduce_csld,
 };
 
@@ -65,8 +65,8 @@ fn quick_csld_and_cap_reproductions_write_one_result_per_point_and_parseable_cla
 #[test]
 fn reproduce_dc_quick_writes_report_results_and_claims_that_parse() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = locus_sim::reproduce_dc::DcOptions::quick(dir.path());
-    let out = locus_sim::reproduce_dc::reproduce_dc(&opts).unwrap();
+    let opts = locus_sim::reproduce::dc::DcOptions::quick(dir.path());
+    let out = locus_sim::reproduce::dc::reproduce_dc(&opts).unwrap();
     let rows: Vec<serde_json::Value> =
         serde_json::from_slice(&std::fs::read(dir.path().join("results.json")).unwrap()).unwrap();
     assert_eq!(rows.len(), out.rows.len());

@@ -1,19 +1,19 @@
 //! The plot of `locus bench proxy --plot FILE.svg`: normalized efficiency (throughput ÷ one
 //! node directly) against the file size on a log axis, a line per path and keep-alive setting,
-//! like the Socket Cloning paper's micro-benchmark figure. Drawn with plotters' SVG backend.
+//! like the Socket Cloning paper's micro-benchmark figure. Drawn with `locus_plot`.
 
 use std::path::Path;
 
-use plotters::prelude::*;
+use locus_plot::{Axis, Chart, Corner, Grid, Legend, Line, palette99};
 
 use super::ProxyRow;
 use super::paths::DIRECT;
 
 /// One line: its label and its (size, efficiency) points in size order.
-type Line = (String, Vec<(f64, f64)>);
+type Series = (String, Vec<(f64, f64)>);
 
 /// The lines of `rows`: every throughput row with an efficiency, but the normalizer's.
-fn lines(rows: &[ProxyRow]) -> Vec<Line> {
+fn lines(rows: &[ProxyRow]) -> Vec<Series> {
     let settings: Vec<bool> = rows
         .iter()
         .filter_map(|r| match r {
@@ -26,7 +26,7 @@ fn lines(rows: &[ProxyRow]) -> Vec<Line> {
             }
             v
         });
-    let mut out: Vec<Line> = Vec::new();
+    let mut out: Vec<Series> = Vec::new();
     for row in rows {
         let ProxyRow::Throughput { path, size, keepalive, efficiency: Some(e), .. } = row else { continue };
         if path == DIRECT {
@@ -53,44 +53,26 @@ fn lines(rows: &[ProxyRow]) -> Vec<Line> {
 pub fn write_plot(rows: &[ProxyRow], path: &Path) -> anyhow::Result<()> {
     let lines = lines(rows);
     anyhow::ensure!(!lines.is_empty(), "no efficiencies to plot (only `direct` was measured?)");
-    let err = |e: String| anyhow::anyhow!("drawing {}: {e}", path.display());
     let sizes = lines.iter().flat_map(|(_, p)| p.iter().map(|&(x, _)| x));
     let (lo, hi) = sizes.fold((f64::INFINITY, 1.0f64), |(a, b), x| (a.min(x), b.max(x)));
     let top = lines.iter().flat_map(|(_, p)| p.iter().map(|&(_, y)| y)).fold(1.0f64, f64::max) * 1.15;
-    let root = SVGBackend::new(path, (820, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption("Normalized efficiency against file size", ("sans-serif", 20))
-        .margin(14)
-        .x_label_area_size(44)
-        .y_label_area_size(60)
-        .build_cartesian_2d((lo / 1.5..hi * 1.5).log_scale(), 0.0..top)
-        .map_err(|e| err(e.to_string()))?;
-    chart
-        .configure_mesh()
-        .x_desc("file size (bytes, log scale)")
-        .y_desc("throughput ÷ one node directly")
-        .draw()
-        .map_err(|e| err(e.to_string()))?;
-    for (i, (label, points)) in lines.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
-            .map_err(|e| err(e.to_string()))?
-            .label(label.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-        chart
-            .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-            .map_err(|e| err(e.to_string()))?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(e.to_string()))?;
-    root.present().map_err(|e| err(e.to_string()))
+    let chart = Chart {
+        title: "Normalized efficiency against file size",
+        title_size: 20,
+        size: (820, 560),
+        margin: 14,
+        label_areas: (44, 60),
+        x: Axis { log: true, ..Axis::new("file size (bytes, log scale)", lo / 1.5..hi * 1.5) },
+        y: Axis::new("throughput ÷ one node directly", 0.0..top),
+        grid: Grid::Default,
+        legend: Legend::Inside { corner: Corner::LowerLeft, background: 0.8, key: 18 },
+    };
+    let lines: Vec<Line> = lines
+        .into_iter()
+        .enumerate()
+        .map(|(i, (label, points))| Line::new(label, points, palette99(i)))
+        .collect();
+    chart.to_file(path, &lines).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 #[cfg(test)]

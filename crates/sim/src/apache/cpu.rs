@@ -1,83 +1,87 @@
-//! `PsCpu`: a node's CPU as an egalitarian processor-sharing server — every runnable job
-//! (a process's next stretch of CPU work) gets 1/n of the CPU. Kept as virtual time (the
-//! service each runnable job has received), so a change costs O(log n).
+//! `NodeCpu`: a node's CPU under the configured scheduler — egalitarian processor sharing
+//! (`locus_core::ProcessorSharing`, the queue the live node's CPU model runs, on the
+//! simulator's ns clock) or Linux 2.4's credit scheduler (`CreditCpu`). Jobs are named by the
+//! engine's `u32` ids (a connection, or the shared kernel and fork ids).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::HashMap;
+use std::time::Duration;
 
-/// A processor-sharing CPU. Jobs are named by the caller's `u32` ids.
-#[derive(Clone, Debug, Default)]
-pub struct PsCpu {
-    /// Service every runnable job has received since the CPU was created, ns (as f64).
-    virt: f64,
-    /// Real time `virt` is current at.
-    last: u64,
-    /// Runnable jobs by finishing tag (the `virt` at which each is done; f64 bits of a
-    /// non-negative number order like the number).
-    jobs: BinaryHeap<Reverse<(u64, u32)>>,
-    /// CPU time used (time with at least one runnable job), ns.
-    busy_ns: u64,
+use locus_core::{JobId, ProcessorSharing};
+
+use super::credit::CreditCpu;
+use crate::directory::BuildIdHasher;
+
+/// One processor-sharing CPU and the engine id of each job in it.
+pub(super) struct SharedCpu {
+    queue: ProcessorSharing,
+    owner: HashMap<JobId, u32, BuildIdHasher>,
+    /// Reused buffer of the jobs a completion takes.
+    finished: Vec<JobId>,
 }
 
-impl PsCpu {
-    /// Bring the virtual time to `now`.
-    fn advance(&mut self, now: u64) {
-        let dt = now.saturating_sub(self.last);
-        if dt > 0 && !self.jobs.is_empty() {
-            self.virt += dt as f64 / self.jobs.len() as f64;
-            self.busy_ns += dt;
-        }
-        self.last = self.last.max(now);
+/// A node's CPU under the configured scheduler.
+pub(super) enum NodeCpu {
+    Ps(SharedCpu),
+    Credit(CreditCpu),
+}
+
+impl NodeCpu {
+    /// One processor-sharing CPU, idle at time zero.
+    pub fn processor_sharing() -> NodeCpu {
+        NodeCpu::Ps(SharedCpu {
+            queue: ProcessorSharing::new(1),
+            owner: HashMap::with_hasher(BuildIdHasher),
+            finished: Vec::new(),
+        })
     }
 
     /// Make job `id` runnable at `now` with `work` ns of CPU to do.
     pub fn add(&mut self, now: u64, work: u64, id: u32) {
-        self.advance(now);
-        let tag = self.virt + work as f64;
-        self.jobs.push(Reverse((tag.to_bits(), id)));
+        match self {
+            NodeCpu::Ps(c) => {
+                let job = c.queue.add(Duration::from_nanos(now), Duration::from_nanos(work));
+                c.owner.insert(job, id);
+            }
+            NodeCpu::Credit(c) => c.add(now, work, id),
+        }
     }
 
-    /// When the next job finishes if nothing else arrives (`None`: idle). Never before the
-    /// time the CPU is current at.
+    /// When the next job finishes (or, under credit, spends its slice) if nothing else
+    /// arrives (`None`: idle).
     pub fn next_completion(&self) -> Option<u64> {
-        let Reverse((tag, _)) = *self.jobs.peek()?;
-        let left = (f64::from_bits(tag) - self.virt).max(0.0);
-        Some(self.last + (left * self.jobs.len() as f64).ceil() as u64)
+        match self {
+            NodeCpu::Ps(c) => c.queue.next_completion().map(|t| t.as_nanos() as u64),
+            NodeCpu::Credit(c) => c.next_completion(),
+        }
     }
 
     /// Advance to `now` and move every job done by then into `done` (in finishing order).
     pub fn complete_due(&mut self, now: u64, done: &mut Vec<u32>) {
-        self.advance(now);
-        // A job is done when its tag is within rounding of the virtual time (completion
-        // times are rounded up to whole ns).
-        let slack = 1e-3 + self.virt * 1e-12;
-        while let Some(&Reverse((tag, id))) = self.jobs.peek() {
-            if f64::from_bits(tag) > self.virt + slack {
-                break;
+        match self {
+            NodeCpu::Ps(c) => {
+                c.queue.take_finished(Duration::from_nanos(now), &mut c.finished);
+                done.extend(c.finished.drain(..).filter_map(|job| c.owner.remove(&job)));
             }
-            self.jobs.pop();
-            done.push(id);
+            NodeCpu::Credit(c) => c.complete_due(now, done),
         }
     }
 
-    /// Runnable jobs.
-    pub fn runnable(&self) -> usize {
-        self.jobs.len()
-    }
-
-    /// CPU time used up to `now` (≥ the time the CPU is current at).
+    /// CPU time used up to `now`.
     pub fn busy_until(&self, now: u64) -> u64 {
-        let extra = if self.jobs.is_empty() { 0 } else { now.saturating_sub(self.last) };
-        self.busy_ns + extra
+        match self {
+            NodeCpu::Ps(c) => c.queue.busy_time_at(Duration::from_nanos(now)).as_nanos() as u64,
+            NodeCpu::Credit(c) => c.busy_until(now),
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::queues::CpuQueue;
 
-    fn run_to_idle(cpu: &mut PsCpu) -> Vec<(u32, u64)> {
+    /// Run `cpu` from completion to completion until idle: (job, time it finished).
+    pub(in crate::apache) fn run_to_idle(cpu: &mut NodeCpu) -> Vec<(u32, u64)> {
         let mut out = Vec::new();
         let mut done = Vec::new();
         while let Some(t) = cpu.next_completion() {
@@ -89,7 +93,7 @@ mod tests {
 
     #[test]
     fn processor_sharing_gives_two_equal_jobs_the_same_finish_time() {
-        let mut cpu = PsCpu::default();
+        let mut cpu = NodeCpu::processor_sharing();
         cpu.add(0, 10_000_000, 1);
         cpu.add(0, 10_000_000, 2);
         let done = run_to_idle(&mut cpu);
@@ -100,7 +104,7 @@ mod tests {
     #[test]
     fn a_40ms_cgi_does_not_block_a_static_request_behind_it_unlike_fifo() {
         let (cgi, stat) = (40_000_000, 1_000_000);
-        let mut cpu = PsCpu::default();
+        let mut cpu = NodeCpu::processor_sharing();
         cpu.add(0, cgi, 1);
         cpu.add(1_000_000, stat, 2);
         let done = run_to_idle(&mut cpu);
@@ -114,12 +118,20 @@ mod tests {
 
     #[test]
     fn an_idle_gap_is_not_busy_time_and_a_late_job_starts_at_once() {
-        let mut cpu = PsCpu::default();
+        let mut cpu = NodeCpu::processor_sharing();
         cpu.add(0, 5, 1);
         assert_eq!(run_to_idle(&mut cpu), vec![(1, 5)]);
         cpu.add(100, 7, 2);
         assert_eq!(cpu.next_completion(), Some(107));
         assert_eq!(run_to_idle(&mut cpu), vec![(2, 107)]);
         assert_eq!(cpu.busy_until(200), 12);
+    }
+
+    #[test]
+    fn jobs_sharing_an_engine_id_each_complete() {
+        let mut cpu = NodeCpu::processor_sharing();
+        cpu.add(0, 4, u32::MAX);
+        cpu.add(0, 6, u32::MAX);
+        assert_eq!(run_to_idle(&mut cpu), vec![(u32::MAX, 8), (u32::MAX, 10)]);
     }
 }

@@ -148,22 +148,14 @@ impl CreditCpu {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn run_to_idle(cpu: &mut CreditCpu) -> Vec<(u32, u64)> {
-        let mut out = Vec::new();
-        let mut done = Vec::new();
-        while let Some(t) = cpu.next_completion() {
-            cpu.complete_due(t, &mut done);
-            out.extend(done.drain(..).map(|id| (id, t)));
-        }
-        out
-    }
+    use crate::apache::cpu::NodeCpu;
+    use crate::apache::cpu::tests::run_to_idle;
 
     const MS: u64 = 1_000_000;
 
     #[test]
     fn a_fresh_short_job_preempts_a_cgi_that_used_part_of_its_slice() {
-        let mut cpu = CreditCpu::new(100 * MS);
+        let mut cpu = NodeCpu::Credit(CreditCpu::new(100 * MS));
         cpu.add(0, 40 * MS, 1);
         cpu.add(MS, MS, 2);
         // The CGI has 99 ms of slice left at 1 ms; the fresh job has 100 ms: it runs at once.
@@ -173,7 +165,7 @@ mod tests {
 
     #[test]
     fn jobs_with_equal_counters_run_one_after_another_and_spent_slices_are_recalculated() {
-        let mut cpu = CreditCpu::new(100 * MS);
+        let mut cpu = NodeCpu::Credit(CreditCpu::new(100 * MS));
         // Two 150 ms jobs: the first runs its 100 ms slice, the second (not preempting: equal
         // counter) its 100 ms; all spent ⇒ both get 0/2 + 100 ms; the first finishes.
         cpu.add(0, 150 * MS, 1);

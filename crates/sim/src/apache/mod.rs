@@ -13,7 +13,6 @@ mod serve;
 mod stats;
 
 pub use backlog::Backlog;
-pub use cpu::PsCpu;
 pub use credit::CreditCpu;
 pub(crate) use engine::run;
 pub use pool::Pool;

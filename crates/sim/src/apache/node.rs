@@ -1,4 +1,4 @@
-//! `ApacheNode`: the state of one process-driven back end — CPU, pool, backlog, disk,
+//! `ApacheNode`: the state of one process-driven back end — CPU (`NodeCpu`), pool, backlog, disk,
 //! cache, the reads in progress that later misses join, the counts a metrics poll reports,
 //! and what it did while measured.
 
@@ -8,7 +8,7 @@ use locus_cache::DocCache;
 use locus_core::NodeReport;
 
 use super::backlog::Backlog;
-use super::cpu::PsCpu;
+use super::cpu::NodeCpu;
 use super::credit::CreditCpu;
 use super::pool::Pool;
 use crate::config::{CpuModel, SimConfig};
@@ -24,42 +24,6 @@ pub(super) struct NodeCounts {
     pub hits: u64,
     pub misses: u64,
     pub disk_reads: u64,
-}
-
-/// A node's CPU under the configured scheduler.
-pub(super) enum NodeCpu {
-    Ps(PsCpu),
-    Credit(CreditCpu),
-}
-
-impl NodeCpu {
-    pub fn add(&mut self, now: u64, work: u64, id: u32) {
-        match self {
-            NodeCpu::Ps(c) => c.add(now, work, id),
-            NodeCpu::Credit(c) => c.add(now, work, id),
-        }
-    }
-
-    pub fn next_completion(&self) -> Option<u64> {
-        match self {
-            NodeCpu::Ps(c) => c.next_completion(),
-            NodeCpu::Credit(c) => c.next_completion(),
-        }
-    }
-
-    pub fn complete_due(&mut self, now: u64, done: &mut Vec<u32>) {
-        match self {
-            NodeCpu::Ps(c) => c.complete_due(now, done),
-            NodeCpu::Credit(c) => c.complete_due(now, done),
-        }
-    }
-
-    pub fn busy_until(&self, now: u64) -> u64 {
-        match self {
-            NodeCpu::Ps(c) => c.busy_until(now),
-            NodeCpu::Credit(c) => c.busy_until(now),
-        }
-    }
 }
 
 /// One simulated Apache node.
@@ -93,7 +57,7 @@ impl ApacheNode {
     pub fn new(cfg: &SimConfig) -> ApacheNode {
         ApacheNode {
             cpu: match cfg.apache.cpu {
-                CpuModel::Ps => NodeCpu::Ps(PsCpu::default()),
+                CpuModel::Ps => NodeCpu::processor_sharing(),
                 CpuModel::Credit => NodeCpu::Credit(CreditCpu::new(cfg.apache.slice_ns)),
             },
             cpu_event: u64::MAX,

@@ -10,11 +10,12 @@ use locus_trace::{DocumentSizes, SizeModel, ZipfTraceSpec};
 use crate::config::SimConfig;
 use crate::cost_model::ClassCost;
 use crate::error::SimError;
-use crate::plot_lines::{Axes, Series, plot_lines};
-use crate::reproduce_cap_report::{cap_markdown, check_cap_claims};
-use crate::reproduce_csld::{CsldOptions, StudyOutput, point_config};
+use crate::plot::{Axes, Series, plot_lines};
+use crate::reproduce::cap::claims::check_cap_claims;
+use crate::reproduce::cap::report::cap_markdown;
+use crate::reproduce::csld::{CsldOptions, StudyOutput, point_config};
+use crate::reproduce::study::{StudyPoint, run_jobs, write_study};
 use crate::sim_policy::SimPolicy;
-use crate::study::{StudyPoint, run_jobs, write_study};
 use crate::wc98_like::Wc98LikeSpec;
 use crate::workload::Workload;
 

@@ -3,7 +3,7 @@
 //! CF-LFU above CF-LRU. Criteria are fixed here, before any run, and never tuned to pass.
 
 use crate::reproduce::Claim;
-use crate::reproduce_sc::{PAPER_RATIOS_AT_12, ScRow};
+use crate::reproduce::sc::{PAPER_RATIOS_AT_12, ScRow};
 
 /// Relative tolerance on the paper's 12-node ratios.
 pub const RATIO_TOLERANCE: f64 = 0.30;

@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use crate::config::SimConfig;
 use crate::error::SimError;
-use crate::reproduce_sc::{SC_POLICIES, ScRow, sc_study_config};
-use crate::reproduce_sc_claims::check_sc_claims;
+use crate::reproduce::sc::claims::check_sc_claims;
+use crate::reproduce::sc::{SC_POLICIES, ScRow, sc_study_config};
 use crate::sweep::{SweepSpec, run_sweep};
 use crate::workload::Workload;
 

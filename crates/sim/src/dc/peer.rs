@@ -11,8 +11,8 @@ use locus_dc::selector::SelectorConfig;
 use serde::Serialize;
 
 use crate::cost_model::CostModel;
-use crate::dc_engine::PeerEngine;
-use crate::dc_site::DcSite;
+use crate::dc::engine::PeerEngine;
+use crate::dc::site::DcSite;
 use crate::error::SimError;
 use crate::network::LinkModel;
 

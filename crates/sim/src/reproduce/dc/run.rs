@@ -5,7 +5,7 @@
 //! the co-ops hold at an unlimited quota, measured first) — written as `report.md`,
 //! `results.json`, `claims.json` and SVG plots.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -14,11 +14,12 @@ use locus_dc::balancer::QuotaMethod;
 use locus_trace::SitePreset;
 use serde::Serialize;
 
-use crate::dc_peer::{DcPeerConfig, DcRun, UNLIMITED_QUOTA, simulate_dc};
-use crate::dc_site::DcSite;
+use super::{check_dc_claims, dc_markdown, write_dc_plots};
+use crate::dc::peer::{DcPeerConfig, DcRun, UNLIMITED_QUOTA, simulate_dc};
+use crate::dc::site::DcSite;
 use crate::error::SimError;
 use crate::reproduce::Claim;
-use crate::reproduce_dc_report::{check_dc_claims, dc_markdown, write_dc_plots};
+use crate::reproduce::study::write_study;
 
 /// Servers of the quota study: one home and 7 co-ops.
 pub const QUOTA_SERVERS: u16 = 8;
@@ -148,7 +149,7 @@ pub fn reproduce_dc(opts: &DcOptions) -> Result<DcOutcome, SimError> {
     let wall_s = started.elapsed().as_secs_f64();
     let mut files = write_dc_plots(&opts.out, &rows, &datasets, &full_sizes)?;
     let report = dc_markdown(opts, &rows, &claims, &datasets, &full_sizes, wall_s);
-    files.extend(write_outputs(&opts.out, &rows, &claims, &report)?);
+    files.extend(write_study(&opts.out, &rows, &claims, &report)?);
     Ok(DcOutcome { rows, claims, files, wall_s, datasets, full_sizes })
 }
 
@@ -277,22 +278,4 @@ fn run_jobs(sites: &[DcSite], jobs: &[Job], threads: usize) -> Result<Vec<DcRun>
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(SimError::Config("a dc job did not run".into()))))
         .collect()
-}
-
-fn write_outputs(
-    dir: &Path,
-    rows: &[DcRow],
-    claims: &[Claim],
-    report: &str,
-) -> Result<Vec<PathBuf>, SimError> {
-    let write = |name: &str, text: String| -> Result<PathBuf, SimError> {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| SimError::io(&path, e))?;
-        Ok(path)
-    };
-    Ok(vec![
-        write("results.json", serde_json::to_string_pretty(rows).expect("rows serialize") + "\n")?,
-        write("claims.json", serde_json::to_string_pretty(claims).expect("claims serialize") + "\n")?,
-        write("report.md", report.to_string())?,
-    ])
 }

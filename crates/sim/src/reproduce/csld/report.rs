@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use crate::reproduce::Claim;
-use crate::reproduce_csld::{CsldOptions, TABLE4, TABLE4_POLICIES, TABLE5, TABLE5_CASE, csld_label};
-use crate::study::{StudyPoint, find_point};
+use crate::reproduce::csld::{CsldOptions, TABLE4, TABLE4_POLICIES, TABLE5, TABLE5_CASE, csld_label};
+use crate::reproduce::study::{StudyPoint, find_point};
 
 fn cell(p: Option<&StudyPoint>) -> String {
     match p {

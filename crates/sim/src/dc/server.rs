@@ -13,8 +13,8 @@ use locus_dc::replica_store::ReplicaStore;
 use locus_dc::selector::Selector;
 
 use crate::cost_model::CostModel;
-use crate::dc_peer::DcPeerConfig;
-use crate::dc_site::DcSite;
+use crate::dc::peer::DcPeerConfig;
+use crate::dc::site::DcSite;
 use crate::error::SimError;
 use crate::network::NodeLink;
 use crate::queues::{CpuQueue, DiskQueue};
@@ -125,7 +125,7 @@ impl DcServer {
         let base = if self.id == HOME {
             None
         } else {
-            plan.base_for_copy(&crate::dc_site::server_authority(HOME.0))
+            plan.base_for_copy(&crate::dc::site::server_authority(HOME.0))
         };
         plan.render_to_vec(html, &choices, base.as_deref()).ok()
     }
@@ -135,7 +135,7 @@ impl DcServer {
 /// The URL a slot gets for `server`: verbatim for the home when it is the only server, the
 /// original URL for the home otherwise, a replica URL for a co-op.
 fn slot_choice(site: &DcSite, path: &str, suffix: &str, server: ServerId) -> locus_dc::rewrite::SlotChoice {
-    use crate::dc_site::server_authority;
+    use crate::dc::site::server_authority;
     use locus_dc::rewrite::SlotChoice;
     let Some(id) = site.graph.id(path) else { return SlotChoice::Verbatim };
     let url = if server == HOME {

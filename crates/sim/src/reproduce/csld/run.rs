@@ -10,12 +10,12 @@ use locus_policy::{CsldPick, PolicyConfig};
 
 use crate::config::{Arrivals, Backend, CpuModel, SimConfig};
 use crate::error::SimError;
-use crate::plot_lines::{Axes, Series, plot_lines};
+use crate::plot::{Axes, Series, plot_lines};
 use crate::reproduce::Claim;
-use crate::reproduce_csld_claims::check_csld_claims;
-use crate::reproduce_csld_report::csld_markdown;
+use crate::reproduce::csld::claims::check_csld_claims;
+use crate::reproduce::csld::report::csld_markdown;
+use crate::reproduce::study::{Durations, StudyPoint, find_point, run_jobs, write_study};
 use crate::sim_policy::SimPolicy;
-use crate::study::{Durations, StudyPoint, find_point, run_jobs, write_study};
 use crate::wc98_like::Wc98LikeSpec;
 use crate::workload::Workload;
 

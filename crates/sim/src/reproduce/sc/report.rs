@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 use crate::berkeley_like::{BerkeleyLikeSpec, BerkeleyLikeStats};
 use crate::config::SimConfig;
 use crate::network::Storage;
+use crate::reproduce::sc::sensitivity::SensitivityRow;
+use crate::reproduce::sc::{PAPER_RATIOS_AT_12, SC_POLICIES, SENSITIVITY_SHARE, ScOptions, ScRow};
 use crate::reproduce::{Claim, write_claims_table};
-use crate::reproduce_sc::{PAPER_RATIOS_AT_12, SC_POLICIES, SENSITIVITY_SHARE, ScOptions, ScRow};
-use crate::reproduce_sc_sensitivity::SensitivityRow;
 
 /// What the report is written from.
 pub struct ScReportInputs<'a> {

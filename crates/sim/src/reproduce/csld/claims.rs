@@ -3,9 +3,9 @@
 //! a claim that does not hold is reported as not met with the numbers.
 
 use crate::reproduce::Claim;
-use crate::study::{StudyPoint, find_point};
+use crate::reproduce::study::{StudyPoint, find_point};
 
-use crate::reproduce_csld::{TABLE5, TABLE5_CASE};
+use crate::reproduce::csld::{TABLE5, TABLE5_CASE};
 
 const CASES: [&str; 6] = ["1", "2", "3", "4", "5", "6"];
 const HEAVY: [&str; 3] = ["2", "4", "6"];

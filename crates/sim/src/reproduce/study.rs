@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::config::SimConfig;
 use crate::error::SimError;
 use crate::report::SimReport;
-use crate::reproduce::Claim;
+use crate::reproduce::{Claim, pretty_json, write_file};
 use crate::sweep::run_each;
 use crate::workload::Workload;
 
@@ -106,22 +106,17 @@ pub fn run_jobs(
 }
 
 /// Write `results.json`, `claims.json` and `report.md` into `dir`; returns their paths.
-pub fn write_study(
+pub fn write_study<T: Serialize>(
     dir: &Path,
-    points: &[StudyPoint],
+    points: &[T],
     claims: &[Claim],
     report: &str,
 ) -> Result<Vec<PathBuf>, SimError> {
     std::fs::create_dir_all(dir).map_err(|e| SimError::io(dir, e))?;
-    let write = |name: &str, text: String| -> Result<PathBuf, SimError> {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| SimError::io(&path, e))?;
-        Ok(path)
-    };
     Ok(vec![
-        write("results.json", serde_json::to_string_pretty(points).expect("points serialize") + "\n")?,
-        write("claims.json", serde_json::to_string_pretty(claims).expect("claims serialize") + "\n")?,
-        write("report.md", report.to_string())?,
+        write_file(dir, "results.json", pretty_json(&points))?,
+        write_file(dir, "claims.json", pretty_json(&claims))?,
+        write_file(dir, "report.md", report.to_string())?,
     ])
 }
 

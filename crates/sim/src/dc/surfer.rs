@@ -10,8 +10,8 @@ use locus_dc::html_links::SlotKind;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::dc_server::HOME;
-use crate::dc_site::DcSite;
+use crate::dc::server::HOME;
+use crate::dc::site::DcSite;
 
 /// What a request is for: a page or file reached by a link (or the entry), or a page's embed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

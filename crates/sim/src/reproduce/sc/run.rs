@@ -16,14 +16,14 @@ use crate::error::SimError;
 use crate::frontend::FrontEndLimit;
 use crate::network::{FileServerModel, LinkModel, Storage};
 use crate::plot::write_plots;
-use crate::plot_lines::{Axes, Series, plot_lines};
+use crate::plot::{Axes, Series, plot_lines};
 use crate::report::SimReport;
-use crate::reproduce::Claim;
-use crate::reproduce_sc_claims::check_sc_claims;
-use crate::reproduce_sc_report::{ScReportInputs, sc_markdown};
-use crate::reproduce_sc_sensitivity::{
+use crate::reproduce::sc::claims::check_sc_claims;
+use crate::reproduce::sc::report::{ScReportInputs, sc_markdown};
+use crate::reproduce::sc::sensitivity::{
     SENSITIVITY_MBPS, SensitivityRow, file_server_sensitivity, keep_copy_rows,
 };
+use crate::reproduce::{Claim, pretty_json, write_file};
 use crate::sweep::{SweepSpec, run_sweep};
 
 /// The strategies of Fig. 9, in the order the report lists them.
@@ -199,22 +199,17 @@ pub fn reproduce_sc(opts: &ScOptions) -> Result<ScReproduction, SimError> {
 
     let dir = &opts.out;
     std::fs::create_dir_all(dir).map_err(|e| SimError::io(dir, e))?;
-    let write = |name: &str, text: String| -> Result<PathBuf, SimError> {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| SimError::io(&path, e))?;
-        Ok(path)
-    };
     let mut files = vec![
-        write("results.json", pretty_json(&rows))?,
-        write("claims.json", pretty_json(&claims))?,
-        write("trace_stats.json", pretty_json(&stats))?,
-        write("sensitivity.json", pretty_json(&sensitivity))?,
-        write("keep_copy.json", pretty_json(&keep_copy))?,
+        write_file(dir, "results.json", pretty_json(&rows))?,
+        write_file(dir, "claims.json", pretty_json(&claims))?,
+        write_file(dir, "trace_stats.json", pretty_json(&stats))?,
+        write_file(dir, "sensitivity.json", pretty_json(&sensitivity))?,
+        write_file(dir, "keep_copy.json", pretty_json(&keep_copy))?,
     ];
     files.extend(write_plots(dir, &reports, "Socket Cloning Fig. 9, synthetic stand-in trace")?);
     files.push(plot_links(dir, &rows)?);
     let config_toml = toml::to_string(&base).map_err(|e| SimError::Config(e.to_string()))?;
-    files.push(write("config.toml", config_toml)?);
+    files.push(write_file(dir, "config.toml", config_toml)?);
     let report = ScReportInputs {
         opts,
         spec: &spec,
@@ -226,7 +221,7 @@ pub fn reproduce_sc(opts: &ScOptions) -> Result<ScReproduction, SimError> {
         keep_copy: &keep_copy,
         wall_s,
     };
-    files.push(write("report.md", sc_markdown(&report))?);
+    files.push(write_file(dir, "report.md", sc_markdown(&report))?);
     Ok(ScReproduction { rows, stats, claims, files, sensitivity, keep_copy, wall_s })
 }
 
@@ -248,9 +243,4 @@ fn plot_links(dir: &Path, rows: &[ScRow]) -> Result<PathBuf, SimError> {
     };
     plot_lines(&path, axes, &series)?;
     Ok(path)
-}
-
-/// `value` as pretty JSON with a final newline.
-fn pretty_json<T: Serialize>(value: &T) -> String {
-    serde_json::to_string_pretty(value).expect("study outputs serialize") + "\n"
 }

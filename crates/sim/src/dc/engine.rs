@@ -11,11 +11,11 @@ use locus_dc::doc_graph::DocId;
 use locus_dc::replica_map::DocKey;
 use locus_dc::replica_store::Insertion;
 
-use crate::dc_cpu_peaks::CpuPeaks;
-use crate::dc_peer::{DcPeerConfig, DcRun, NS_PER_S, server_ids};
-use crate::dc_server::{DcServer, HOME};
-use crate::dc_site::DcSite;
-use crate::dc_surfer::{Next, Purpose, Surfer};
+use crate::dc::cpu_peaks::CpuPeaks;
+use crate::dc::peer::{DcPeerConfig, DcRun, NS_PER_S, server_ids};
+use crate::dc::server::{DcServer, HOME};
+use crate::dc::site::DcSite;
+use crate::dc::surfer::{Next, Purpose, Surfer};
 use crate::error::SimError;
 use crate::event_queue::EventQueue;
 
@@ -483,8 +483,8 @@ mod tests {
     use locus_dc::site_path::{PageBase, Resolved};
     use locus_trace::{SiteGenerator, SitePreset};
 
-    use crate::dc_peer::{UNLIMITED_QUOTA, simulate_dc};
-    use crate::dc_site::server_authority;
+    use crate::dc::peer::{UNLIMITED_QUOTA, simulate_dc};
+    use crate::dc::site::server_authority;
 
     fn site(preset: SitePreset, scale: f64) -> (tempfile::TempDir, DcSite) {
         let dir = tempfile::tempdir().unwrap();

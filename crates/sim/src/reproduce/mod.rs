@@ -1,0 +1,64 @@
+//! `locus sim reproduce`: the paper studies, one folder each — `lard`, `csld`, `cap`, `sc`,
+//! `dc` (run, claims, report) — and what they share: a claim checked against the results, the
+//! claims table of a `report.md`, the points of the process-driven studies (`study`), and the
+//! message naming what a study wrote.
+
+pub mod cap;
+pub mod csld;
+pub mod dc;
+pub mod lard;
+pub mod sc;
+pub(crate) mod study;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::SimError;
+
+pub use lard::{
+    CHOICE, LARD_POLICIES, ReproduceOptions, Reproduction, check_claims, observations, reproduce_lard,
+    rice_like_spec,
+};
+
+/// One of the paper's claims checked against the results.
+#[derive(Clone, Debug, Serialize)]
+pub struct Claim {
+    /// What the paper says.
+    pub statement: &'static str,
+    /// How it is checked here (fixed before the runs, not tuned to them).
+    pub criterion: &'static str,
+    pub met: bool,
+    /// The numbers behind the verdict.
+    pub evidence: String,
+}
+
+/// The `## Claims` section of a study's `report.md`: one row per claim, met or not met, with
+/// its criterion and evidence.
+pub(crate) fn write_claims_table(o: &mut String, claims: &[Claim]) {
+    let _ = writeln!(o, "## Claims\n\n| | claim | criterion | result |\n|---|---|---|---|");
+    for c in claims {
+        let mark = if c.met { "**met**" } else { "**not met**" };
+        let _ = writeln!(o, "| {mark} | {} | {} | {} |", c.statement, c.criterion, c.evidence);
+    }
+}
+
+/// Write `text` into `dir/name`; returns the path.
+pub(crate) fn write_file(dir: &Path, name: &str, text: String) -> Result<PathBuf, SimError> {
+    let path = dir.join(name);
+    std::fs::write(&path, text).map_err(|e| SimError::io(&path, e))?;
+    Ok(path)
+}
+
+/// `value` as pretty JSON with a final newline.
+pub(crate) fn pretty_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string_pretty(value).expect("study outputs serialize") + "\n"
+}
+
+/// The directory a reproduction writes into, for messages.
+pub fn describe_outputs(files: &[PathBuf], dir: &Path) -> String {
+    let names: Vec<String> =
+        files.iter().map(|f| f.strip_prefix(dir).unwrap_or(f).display().to_string()).collect();
+    format!("{}: {}", dir.display(), names.join(", "))
+}
