@@ -6,7 +6,7 @@
 use std::io;
 
 use locus_core::Method;
-use locus_http::{BodyKind, BodyTracker, RequestHead, TargetForm, Version};
+use locus_http::{BodyKind, BodyTracker, RequestHead, TargetForm};
 use locus_io::try_read_drained;
 use tokio::time::Instant;
 
@@ -57,13 +57,7 @@ impl Connection<'_> {
         let body = head.body;
         // A client waiting for 100-continue has not sent its body: answer and close.
         let unread_body = head.expect_continue && body != BodyKind::Empty;
-        let persistence = if !head.keep_alive || unread_body || node.is_shutting_down() {
-            Persistence::Close
-        } else if head.version == Version::Http10 {
-            Persistence::KeepAlive10
-        } else {
-            Persistence::KeepAlive
-        };
+        let persistence = Persistence::of(head, unread_body || node.is_shutting_down());
         let bodies_before = out.bodies_queued();
         let served = self.respond(&read[*start..*end], head, persistence, out, keys, &mut active).await;
         let (status, sent) = match served {

@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 
 use locus_core::Method;
-use locus_http::{RequestHead, Version};
+use locus_http::RequestHead;
 
 use crate::context::WorkerContext;
 use crate::coop::node::CoopNode;
@@ -19,13 +19,7 @@ use crate::response::{Persistence, content_length, end_head, simple, start_head}
 pub fn answer(w: &WorkerContext, ip: IpAddr, head: &RequestHead, buf: &[u8], out: &mut OutQueue) -> bool {
     let node = &*w.node;
     let nh = &node.node_headers[..];
-    let persistence = if !head.keep_alive || node.is_shutting_down() {
-        Persistence::Close
-    } else if head.version == Version::Http10 {
-        Persistence::KeepAlive10
-    } else {
-        Persistence::KeepAlive
-    };
+    let persistence = Persistence::of(head, node.is_shutting_down());
     let Some(coop) = &node.coop else { return false };
     let refuse = |out: &mut OutQueue, status: u16| {
         add(&coop.stats.refused, 1);

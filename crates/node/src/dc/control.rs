@@ -24,7 +24,7 @@ use bytes::Bytes;
 use locus_core::Method;
 use locus_dc::replica_map::{DocKey, MapChanges};
 use locus_dc::site_names::canonical_request_path;
-use locus_http::{RequestHead, Version};
+use locus_http::RequestHead;
 use serde::{Deserialize, Serialize};
 
 use crate::context::WorkerContext;
@@ -51,13 +51,7 @@ pub async fn answer(
     buf: &[u8],
     out: &mut OutQueue,
 ) -> bool {
-    let persistence = if !head.keep_alive || w.node.is_shutting_down() {
-        Persistence::Close
-    } else if head.version == Version::Http10 {
-        Persistence::KeepAlive10
-    } else {
-        Persistence::KeepAlive
-    };
+    let persistence = Persistence::of(head, w.node.is_shutting_down());
     let Some(dcw) = &w.dc else { return false };
     let dc = &*dcw.dc;
     let refuse = |out: &mut OutQueue, status: u16| {

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use locus_http::{http_date_now, reason_phrase};
+use locus_http::{RequestHead, Version, http_date_now, reason_phrase};
 
 use crate::out_queue::OutQueue;
 
@@ -20,6 +20,19 @@ pub enum Persistence {
 }
 
 impl Persistence {
+    /// What the answer to `head` says: close when the client asked to or `close` holds (the
+    /// node is shutting down, or a body was left unread), else keep-alive in the request's
+    /// HTTP version.
+    pub fn of(head: &RequestHead, close: bool) -> Persistence {
+        if !head.keep_alive || close {
+            Persistence::Close
+        } else if head.version == Version::Http10 {
+            Persistence::KeepAlive10
+        } else {
+            Persistence::KeepAlive
+        }
+    }
+
     pub fn keeps_open(self) -> bool {
         self != Persistence::Close
     }
