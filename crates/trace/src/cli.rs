@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde::Serialize;
 
-use crate::document_tree::DocumentTree;
 use crate::progress::ProgressLine;
 use crate::reader::{ReadOptions, TraceFormat, TraceReader};
 use crate::record::TraceRecord;
@@ -21,6 +20,7 @@ use crate::synth::{
     Arrivals, DocumentSizes, DynamicClassSpec, HotTargetSpec, HotWindow, ZipfTraceGenerator, ZipfTraceSpec,
 };
 use crate::writer::TraceWriter;
+use locus_site::DocumentTree;
 
 /// `locus trace` subcommands.
 #[derive(clap::Subcommand, Debug)]

@@ -30,12 +30,10 @@ mod wc98;
 mod writer;
 
 pub use clf::{CLF_DEFAULT_BASE_UNIX, ClfReader, ClfWriter, format_clf_time, parse_clf_time};
-pub use locus_site::{DocumentFile, DocumentTree, ScanLimits, decode_path, target_for};
-// The site tree lives in `locus-site` (the switch uses it too); trace's modules name it here.
 pub use error::TraceError;
 pub use json_lines::{JsonLinesReader, JsonLinesWriter};
 pub use locus_format::{LOCUS_HEADER, LocusReader, LocusWriter, parse_locus_line};
-use locus_site as document_tree;
+pub use locus_site::{DocumentFile, DocumentTree, ScanLimits, decode_path, target_for};
 pub use malformed::MALFORMED_SAMPLES_KEPT;
 pub use reader::{ReadOptions, TraceFormat, TraceReader};
 pub use record::{TraceRecord, target_from_bytes, wire_target};

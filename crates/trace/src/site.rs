@@ -286,8 +286,8 @@ impl SiteGenerator {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::document_tree::DocumentTree;
     use crate::page_references::read_page;
+    use locus_site::DocumentTree;
     use std::collections::{BTreeSet, HashSet};
 
     fn small_spec(seed: u64) -> SiteSpec {

@@ -12,10 +12,10 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp};
 
-use crate::document_tree::DocumentTree;
 use crate::error::TraceError;
 use crate::page_references::read_page;
 use crate::record::TraceRecord;
+use locus_site::DocumentTree;
 
 /// The most of one page that is scanned for references.
 const MAX_PAGE_BYTES: u64 = 8 << 20;

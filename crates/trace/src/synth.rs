@@ -8,10 +8,10 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, Zipf};
 use serde::Serialize;
 
-use crate::document_tree::DocumentFile;
 use crate::error::TraceError;
 use crate::record::TraceRecord;
 use crate::size_model::{SizeModel, SizeSampler};
+use locus_site::DocumentFile;
 
 /// Where document sizes come from.
 #[derive(Clone, Debug)]
