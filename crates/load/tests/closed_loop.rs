@@ -52,11 +52,15 @@ fn keepalive_off_opens_one_connection_per_request() {
     assert_eq!(conns.len(), 60);
     assert!(conns.iter().all(|c| c.requests.len() == 1 && c.requests[0].connection_close), "{conns:?}");
     assert_eq!(report.connections, 60);
-    // With keep-alive, the same load uses one connection per client.
+    // With keep-alive, the same load uses at most one connection per client. Not exactly one:
+    // the budget is shared, so on a busy machine one thread's clients may spend all of it
+    // before the other thread's clients take any (CI once saw 2 of 4).
     let server = ScriptedServer::start(hello(), 0);
     let report =
         run_load(&LoadConfig { clients: 4, threads: 2, requests: Some(60), ..config(&server) }).unwrap();
-    assert_eq!(report.connections, 4);
+    assert_eq!((report.requests, report.errors), (60, 0), "{}", report.render_text());
+    assert!((1..=4).contains(&report.connections), "{} connections", report.connections);
+    assert_eq!(server.connections().len() as u64, report.connections);
     assert!(server.all_requests().iter().all(|r| !r.connection_close));
 }
 
