@@ -16,8 +16,8 @@ use tokio::net::{TcpListener, TcpStream};
 /// out the whole pause: 20 ms is short against a client's patience and the switch's former
 /// value, while a loop stuck in the shortage still wakes only 50 times a second, two failing
 /// system calls each (an accept and the spare's open) — CPU time too small to measure
-/// (the node's accept test holds a loop out of descriptors to under 30% of one CPU, with room
-/// to spare). The node paused 50 ms, which only made recovery slower.
+/// (the node's accept test counts a loop's failed accepts while it is out of descriptors).
+/// The node paused 50 ms, which only made recovery slower.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 
 /// How often a failing accept loop says so at most.
@@ -40,8 +40,10 @@ pub enum AcceptRecovery {
     /// Out of descriptors, a waiting connection was taken, and descriptors were free again by
     /// then: serve it as if just accepted.
     Admitted(TcpStream, SocketAddr),
-    /// Accept again (after the pause, if the error called for one).
+    /// Accept again at once.
     AcceptAgain,
+    /// Accept again; the error concerned the process, and the loop paused first.
+    Paused,
 }
 
 /// One accept loop's back-off: see the module documentation.
@@ -74,17 +76,18 @@ impl AcceptBackoff {
                 Refusal::CannotAccept(_) => {}
             }
         }
-        self.after(what, &e).await;
-        AcceptRecovery::AcceptAgain
+        if self.after(what, &e).await { AcceptRecovery::Paused } else { AcceptRecovery::AcceptAgain }
     }
 
     /// Accepting on the listener called `what` failed with `e`: return at once for an error
     /// of one connection, else log it (at most once a second) and pause [`ACCEPT_BACKOFF`].
-    pub async fn after(&mut self, what: &str, e: &io::Error) {
+    /// Returns whether it paused.
+    pub async fn after(&mut self, what: &str, e: &io::Error) -> bool {
         if !self.should_pause(what, e, Instant::now()) {
-            return;
+            return false;
         }
         tokio::time::sleep(ACCEPT_BACKOFF).await;
+        true
     }
 
     /// Whether `e` calls for a pause; logs it if no warning was given within a second of `now`.
@@ -134,9 +137,9 @@ mod tests {
     async fn a_process_shortage_pauses_the_back_off_and_a_connection_error_does_not() {
         let mut backoff = AcceptBackoff::new();
         let start = tokio::time::Instant::now();
-        backoff.after("test", &io::Error::from(io::ErrorKind::ConnectionAborted)).await;
+        assert!(!backoff.after("test", &io::Error::from(io::ErrorKind::ConnectionAborted)).await);
         assert_eq!(start.elapsed(), Duration::ZERO);
-        backoff.after("test", &io::Error::from_raw_os_error(libc::ENOMEM)).await;
+        assert!(backoff.after("test", &io::Error::from_raw_os_error(libc::ENOMEM)).await);
         assert_eq!(start.elapsed(), ACCEPT_BACKOFF);
     }
 

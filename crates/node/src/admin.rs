@@ -38,6 +38,7 @@ pub fn status_json(node: &NodeContext) -> serde_json::Value {
         "active_connections": s.active_connections,
         "connections_total": s.connections_total,
         "connections_refused": s.connections_refused,
+        "accept_errors": s.accept_errors,
         "handoffs_accepted": s.handoffs_accepted,
         "handoffs_refused": s.handoffs_refused,
         "rehandoffs": s.rehandoffs,
@@ -128,6 +129,7 @@ pub fn metrics_text(node: &NodeContext) -> String {
     counter(&mut registry, "dynamic_requests", "Dynamic class requests", s.dynamic);
     counter(&mut registry, "connections", "Connections accepted", s.connections_total);
     counter(&mut registry, "connections_refused", "Connections closed at the limit", s.connections_refused);
+    counter(&mut registry, "accept_errors", "Failed accepts on the client listener", s.accept_errors);
     counter(&mut registry, "handoffs_accepted", "Handed-off connections taken over", s.handoffs_accepted);
     counter(&mut registry, "handoffs_refused", "Handed-off connections refused", s.handoffs_refused);
     counter(
@@ -307,7 +309,9 @@ pub async fn serve_admin(listener: TcpListener, node: Arc<NodeContext>, mut shut
                     while connections.try_join_next().is_some() {}
                     connections.spawn(serve_admin_connection(stream, node.clone()));
                 }
-                Err(e) => backoff.after("admin listener", &e).await,
+                Err(e) => {
+                    backoff.after("admin listener", &e).await;
+                }
             },
         }
     }

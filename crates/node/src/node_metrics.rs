@@ -141,6 +141,9 @@ pub struct NodeMetrics {
     pub connections_total: AtomicU64,
     /// Connections closed at once because `max_connections` were open.
     pub connections_refused: AtomicU64,
+    /// Failed accepts on the client listener (out of descriptors, memory or buffers, or a
+    /// connection reset before it was taken).
+    pub accept_errors: AtomicU64,
     /// Handed-off connections restored and answered `Ready`.
     pub handoffs_accepted: AtomicU64,
     /// Handed-off connections answered `Refused`.
@@ -171,6 +174,7 @@ impl NodeMetrics {
             connections: ConnectionLimit::new(max_connections),
             connections_total: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
+            accept_errors: AtomicU64::new(0),
             handoffs_accepted: AtomicU64::new(0),
             handoffs_refused: AtomicU64::new(0),
             rehandoffs: AtomicU64::new(0),
@@ -212,6 +216,7 @@ impl NodeMetrics {
             active_connections: self.connections.open() as u64,
             connections_total: self.connections_total.load(Ordering::Relaxed),
             connections_refused: self.connections_refused.load(Ordering::Relaxed),
+            accept_errors: self.accept_errors.load(Ordering::Relaxed),
             handoffs_accepted: self.handoffs_accepted.load(Ordering::Relaxed),
             handoffs_refused: self.handoffs_refused.load(Ordering::Relaxed),
             rehandoffs: self.rehandoffs.load(Ordering::Relaxed),
@@ -258,6 +263,8 @@ pub struct NodeStats {
     pub active_connections: u64,
     pub connections_total: u64,
     pub connections_refused: u64,
+    /// Failed accepts on the client listener.
+    pub accept_errors: u64,
     /// Handed-off connections taken over (`Ready`).
     pub handoffs_accepted: u64,
     /// Handed-off connections refused (`Refused`).

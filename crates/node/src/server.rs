@@ -209,11 +209,14 @@ async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer)) => acceptor.admit(stream, peer),
-            Err(e) => match backoff.recover("worker", &mut acceptor.shedding, &listener, e).await {
-                AcceptRecovery::Shed => count(&node.metrics.connections_refused),
-                AcceptRecovery::Admitted(stream, peer) => acceptor.admit(stream, peer),
-                AcceptRecovery::AcceptAgain => {}
-            },
+            Err(e) => {
+                count(&node.metrics.accept_errors);
+                match backoff.recover("worker", &mut acceptor.shedding, &listener, e).await {
+                    AcceptRecovery::Shed => count(&node.metrics.connections_refused),
+                    AcceptRecovery::Admitted(stream, peer) => acceptor.admit(stream, peer),
+                    AcceptRecovery::AcceptAgain | AcceptRecovery::Paused => {}
+                }
+            }
         }
     }
     // Withdrawn from the accept-queue count before `drain` closes the listener.

@@ -30,7 +30,9 @@ pub async fn serve(shared: Arc<Shared>, listener: std::net::TcpListener) {
             Ok((stream, _)) => {
                 tokio::spawn(answer(shared.clone(), stream));
             }
-            Err(e) => backoff.after("admin listener", &e).await,
+            Err(e) => {
+                backoff.after("admin listener", &e).await;
+            }
         }
     }
 }

@@ -223,7 +223,7 @@ impl Acceptor {
                         shared.counters.shed_no_descriptors.fetch_add(1, Relaxed);
                         continue;
                     }
-                    AcceptRecovery::AcceptAgain => continue,
+                    AcceptRecovery::AcceptAgain | AcceptRecovery::Paused => continue,
                 },
             };
             shared.counters.accepted.fetch_add(1, Relaxed);

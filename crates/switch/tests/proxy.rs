@@ -12,7 +12,7 @@ use locus_test_support::{Client, get};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A proxy-mode switch before `backends`, with an admin listener.
 fn config(backends: &[SocketAddr], policy: &str) -> SwitchConfig {
@@ -94,7 +94,12 @@ fn a_post_never_goes_out_on_a_pooled_connection_with_stray_bytes_after_a_spliced
     let mut c = Client::connect(sw.addr());
     let r = c.get("/big");
     assert!(r.status == 200 && r.body == *big, "4 MiB body differs");
-    std::thread::sleep(Duration::from_millis(50)); // the stray bytes are in by now
+    // The reply (and its stray bytes) written whole is, on loopback, in the switch's socket.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while backend.replies.load(Ordering::Relaxed) < 1 {
+        assert!(Instant::now() < deadline, "the back-end never finished writing its reply");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     c.send(b"POST /p HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi");
     let r = c.read_response(false).unwrap();
     assert_eq!((r.status, r.body.as_slice()), (200, &b"posted"[..]), "the POST met the stray bytes");

@@ -197,7 +197,9 @@ impl HandoffAgent {
                             }
                         });
                     }
-                    Err(e) => backoff.after("handoff control listener", &e).await,
+                    Err(e) => {
+                        backoff.after("handoff control listener", &e).await;
+                    }
                 },
                 _ = sweep.tick() => self.expire_awaiting_go(),
             }

@@ -50,6 +50,8 @@ pub struct ScriptedBackend {
     pub addr: SocketAddr,
     pub requests: Arc<AtomicUsize>,
     pub connections: Arc<AtomicUsize>,
+    /// Replies written whole (on loopback, by then in the switch's receive queue).
+    pub replies: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
 
@@ -68,24 +70,29 @@ impl ScriptedBackend {
         listener.set_nonblocking(true).unwrap();
         let requests = Arc::new(AtomicUsize::new(0));
         let connections = Arc::new(AtomicUsize::new(0));
+        let replies = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let handler: Arc<Handler> = Arc::new(handler);
         {
-            let (requests, connections, stop) = (requests.clone(), connections.clone(), stop.clone());
+            let (requests, connections, replies, stop) =
+                (requests.clone(), connections.clone(), replies.clone(), stop.clone());
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     match listener.accept() {
                         Ok((s, _)) => {
                             connections.fetch_add(1, Ordering::Relaxed);
-                            let (handler, requests, stop) = (handler.clone(), requests.clone(), stop.clone());
-                            std::thread::spawn(move || serve_scripted(s, &*handler, &requests, &stop));
+                            let (handler, requests, replies, stop) =
+                                (handler.clone(), requests.clone(), replies.clone(), stop.clone());
+                            std::thread::spawn(move || {
+                                serve_scripted(s, &*handler, &requests, &replies, &stop)
+                            });
                         }
                         Err(_) => std::thread::sleep(Duration::from_millis(5)),
                     }
                 }
             });
         }
-        ScriptedBackend { addr, requests, connections, stop }
+        ScriptedBackend { addr, requests, connections, replies, stop }
     }
 
     pub fn requests(&self) -> usize {
@@ -112,7 +119,13 @@ fn read_some(s: &mut TcpStream, buf: &mut Vec<u8>, chunk: &mut [u8]) -> bool {
     }
 }
 
-fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, stop: &AtomicBool) {
+fn serve_scripted(
+    mut s: TcpStream,
+    handler: &Handler,
+    requests: &AtomicUsize,
+    replies: &AtomicUsize,
+    stop: &AtomicBool,
+) {
     s.set_nonblocking(false).unwrap();
     s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
     let mut buf = Vec::new();
@@ -171,6 +184,7 @@ fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, s
                 if s.write_all(&bytes).is_err() {
                     return;
                 }
+                replies.fetch_add(1, Ordering::Relaxed);
             }
             Action::ReplyAndClose(bytes) => {
                 let _ = s.write_all(&bytes);
@@ -182,6 +196,7 @@ fn serve_scripted(mut s: TcpStream, handler: &Handler, requests: &AtomicUsize, s
                 if s.write_all(&bytes).is_err() {
                     return;
                 }
+                replies.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
