@@ -395,6 +395,10 @@ fn a_node_that_refuses_a_connection_leaves_it_to_the_switch_and_the_client_sees_
     assert_eq!(handoff_counter(&status, "refused"), 1, "{status}");
     assert_eq!(handoff_counter(&status, "served_here"), 1, "{status}");
     assert_eq!(handoff_counter(&status, "handoffs"), 0, "{status}");
+    // The refused request, read again from the restored connection, keeps its dispatch: two
+    // requests, two policy calls.
+    let counts = (status["requests"].as_u64(), status["policy_assignments"].as_u64());
+    assert_eq!(counts, (Some(2), Some(2)), "{status}");
 }
 
 #[test]
@@ -499,6 +503,9 @@ fn l4_nodes_clone_connections_to_the_node_the_switch_policy_picks() {
     let used: HashSet<&String> = served.values().flatten().collect();
     assert_eq!(used.len(), 2, "targets on both nodes: {served:?}");
     assert!(handoff_counter(&status, "routes") >= 32, "{status}");
+    // One dispatch per request in l4 too: the policy is asked once per Route, and a
+    // connection cloned on to the node the policy picked is not asked about again.
+    assert_eq!(status["policy_assignments"].as_u64(), Some(handoff_counter(&status, "routes")), "{status}");
     // Round robin at the SYN sends about half the connections to the other node first.
     assert!(handoff_counter(&status, "rehandoffs") >= 4, "{status}");
     assert_eq!(handoff_counter(&status, "served_here"), 0, "{status}");

@@ -3,7 +3,7 @@
 //! gives it itself: error responses, refusals, shedding, access-log lines.
 
 use crate::access_log::LogRecord;
-use crate::dispatch::{Candidates, DispatchError};
+use crate::dispatch::{Assignment, Candidates, DispatchError};
 use crate::forward::write_error_response;
 use crate::state::Shared;
 use crate::worker::Worker;
@@ -113,15 +113,19 @@ impl Client {
     }
 
     /// The request's one dispatch: the walk over the nodes it may go to, its first candidate
-    /// dispatched, for whichever mode serves it; `Err` is what the session does next when none
-    /// could be, the 503 already answered.
+    /// dispatched (or `restored`, the dispatch a refused handoff gave back), for whichever mode
+    /// serves it; `Err` is what the session does next when none could be, the 503 answered.
     pub async fn candidates<'d>(
         &mut self,
         shared: &'d Shared,
         head: &RequestHead,
+        restored: Option<Assignment<'d>>,
     ) -> Result<Candidates<'d>, Next> {
         let retryable = Candidates::may_retry(head.method, head.body != BodyKind::Empty);
         let queue_timeout = shared.config.limits.queue_timeout();
+        if let Some(current) = restored {
+            return Ok(Candidates::resumed(&shared.dispatcher, current, queue_timeout, retryable));
+        }
         match Candidates::first(&shared.dispatcher, &self.request_info(head), queue_timeout, retryable).await
         {
             Ok(c) => Ok(c),

@@ -182,6 +182,11 @@ impl Dispatcher {
         }
     }
 
+    /// Take a detached assignment back: it completes when the returned value is dropped.
+    pub fn reattach(&self, d: DetachedAssignment) -> Assignment<'_> {
+        Assignment { node: d.node, target_hash: d.target_hash, dispatcher: self }
+    }
+
     /// Complete a detached assignment.
     pub fn release(&self, d: DetachedAssignment) {
         self.complete(d.node, d.target_hash);
@@ -314,14 +319,25 @@ impl<'d> Candidates<'d> {
         retryable: bool,
     ) -> Result<Candidates<'d>, DispatchError> {
         let current = dispatcher.acquire(req, queue_timeout).await?;
-        Ok(Candidates {
+        Ok(Candidates::resumed(dispatcher, current, queue_timeout, retryable))
+    }
+
+    /// A walk whose first candidate is a dispatch already made (`current`): a request read
+    /// again from a connection restored on the switch after its handoff was refused.
+    pub fn resumed(
+        dispatcher: &'d Dispatcher,
+        current: Assignment<'d>,
+        queue_timeout: Duration,
+        retryable: bool,
+    ) -> Candidates<'d> {
+        Candidates {
             dispatcher,
             queue_timeout,
             current: Some(current),
             retryable,
             moves_left: 1,
             reconnects_left: 2,
-        })
+        }
     }
 
     /// The node of the current candidate.

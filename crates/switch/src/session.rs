@@ -5,7 +5,7 @@
 //! node (`handoff`, proxied when the handoff is not taken).
 
 use crate::client::{Client, Next};
-use crate::dispatch::Candidates;
+use crate::dispatch::{Candidates, DetachedAssignment};
 use crate::handoff::{HandoffOutcome, HandoffWorker, WorkerLinks};
 use crate::mode::Mode;
 use crate::state::Shared;
@@ -29,7 +29,16 @@ pub async fn serve(
     shutdown: watch::Receiver<bool>,
     slot: ConnectionSlot,
 ) {
-    serve_with(worker, stream, peer, shutdown, true, slot).await
+    serve_with(worker, stream, peer, shutdown, Restart::Fresh, slot).await
+}
+
+/// How a session begins.
+enum Restart {
+    /// A connection just accepted: handoff mode may hand it off.
+    Fresh,
+    /// A connection restored on the switch after its handoff was refused: served here to the
+    /// end, its first request with the dispatch it already had.
+    Restored(Option<DetachedAssignment>),
 }
 
 /// Handoff's control tasks reach the worker's sessions through this: a connection restored
@@ -40,10 +49,16 @@ impl HandoffWorker for Worker {
         self.links.as_ref()
     }
 
-    fn spawn_restored(self: Rc<Self>, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot) {
+    fn spawn_restored(
+        self: Rc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        slot: ConnectionSlot,
+        dispatch: Option<DetachedAssignment>,
+    ) {
         let shutdown = self.shared.shutdown_tx.subscribe();
         let sessions = self.sessions.clone();
-        sessions.spawn_local(serve_with(self, stream, peer, shutdown, false, slot));
+        sessions.spawn_local(serve_with(self, stream, peer, shutdown, Restart::Restored(dispatch), slot));
     }
 }
 
@@ -54,13 +69,23 @@ async fn serve_with(
     stream: TcpStream,
     peer: SocketAddr,
     shutdown: watch::Receiver<bool>,
-    handoff_allowed: bool,
+    restart: Restart,
     slot: ConnectionSlot,
 ) {
     let _ = stream.set_nodelay(true);
-    let mut session = Session { client: Client::new(worker, stream, peer), shutdown, handoff_allowed };
+    let (handoff_allowed, restored) = match restart {
+        Restart::Fresh => (true, None),
+        Restart::Restored(dispatch) => (false, dispatch),
+    };
+    let mut session = Session {
+        client: Client::new(worker, stream, peer),
+        shutdown,
+        handoff_allowed,
+        restored,
+        counted: false,
+    };
     session.run().await;
-    session.client.release_buffers();
+    session.end();
     drop(slot);
 }
 
@@ -70,6 +95,11 @@ struct Session {
     /// Handoff mode: whether this connection may still be handed to a node (not after a
     /// refusal: the switch then serves it to the end).
     handoff_allowed: bool,
+    /// The dispatch of the request a refused handoff put back in the socket, for when it is
+    /// read again: the policy is asked once per request.
+    restored: Option<DetachedAssignment>,
+    /// The next request read was counted already (read again after a refused handoff).
+    counted: bool,
 }
 
 /// Whether the session goes on after waiting for or reading more of a request.
@@ -80,6 +110,15 @@ enum Read {
 }
 
 impl Session {
+    /// Give back what the session holds: its buffers, and a restored dispatch whose request
+    /// never came again (the client left).
+    fn end(&mut self) {
+        self.client.release_buffers();
+        if let Some(d) = self.restored.take() {
+            self.client.worker.shared.dispatcher.release(d);
+        }
+    }
+
     async fn run(&mut self) {
         let shared = self.client.worker.shared.clone();
         let limits = shared.limits;
@@ -111,7 +150,9 @@ impl Session {
                 }
                 Ok(true) => {
                     head_started = None;
-                    shared.counters.requests.fetch_add(1, Relaxed);
+                    if !std::mem::take(&mut self.counted) {
+                        shared.counters.requests.fetch_add(1, Relaxed);
+                    }
                     match self.handle(&head).await {
                         Next::Close => return,
                         Next::Continue(consumed) => {
@@ -177,6 +218,7 @@ impl Session {
     /// handed to the mode's way of serving it (by proxy when a handoff is not tried).
     async fn handle(&mut self, head: &RequestHead) -> Next {
         let shared = self.client.worker.shared.clone();
+        let restored = self.restored.take().map(|d| shared.dispatcher.reattach(d));
         if let Some(status) =
             crate::target_check::refusal(head, &self.client.buf, &shared, &self.client.stream)
         {
@@ -190,7 +232,7 @@ impl Session {
         {
             return Next::Close;
         }
-        let candidates = match self.client.candidates(&shared, head).await {
+        let candidates = match self.client.candidates(&shared, head, restored).await {
             Ok(c) => c,
             Err(next) => return next,
         };
@@ -235,11 +277,13 @@ impl Session {
                 // The descriptor is closed when the session ends: in repair mode, silently.
                 Ok(Next::Close)
             }
-            HandoffOutcome::Restored(stream) => {
+            HandoffOutcome::Restored(stream, dispatch) => {
                 // The old descriptor (dumped, disconnected) closes silently here.
                 self.client.stream = stream;
                 self.client.buf.clear();
                 self.handoff_allowed = false;
+                self.restored = dispatch;
+                self.counted = true;
                 Ok(Next::Continue(0))
             }
             HandoffOutcome::Lost => Ok(Next::Close),

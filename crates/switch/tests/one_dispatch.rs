@@ -1,7 +1,9 @@
 //! The policy is asked once per request in every mode that parses requests: proxy, splice
 //! (the tunnel's first request) and handoff with the handoff not tried (no channel to the
 //! node's agent, so the switch serves by proxy with the dispatch it already made). The
-//! switch's `policy_assignments` counts the policy's `on_assign` calls.
+//! switch's `policy_assignments` counts the policy's `on_assign` calls. A handoff refused by
+//! its node and l4's per-request Routes need namespaces: `lab/tests/handoff_lab.rs` counts
+//! them.
 
 mod common;
 

@@ -7,6 +7,7 @@
 use super::links::{NodeLink, Reply, WorkerLinks};
 use super::plane::HandedOff;
 use super::sequence::{hand_over, restore_here};
+use crate::dispatch::DetachedAssignment;
 use crate::mode::{L4Selection, Mode};
 use crate::state::Shared;
 use locus_bpf::ConnKey;
@@ -29,20 +30,28 @@ pub trait HandoffWorker {
     /// The worker's links (none outside handoff mode).
     fn links(&self) -> Option<&Rc<WorkerLinks>>;
     /// Start a session for a restored connection, holding `slot` (its place in
-    /// `connections`) until it closes.
-    fn spawn_restored(self: Rc<Self>, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot);
+    /// `connections`) until it closes; `dispatch` is the dispatch of the request it will
+    /// read first (the one its node asked a Route for).
+    fn spawn_restored(
+        self: Rc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        slot: ConnectionSlot,
+        dispatch: Option<DetachedAssignment>,
+    );
 }
 
 /// Starts a session for a connection restored on the switch (see
 /// [`HandoffWorker::spawn_restored`]).
-type ServeRestored = Rc<dyn Fn(TcpStream, SocketAddr, ConnectionSlot)>;
+type ServeRestored = Rc<dyn Fn(TcpStream, SocketAddr, ConnectionSlot, Option<DetachedAssignment>)>;
 
 /// Start the tasks of a worker's links (on the worker's `LocalSet`).
 pub fn start_links<W: HandoffWorker + 'static>(worker: &Rc<W>, shutdown: watch::Receiver<bool>) {
     let Some(links) = worker.links() else { return };
     let owner = worker.clone();
-    let serve: ServeRestored =
-        Rc::new(move |stream, peer, slot| owner.clone().spawn_restored(stream, peer, slot));
+    let serve: ServeRestored = Rc::new(move |stream, peer, slot, dispatch| {
+        owner.clone().spawn_restored(stream, peer, slot, dispatch)
+    });
     for link in &links.links {
         tokio::task::spawn_local(run_link(links.clone(), link.clone(), serve.clone(), shutdown.clone()));
     }
@@ -277,10 +286,17 @@ async fn rehandoff(
     };
     if let Err((state, why)) = result {
         tracing::warn!(%id, "handoff: re-handoff failed, the switch serves the connection: {why}");
-        plane.forget(&shared.dispatcher, id);
+        let dispatch = plane.withdraw(id);
         match restore_here(plane, &state, key).await {
-            Ok(stream) => serve(stream, SocketAddr::V4(state.peer), shared.connections.claim_always()),
-            Err(e) => tracing::warn!(%id, "handoff: cannot restore the connection here: {e}"),
+            Ok(stream) => {
+                serve(stream, SocketAddr::V4(state.peer), shared.connections.claim_always(), dispatch)
+            }
+            Err(e) => {
+                tracing::warn!(%id, "handoff: cannot restore the connection here: {e}");
+                if let Some(d) = dispatch {
+                    shared.dispatcher.release(d);
+                }
+            }
         }
     }
 }

@@ -358,6 +358,13 @@ impl HandoffPlane {
         Some(gone)
     }
 
+    /// Drop a connection the switch serves again (restored here), keeping its request's
+    /// dispatch: the session serving the restored connection completes it (the policy is
+    /// not asked twice for one request).
+    pub(super) fn withdraw(&self, id: ConnectionId) -> Option<DetachedAssignment> {
+        self.conns.lock().remove(&id)?.assignment
+    }
+
     /// Register a connection about to be handed off (before HandOver, so a Closed racing the
     /// registration finds it).
     pub(super) fn register(

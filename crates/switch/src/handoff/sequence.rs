@@ -5,7 +5,7 @@
 
 use super::links::{Reply, WorkerLinks};
 use super::plane::HandoffPlane;
-use crate::dispatch::Candidates;
+use crate::dispatch::{Candidates, DetachedAssignment};
 use locus_bpf::ConnKey;
 use locus_core::{NodeId, RequestInfo};
 use locus_handoff::{
@@ -31,8 +31,9 @@ pub enum HandoffOutcome<'d> {
     HandedOff,
     /// The node refused or the handoff failed, and the connection was restored on the switch
     /// as this socket (its read bytes went back to the client's side of the dump): serve it
-    /// here from now on, by proxy, never handed off again.
-    Restored(TcpStream),
+    /// here from now on, by proxy, never handed off again. The request's dispatch comes back
+    /// with it, for the request read again from the socket.
+    Restored(TcpStream, Option<DetachedAssignment>),
     /// Refused, and the connection could not be restored: the session ends.
     Lost,
 }
@@ -96,12 +97,15 @@ pub async fn hand_off<'d>(
     let Err((state, why)) = hand_over(links, node, id, key, state, hint, handed).await else {
         return HandoffOutcome::HandedOff;
     };
-    plane.forget(&shared.dispatcher, id);
+    let dispatch = plane.withdraw(id);
     tracing::info!(%peer, node = %shared.nodes[node.index()].name, "handoff not taken, the switch serves the connection: {why}");
     match restore_here(plane, &state, key).await {
-        Ok(stream) => HandoffOutcome::Restored(stream),
+        Ok(stream) => HandoffOutcome::Restored(stream, dispatch),
         Err(e) => {
             tracing::warn!(%peer, "handoff: cannot restore the connection here: {e}");
+            if let Some(d) = dispatch {
+                shared.dispatcher.release(d);
+            }
             HandoffOutcome::Lost
         }
     }
