@@ -76,3 +76,26 @@ fn a_cgroup_is_removed_when_the_test_holding_it_panics() {
     let path = seen.expect("the cgroup was made");
     assert!(!path.exists(), "{} remains after a panic", path.display());
 }
+
+#[test]
+#[ignore = "needs root: makes a cgroup in the host's cpu controller and sweeps stale labs"]
+fn the_stale_lab_sweep_removes_cgroups_of_a_dead_run_and_keeps_this_runs() {
+    locus_test_support::require_namespaces("sweeps stale labs (namespaces, bridges, cgroups)");
+    let hierarchy = detect_cpu_hierarchy().expect("this host has a cgroup cpu controller");
+    // A pid that has exited: a run that was killed.
+    let mut done = Command::new("true").spawn().unwrap();
+    let dead = done.id();
+    done.wait().unwrap();
+    let stale = hierarchy.base.join(format!("locus-{dead}-cpu"));
+    std::fs::create_dir_all(stale.join("0-node1")).unwrap();
+    let live = CpuCgroup::create_in(&hierarchy, "live", 0.5).unwrap();
+    let report = locus_rig::clean_stale_labs().unwrap();
+    let stale_left = stale.exists();
+    let live_left = live.path().exists();
+    drop(live);
+    let _ = std::fs::remove_dir(stale.join("0-node1"));
+    let _ = std::fs::remove_dir(&stale);
+    assert!(!stale_left, "{} remains; report: {report:?}", stale.display());
+    assert!(report.cgroups.contains(&stale), "{report:?}");
+    assert!(live_left, "a live run's cgroup was removed");
+}
