@@ -169,6 +169,7 @@ impl<'n> LabCluster<'n> {
                 max_object: Some(spec.node.max_object.clone()),
                 storage: spec.node.storage.clone(),
                 cpu: spec.node.cpu.clone(),
+                cpu_limit: spec.node.cpu_limit,
                 class_file: spec.class_file.clone(),
                 admin: true,
                 handoff_key_file: key_file.clone(),

@@ -78,6 +78,7 @@ pub fn loopback_experiment(opts: &DemoOptions) -> Experiment {
             max_object: "1MiB".into(),
             storage: Some(format!("seek_ms={},mb_s={},disks=1", opts.seek_ms, opts.transfer_mb_s)),
             cpu: None,
+            cpu_limit: None,
             workers: 1,
         },
         switches: vec![SwitchRow {

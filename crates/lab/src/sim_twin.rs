@@ -304,6 +304,7 @@ mod tests {
             max_object: "1MiB".into(),
             storage: Some("seek_ms=8,mb_s=40,disks=2".into()),
             cpu: Some("conn_us=1000,request_us=450,kb_us=4".into()),
+            cpu_limit: None,
             workers: 1,
         };
         let c = twin_config("rr", Replacement::Lru, &node, 4, 128, 7).unwrap();

@@ -1,7 +1,7 @@
 //! `RigError`: why the rig could not do what it was asked — no root or no `ip`, a congestion
 //! control the kernel refused, a command that failed, a program not installed, a server that
-//! did not start or whose address stayed held, a file or system call that failed, or an
-//! interrupt.
+//! did not start or whose address stayed held, a file or system call that failed, no cgroup
+//! cpu controller for a CPU limit, or an interrupt.
 
 use std::io;
 use std::path::PathBuf;
@@ -64,6 +64,12 @@ pub enum RigError {
         waited: std::time::Duration,
         /// Each socket listening there, with the process that holds it.
         holders: String,
+    },
+    /// No cgroup `cpu` controller to enforce a node's CPU limit with.
+    #[error("no cgroup cpu controller: looked for {looked_for}; `node.cpu_limit` needs one")]
+    NoCpuController {
+        /// What was looked for, and where.
+        looked_for: String,
     },
     /// The lab is being torn down (after SIGINT or SIGTERM): nothing new may start.
     #[error("the lab was interrupted and is being torn down")]

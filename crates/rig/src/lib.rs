@@ -21,9 +21,10 @@ pub use network::{
 };
 pub use ports::free_port;
 pub use process::{
-    ChildGuard, cpu_us_per_request, descendants, die_with_spawning_thread, give_open_files,
-    kill_processes_in_namespace, process_alive, process_tree_cpu, processes_in_namespace, rss_mb,
-    stat_cpu_ticks,
+    CFS_PERIOD_US, ChildGuard, CpuCgroup, CpuHierarchy, CpuMechanism, cfs_quota, cgroup_owner,
+    cpu_us_per_request, descendants, detect_cpu_hierarchy, die_with_spawning_thread, find_hierarchy,
+    give_open_files, kill_processes_in_namespace, process_alive, process_tree_cpu, processes_in_namespace,
+    rss_mb, run_parent, stat_cpu_ticks,
 };
 pub use programs::{find_program, require_program};
 pub use servers::{HaproxyBalance, NginxBalance, NodeSpec, Server, SwitchSpec};

@@ -1,5 +1,5 @@
 //! Leftovers of labs whose owner died (a run killed with SIGKILL, a machine that lost power):
-//! their namespaces, bridges and scratch folders, recognised by name prefix and owner pid
+//! their namespaces, bridges, CPU cgroups and scratch folders, recognised by name prefix and owner pid
 //! (bridges also by their alias), and `clean_stale_labs`, which removes them and leaves labs
 //! of live processes alone.
 
@@ -8,7 +8,9 @@ use crate::network::{
     BRIDGE_ALIAS, BRIDGE_PREFIX, LabNetwork, NAMESPACE_PREFIX, SCRATCH_FOLDER_PREFIX, delete_bridge,
     delete_namespace,
 };
-use crate::process::{kill_processes_in_namespace, process_alive};
+use crate::process::{
+    cgroup_owner, detect_cpu_hierarchy, kill_processes_in_namespace, process_alive, remove_run_parent,
+};
 
 /// What `clean_stale_labs` found and removed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -17,6 +19,8 @@ pub struct CleanReport {
     pub namespaces: Vec<String>,
     /// Bridges removed.
     pub bridges: Vec<String>,
+    /// CPU cgroups removed (each node's, then its run's parent `locus-<pid>-cpu`).
+    pub cgroups: Vec<std::path::PathBuf>,
     /// Scratch folders removed.
     pub folders: Vec<std::path::PathBuf>,
     /// Lab namespaces and bridges left alone because their owner still runs.
@@ -85,6 +89,7 @@ pub fn clean_stale_labs() -> Result<CleanReport, RigError> {
         delete_bridge(&link)?;
         report.bridges.push(link);
     }
+    report.cgroups = clean_stale_cgroups()?;
     let tmp = std::env::temp_dir();
     let mut folders: Vec<String> = match std::fs::read_dir(&tmp) {
         Ok(dir) => dir.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect(),
@@ -101,6 +106,24 @@ pub fn clean_stale_labs() -> Result<CleanReport, RigError> {
         report.folders.push(path);
     }
     Ok(report)
+}
+
+/// Remove the CPU cgroups of runs whose owner is gone (none if the host has no cpu controller).
+fn clean_stale_cgroups() -> Result<Vec<std::path::PathBuf>, RigError> {
+    let Ok(hierarchy) = detect_cpu_hierarchy() else { return Ok(Vec::new()) };
+    let mut names: Vec<String> = match std::fs::read_dir(&hierarchy.base) {
+        Ok(dir) => dir.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    let mut removed = Vec::new();
+    for name in names {
+        let Some(owner) = cgroup_owner(&name) else { continue };
+        if !process_alive(owner) {
+            removed.extend(remove_run_parent(&hierarchy.base.join(&name))?);
+        }
+    }
+    Ok(removed)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Tearing a lab down whatever happens. Every namespace (a lab's bridge and veth ports live in
-//! its `lan` namespace and go with it), child process and scratch folder the lab makes is
+//! its `lan` namespace and go with it), child process, CPU cgroup and scratch folder the lab makes is
 //! registered here while it exists, so one call (`tear_down_everything`) removes them
 //! all: Drop does it piece by piece on the normal path, and `InterruptWatch`'s thread does it
 //! at once on Ctrl-C or SIGTERM (both blocked in every thread and taken with sigwait).
@@ -11,7 +11,7 @@ use locus_io::TerminationSignals;
 
 use crate::error::RigError;
 use crate::network::{SCRATCH_FOLDER_PREFIX, delete_namespace};
-use crate::process::{kill_and_reap, kill_processes_in_namespace};
+use crate::process::{kill_and_reap, kill_processes_in_namespace, remove_cgroup};
 
 /// What currently exists and must be removed.
 pub(crate) struct TeardownRegistry {
@@ -19,6 +19,7 @@ pub(crate) struct TeardownRegistry {
     processes: Vec<u32>,
     namespaces: Vec<String>,
     folders: Vec<PathBuf>,
+    cgroups: Vec<PathBuf>,
 }
 
 static REGISTRY: Mutex<TeardownRegistry> = Mutex::new(TeardownRegistry {
@@ -26,6 +27,7 @@ static REGISTRY: Mutex<TeardownRegistry> = Mutex::new(TeardownRegistry {
     processes: Vec::new(),
     namespaces: Vec::new(),
     folders: Vec::new(),
+    cgroups: Vec::new(),
 });
 
 /// The registry, locked. Creating or removing anything happens under this lock, so a teardown
@@ -54,6 +56,14 @@ impl TeardownRegistry {
 
     pub(crate) fn remove_namespace(&mut self, name: &str) {
         self.namespaces.retain(|n| n != name);
+    }
+
+    pub(crate) fn add_cgroup(&mut self, path: &Path) {
+        self.cgroups.push(path.to_path_buf());
+    }
+
+    pub(crate) fn remove_cgroup(&mut self, path: &Path) {
+        self.cgroups.retain(|p| p != path);
     }
 }
 
@@ -106,7 +116,7 @@ pub struct TeardownSummary {
 }
 
 /// Kill every registered child process (and anything else still running in a registered
-/// namespace), delete every registered namespace, and refuse to create anything
+/// namespace), delete every registered namespace and CPU cgroup, and refuse to create anything
 /// afterwards (`RigError::Interrupted`). Safe to call from any thread, more than once.
 pub fn tear_down_everything() -> TeardownSummary {
     let mut reg = registry();
@@ -118,6 +128,10 @@ pub fn tear_down_everything() -> TeardownSummary {
     for ns in std::mem::take(&mut reg.namespaces) {
         kill_processes_in_namespace(&ns);
         let _ = delete_namespace(&ns);
+    }
+    // After the processes: a cgroup with a process in it cannot be removed.
+    for cgroup in std::mem::take(&mut reg.cgroups) {
+        remove_cgroup(&cgroup);
     }
     for folder in std::mem::take(&mut reg.folders) {
         let _ = std::fs::remove_dir_all(folder);

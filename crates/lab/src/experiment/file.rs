@@ -118,6 +118,11 @@ pub struct NodeSettings {
     /// `lard98,request_us=145`): each node then has one modelled CPU of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<String>,
+    /// A real CPU limit per node, in CPUs (e.g. 0.25): each node runs in a cgroup of its own
+    /// with that quota, and its requests' CPU cost is really burnt. Not with `cpu`: a node is
+    /// either modelled or limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_limit: Option<f64>,
     /// Worker threads per node.
     #[serde(default = "one")]
     pub workers: u32,
@@ -131,6 +136,7 @@ impl Default for NodeSettings {
             max_object: default_max_object(),
             storage: None,
             cpu: None,
+            cpu_limit: None,
             workers: 1,
         }
     }
@@ -156,7 +162,34 @@ impl NodeSettings {
         if self.workers == 0 || self.workers > 64 {
             return Err(format!("workers = {}: must be within 1..=64", self.workers));
         }
+        let machine_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        self.validate_cpu_limit(machine_cpus)
+    }
+
+    /// `cpu_limit` is a positive number of CPUs, at most `machine_cpus`, and not set with `cpu`.
+    fn validate_cpu_limit(&self, machine_cpus: usize) -> Result<(), String> {
+        let Some(limit) = self.cpu_limit else { return Ok(()) };
+        if self.cpu.is_some() {
+            return Err(format!(
+                "cpu_limit = {limit}: not with `cpu` (a node's CPU is either modelled or limited)"
+            ));
+        }
+        if !(limit.is_finite() && limit > 0.0 && limit <= machine_cpus as f64) {
+            return Err(format!(
+                "cpu_limit = {limit}: must be more than 0 and at most this machine's {machine_cpus} CPUs"
+            ));
+        }
         Ok(())
+    }
+
+    /// What the node's CPU is, for results rows: `"cgroup"` (a real limit), `"model"` (the
+    /// modelled CPU of `cpu`) or `"host"` (the machine's CPUs, shared and unlimited).
+    pub fn node_cpu(&self) -> &'static str {
+        match (&self.cpu_limit, &self.cpu) {
+            (Some(_), _) => "cgroup",
+            (None, Some(_)) => "model",
+            (None, None) => "host",
+        }
     }
 }
 
@@ -504,6 +537,50 @@ prefix = "/cgi/search"
 cost = { dist = "uniform", min_ms = 10, max_ms = 30 }
 size = "2KiB"
 "#;
+
+    #[test]
+    fn cpu_limit_parses_strictly_and_names_the_node_cpu() {
+        let with = |value: &str| {
+            let text = MIXED.replacen("[[switch]]", &format!("[node]\ncpu_limit = {value}\n\n[[switch]]"), 1);
+            assert_ne!(text, MIXED);
+            text
+        };
+        let e = Experiment::from_toml(&with("0.25"), "l.toml").unwrap();
+        assert_eq!(e.node.cpu_limit, Some(0.25));
+        assert_eq!(e.node.node_cpu(), "cgroup");
+        assert_eq!(e.node_of(0).node_cpu(), "model", "the workload's own [node] has `cpu`");
+        assert_eq!(NodeSettings::default().node_cpu(), "host");
+        assert_eq!(Experiment::from_toml(&e.to_toml(), "again").unwrap(), e);
+        let err = Experiment::from_toml(&with("\"0.25\""), "s.toml").unwrap_err().to_string();
+        assert!(err.contains("cpu_limit"), "a string is refused: {err}");
+    }
+
+    #[test]
+    fn cpu_limit_must_be_positive_within_the_machine_and_not_with_cpu() {
+        let limited = |limit: f64| NodeSettings { cpu_limit: Some(limit), ..NodeSettings::default() };
+        assert_eq!(limited(0.25).validate_cpu_limit(2), Ok(()));
+        assert_eq!(limited(2.0).validate_cpu_limit(2), Ok(()));
+        for bad in [0.0, -0.5, 2.5, f64::NAN, f64::INFINITY] {
+            let err = limited(bad).validate_cpu_limit(2).unwrap_err();
+            assert!(err.starts_with("cpu_limit = ") && err.contains("2 CPUs"), "{bad}: {err}");
+        }
+        let both = NodeSettings { cpu: Some("lard98".into()), ..limited(0.25) };
+        assert!(both.validate_cpu_limit(2).unwrap_err().contains("not with `cpu`"));
+        assert_eq!(both.node_cpu(), "cgroup");
+    }
+
+    #[test]
+    fn cpu_limit_beside_cpu_is_refused_with_its_key_and_line() {
+        let bad = MIXED
+            .replace("cpu = \"lard98,request_us=145\"", "cpu = \"lard98,request_us=145\"\ncpu_limit = 0.5");
+        assert_ne!(bad, MIXED);
+        let line = bad.lines().position(|l| l.starts_with("cpu_limit")).unwrap() + 1;
+        let err = Experiment::from_toml(&bad, "bad.toml").unwrap_err().to_string();
+        assert!(
+            err.contains("workload[0].node.cpu_limit") && err.contains(&format!("line {line}:")),
+            "{err}"
+        );
+    }
 
     #[test]
     fn workloads_choose_their_rows_node_counts_and_node_settings() {

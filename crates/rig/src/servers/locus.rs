@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::RigError;
 use crate::network::Net;
-use crate::process::give_open_files;
+use crate::process::{CpuCgroup, give_open_files};
 use crate::servers::server::{Server, start};
 
 /// How to start a `locus node`.
@@ -27,6 +27,9 @@ pub struct NodeSpec {
     pub storage: Option<String>,
     /// `--cpu`, e.g. `lard98,request_us=145`.
     pub cpu: Option<String>,
+    /// A real CPU limit in CPUs (e.g. 0.25): the node runs in a cgroup of its own with that
+    /// quota (`Server::cpu_cgroup` says which mechanism). `None`: the host's CPUs, unlimited.
+    pub cpu_limit: Option<f64>,
     /// `--classes`: a `[[classes]]` file of dynamic classes.
     pub class_file: Option<PathBuf>,
     /// Start the admin listener (port 9090 in the lab).
@@ -66,6 +69,7 @@ impl NodeSpec {
             max_object: None,
             storage: None,
             cpu: None,
+            cpu_limit: None,
             class_file: None,
             admin: false,
             handoff_key_file: None,
@@ -163,8 +167,19 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
         None => None,
     };
     net.wait_until_free(&spec.role, agent.as_slice())?;
+    // Made before the node starts (and dropped after it if it fails to start): the node joins
+    // it before it execs, so all its threads are limited from the first.
+    let cpu_cgroup = match spec.cpu_limit {
+        Some(cpus) => {
+            let group = CpuCgroup::create(&spec.role, cpus)?;
+            group.enter_on_exec(&mut cmd)?;
+            Some(group)
+        }
+        None => None,
+    };
     let mut server = start(net, &spec.role, &spec.role, cmd, addr, admin, scratch)?;
     server.agent = agent;
+    server.cpu_cgroup = cpu_cgroup;
     Ok(server)
 }
 

@@ -23,6 +23,8 @@ pub struct Server {
     pub log: PathBuf,
     /// Its handoff agent's control address, if it runs one.
     pub agent: Option<SocketAddr>,
+    /// The cgroup that limits its CPU, if it has one (last: removed after the process is gone).
+    pub cpu_cgroup: Option<crate::process::CpuCgroup>,
 }
 
 impl Server {
@@ -97,7 +99,7 @@ pub(crate) fn start(
         Ok(Ok(()))
     })?;
     outcome.map_err(fail)?;
-    Ok(Server { name: name.to_string(), addr, admin, process, log, agent: None })
+    Ok(Server { name: name.to_string(), addr, admin, process, log, agent: None, cpu_cgroup: None })
 }
 
 #[cfg(test)]
