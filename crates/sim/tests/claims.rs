@@ -64,8 +64,8 @@ fn csld_claims_at_reduced_scale_keep_their_verdicts() {
     let mut opts = locus_sim::reproduce::csld::CsldOptions::quick(dir.path());
     opts.progress = false;
     let out = locus_sim::reproduce::csld::reproduce_csld(&opts).unwrap();
-    // 1 s warm-up + 2 s measured per point (the study's 60 s + 180 s in release). At this scale the heavy cases have not reached their steady state (queues
-    // still fill), so the orderings of Table 4 mostly do not hold and these verdicts say little
+    // 1 s warm-up + 2 s measured per point (the study's 60 s + 180 s in release). At this scale
+    // the heavy cases have not reached their steady state, so the orderings of Table 4 mostly do not hold and these verdicts say little
     // about the paper's claims: they are asserted so that a change in the model or the
     // policies, in either direction, is seen. Only Fig. 6's trend is met at this scale.
     assert_verdicts(
