@@ -149,8 +149,9 @@ fn dc_claims_at_reduced_scale_keep_their_verdicts() {
     let opts = locus_sim::reproduce::dc::DcOptions::quick(dir.path());
     let out = locus_sim::reproduce::dc::reproduce_dc(&opts).unwrap();
     // 5% of the data sets, 1, 2 and 4 servers, 32 surfers, 20 s + 20 s (the study's full run
-    // is 1–16 servers). The Fig. 7/8 claims (scaling) are not met at this size; the two Fig. 9 claims that hold by construction
-    // (quota 0, a quota holding everything) are met; the orderings of Fig. 9 are not.
+    // is 1–16 servers). The Fig. 7/8 claims (scaling) are not met at this size; the two Fig. 9
+    // claims on the quota's ends (quota 0 = one server, by construction; a quota holding
+    // everything) are met; the orderings of Fig. 9 are not.
     assert_verdicts(
         "dc",
         &out.claims,

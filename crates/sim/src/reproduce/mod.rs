@@ -100,3 +100,27 @@ pub fn describe_outputs(files: &[PathBuf], dir: &Path) -> String {
         files.iter().map(|f| f.strip_prefix(dir).unwrap_or(f).display().to_string()).collect();
     format!("{}: {}", dir.display(), names.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_serializes_by_construction_and_a_null_or_stated_slack_and_the_table_shows_both() {
+        let plain = Claim::new("s", "c", true, "e".into());
+        let json: serde_json::Value = serde_json::from_str(&pretty_json(&plain)).unwrap();
+        assert_eq!((json["by_construction"].as_bool(), json["slack"].is_null()), (Some(false), true));
+        let built =
+            Claim::new("s2", "c2", false, "e2".into()).with_slack("0.95 of DA").by_construction("why");
+        let json: serde_json::Value = serde_json::from_str(&pretty_json(&built)).unwrap();
+        assert_eq!(
+            (json["by_construction"].as_bool(), json["slack"].as_str()),
+            (Some(true), Some("0.95 of DA"))
+        );
+        assert!(json["evidence"].as_str().unwrap().ends_with("by construction: why"));
+        let mut table = String::new();
+        write_claims_table(&mut table, &[plain, built]);
+        assert!(table.contains("| **met** | s | c | no | – | e |"), "{table}");
+        assert!(table.contains("| **not met** | s2 | c2 | yes | 0.95 of DA |"), "{table}");
+    }
+}

@@ -132,11 +132,7 @@ fn quota_claims(rows: &[DcRow], full_sizes: &[(String, u64)]) -> Vec<Claim> {
             ends.2 && !ends.3.is_empty(),
             ends.3.join("; "),
         )
-        .with_slack("0.9 of the best CPS")
-        .by_construction(
-            "full size is defined as what a co-op held at an unlimited quota, so at 1.2 × full no method has to \
-             evict and the three place the same copies",
-        ),
+        .with_slack("0.9 of the best CPS"),
     ]
     .into_iter()
     .chain(specweb_claims(rows, full_of(full_sizes, "specweb99")))
