@@ -263,7 +263,7 @@ pub struct ReproduceArgs {
     /// of the paper's data sets (documents and bytes, 0 < scale <= 1).
     #[arg(long)]
     pub scale: Option<f64>,
-    /// sc: raw rate of the file server's TX link, Mbit/s (default 300: where RR stops rising at 8 nodes).
+    /// sc: raw rate of the file server's TX link, Mbit/s (default 100: the design's rate, fixed before the first run).
     #[arg(long)]
     pub file_server_mbps: Option<u64>,
     /// Seed of the trace and the runs.

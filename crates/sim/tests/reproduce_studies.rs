@@ -30,9 +30,10 @@ fn check_outputs(dir: &std::path::Path, points: usize) {
     }
     let claims = read_json(dir, "claims.json");
     for c in claims.as_array().expect("claims.json is an array") {
-        for key in ["statement", "criterion", "met", "evidence"] {
+        for key in ["statement", "criterion", "met", "evidence", "by_construction", "slack"] {
             assert!(c.get(key).is_some(), "{key} missing in {c}");
         }
+        assert!(c["by_construction"].is_boolean() && (c["slack"].is_null() || c["slack"].is_string()), "{c}");
     }
     let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(report.contains("## Claims"));

@@ -7,8 +7,8 @@ use locus_dc::balancer::BalancerConfig;
 use locus_dc::selector::SelectorConfig;
 
 use super::rows::{MIB, fraction, full_of};
-use crate::reproduce::Claim;
 use crate::reproduce::dc::{DcOptions, DcRow, QUOTA_SERVERS, QUOTA_SETS};
+use crate::reproduce::{Claim, write_claims_table};
 
 /// `report.md`.
 pub fn dc_markdown(
@@ -122,17 +122,8 @@ pub fn dc_markdown(
             100.0 * r.run.coop_disk
         );
     }
-    let _ = writeln!(o, "\n## Claims\n\n| | claim | criterion | result |\n|---|---|---|---|");
-    for c in claims {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} |",
-            if c.met { "met" } else { "NOT MET" },
-            c.statement,
-            c.criterion,
-            c.evidence
-        );
-    }
+    o.push('\n');
+    write_claims_table(&mut o, claims);
     let _ = writeln!(o, "\nPlots: fig7_cps.svg, fig8_response.svg, fig9_specweb99.svg, fig9_sequoia.svg.");
     o
 }

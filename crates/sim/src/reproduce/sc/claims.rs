@@ -48,23 +48,28 @@ fn ordering_claim(rows: &[ScRow]) -> Claim {
             ),
         ),
     };
-    Claim {
-        statement: "With 12 nodes SC has the highest throughput, then CF-LFU, CF-LRU and RR",
-        criterion: "rps at 12 nodes: SC > CF-LFU > CF-LRU > RR",
+    Claim::new(
+        "With 12 nodes SC has the highest throughput, then CF-LFU, CF-LRU and RR",
+        "rps at 12 nodes: SC > CF-LFU > CF-LRU > RR",
         met,
         evidence,
-    }
+    )
 }
 
 fn ratio_claim(rows: &[ScRow], other: &str, paper: f64) -> Claim {
     let (statement, criterion) = match other {
-        "cf-lfu" => {
-            ("With 12 nodes SC outperforms CF-LFU by 30%", "SC / CF-LFU rps at 12 nodes within 1.30 ± 30%")
-        }
-        "cf-lru" => {
-            ("With 12 nodes SC outperforms CF-LRU by 64%", "SC / CF-LRU rps at 12 nodes within 1.64 ± 30%")
-        }
-        _ => ("With 12 nodes SC outperforms RR by 96%", "SC / RR rps at 12 nodes within 1.96 ± 30%"),
+        "cf-lfu" => (
+            "With 12 nodes SC outperforms CF-LFU by 30%",
+            "SC / CF-LFU rps at 12 nodes within 1.30 ± 30% (the tolerance is ours)",
+        ),
+        "cf-lru" => (
+            "With 12 nodes SC outperforms CF-LRU by 64%",
+            "SC / CF-LRU rps at 12 nodes within 1.64 ± 30% (the tolerance is ours)",
+        ),
+        _ => (
+            "With 12 nodes SC outperforms RR by 96%",
+            "SC / RR rps at 12 nodes within 1.96 ± 30% (the tolerance is ours)",
+        ),
     };
     let (met, evidence) = match (rps(rows, "sc", 12), rps(rows, other, 12)) {
         (Some(sc), Some(o)) if o > 0.0 => {
@@ -74,7 +79,8 @@ fn ratio_claim(rows: &[ScRow], other: &str, paper: f64) -> Claim {
         }
         _ => (false, "12 nodes not run".to_string()),
     };
-    Claim { statement, criterion, met, evidence }
+    Claim::new(statement, criterion, met, evidence)
+        .with_slack("±30% of the paper's ratio (COOPERATIVE-CACHING.md)")
 }
 
 fn rr_flat_claim(rows: &[ScRow]) -> Claim {
@@ -95,12 +101,17 @@ fn rr_flat_claim(rows: &[ScRow]) -> Claim {
         }
         _ => (false, "8 or 12 nodes not run".to_string()),
     };
-    Claim {
-        statement: "RR's throughput stops rising beyond 8 nodes",
-        criterion: "RR rps at 12 nodes ≤ 1.10 × RR rps at 8 nodes",
+    Claim::new(
+        "RR's throughput stops rising beyond 8 nodes",
+        "RR rps at 12 nodes ≤ 1.10 × RR rps at 8 nodes (the 10% is ours)",
         met,
         evidence,
-    }
+    )
+    .with_slack("a rise of up to 10% counts as flat")
+    .by_construction(
+        "RR's plateau is the one shared file-server link that every node's misses cross, a bottleneck the \
+         design put in to produce it (COOPERATIVE-CACHING.md); where it appears depends on the link's rate",
+    )
 }
 
 fn cf_not_above_rr_claim(rows: &[ScRow]) -> Claim {
@@ -125,12 +136,13 @@ fn cf_not_above_rr_claim(rows: &[ScRow]) -> Claim {
             format!("{checked} points checked; the highest CF / RR is {r:.3} ({cf} at {n} nodes)"),
         ),
     };
-    Claim {
-        statement: "Cooperative caching is not above RR up to 8 nodes",
-        criterion: "CF-LRU and CF-LFU rps ≤ 1.02 × RR rps at every node count ≤ 8",
+    Claim::new(
+        "Cooperative caching is not above RR up to 8 nodes",
+        "CF-LRU and CF-LFU rps ≤ 1.02 × RR rps at every node count ≤ 8 (the 2% is ours)",
         met,
         evidence,
-    }
+    )
+    .with_slack("up to 2% above RR counts as not above")
 }
 
 fn lfu_above_lru_claim(rows: &[ScRow]) -> Claim {
@@ -140,10 +152,10 @@ fn lfu_above_lru_claim(rows: &[ScRow]) -> Claim {
         .filter_map(|n| Some((n, rps(rows, "cf-lfu", n)? / rps(rows, "cf-lru", n)?)))
         .collect();
     let text: Vec<String> = pairs.iter().map(|(n, r)| format!("{n}: {r:.2}")).collect();
-    Claim {
-        statement: "Cooperative caching with LFU performs better than with LRU",
-        criterion: "CF-LFU rps > CF-LRU rps at every node count ≥ 2",
-        met: !pairs.is_empty() && pairs.iter().all(|&(_, r)| r > 1.0),
-        evidence: format!("CF-LFU / CF-LRU by nodes: {}", text.join(", ")),
-    }
+    Claim::new(
+        "Cooperative caching with LFU performs better than with LRU",
+        "CF-LFU rps > CF-LRU rps at every node count ≥ 2",
+        !pairs.is_empty() && pairs.iter().all(|&(_, r)| r > 1.0),
+        format!("CF-LFU / CF-LRU by nodes: {}", text.join(", ")),
+    )
 }
