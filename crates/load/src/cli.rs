@@ -12,7 +12,8 @@ use locus_trace::TraceFormat;
 
 use crate::admin_status::fetch_document;
 use crate::config::{
-    DocumentSet, DynamicTarget, HotSpot, LoadConfig, Popularity, TraceSource, Verification, Workload,
+    DEFAULT_TIMEOUT, DocumentSet, DynamicTarget, HotSpot, LoadConfig, Popularity, TraceSource, Verification,
+    Workload,
 };
 use crate::run::run_load;
 use crate::target_url::TargetUrl;
@@ -200,9 +201,10 @@ pub struct LoadArgs {
     /// Worker threads, each with its own event loop (0: one per CPU).
     #[arg(long, short = 't', default_value_t = 0)]
     pub threads: usize,
-    /// Longest wait for a connection or a complete response.
-    #[arg(long, value_parser = parse_duration, default_value = "10s")]
-    pub timeout: Duration,
+    /// Longest wait for a connection or a complete response; must be shorter than the measured
+    /// window. Default: the smaller of 10s and half the window.
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
     /// Check every response against the files of this directory (status, length, XXH3).
     #[arg(long, value_name = "DIR")]
     pub verify_root: Option<PathBuf>,
@@ -285,7 +287,8 @@ impl LoadArgs {
             requests: self.requests,
             warmup: self.warmup,
             threads: self.threads,
-            timeout: self.timeout,
+            timeout: self.timeout.unwrap_or(DEFAULT_TIMEOUT),
+            timeout_fixed: self.timeout.is_some(),
             verification,
             seed: self.seed,
             switch_admin: self.switch_admin.as_ref().map(admin).transpose()?,

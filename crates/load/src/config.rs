@@ -132,8 +132,13 @@ pub struct LoadConfig {
     pub warmup: Duration,
     /// Worker threads (0: one per CPU), each with its own event loop.
     pub threads: usize,
-    /// Longest wait for a connection or a complete response.
+    /// Longest wait for a connection or a complete response (default 10 s). With a measured
+    /// window it is an upper bound: the run uses at most half the window
+    /// (`effective_timeout`), unless `timeout_fixed`.
     pub timeout: Duration,
+    /// The timeout was asked for by name (`--timeout`): used as given, and a run whose
+    /// measured window it does not undercut is refused.
+    pub timeout_fixed: bool,
     pub verification: Verification,
     /// Seed of every random draw.
     pub seed: u64,
@@ -166,7 +171,8 @@ impl Default for LoadConfig {
             requests: None,
             warmup: Duration::ZERO,
             threads: 0,
-            timeout: Duration::from_secs(10),
+            timeout: DEFAULT_TIMEOUT,
+            timeout_fixed: false,
             verification: Verification::Off,
             seed: 1,
             switch_admin: None,
@@ -181,6 +187,8 @@ impl Default for LoadConfig {
 
 /// Default measured time when neither a duration nor a request count is given.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+/// The timeout when nothing shorter is asked for or implied by the window.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
 const MAX_RUN_TIME: Duration = Duration::from_secs(365 * 86_400);
 const MAX_THINK: Duration = Duration::from_secs(3600);
@@ -209,6 +217,32 @@ impl LoadConfig {
             (Some(d), _) => Some(d),
             (None, Some(_)) => None,
             (None, None) => Some(DEFAULT_DURATION),
+        }
+    }
+
+    /// The timeout the run uses: `timeout`, and with a measured window (unless
+    /// `timeout_fixed`) at most half the window, so a request that hangs times out within it.
+    pub fn effective_timeout(&self) -> Duration {
+        match self.measured_duration() {
+            Some(window) if !self.timeout_fixed => self.timeout.min(window / 2),
+            _ => self.timeout,
+        }
+    }
+
+    /// A fixed timeout must be shorter than the measured window: a request unanswered at the
+    /// window's end would otherwise never have timed out.
+    fn validate_timeout(&self) -> Result<(), LoadError> {
+        if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
+            return Err(LoadError::config("timeout must be positive and at most a day"));
+        }
+        match self.measured_duration() {
+            Some(window) if self.timeout_fixed && self.timeout >= window => Err(LoadError::config(format!(
+                "timeout {:?} is not shorter than the measured window {:?}: a request unanswered \
+                 at the window's end could never time out; give a shorter --timeout, or leave it \
+                 out (default: the smaller of {:?} and half the window)",
+                self.timeout, window, DEFAULT_TIMEOUT
+            ))),
+            _ => Ok(()),
         }
     }
 
@@ -242,9 +276,6 @@ impl LoadConfig {
         if self.rate.is_some() && self.think != ThinkTime::None {
             return fail("think time applies to the closed loop only (drop --rate or --think-ms)");
         }
-        if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
-            return fail("timeout must be positive and at most a day");
-        }
         if [self.duration.unwrap_or_default(), self.warmup].iter().any(|d| *d > MAX_RUN_TIME) {
             return fail("duration and warm-up must each be at most a year");
         }
@@ -261,6 +292,7 @@ impl LoadConfig {
         if self.requests == Some(0) {
             return fail("requests must be at least 1");
         }
+        self.validate_timeout()?;
         if self.sessions {
             match &self.workload {
                 Workload::SingleUrl => return fail("sessions need a trace, a manifest or a document root"),
@@ -336,6 +368,42 @@ mod tests {
         };
         assert!(LoadConfig { workload: model.clone(), ..config() }.validate().is_ok());
         assert!(LoadConfig { workload: model, sessions: true, ..config() }.validate().is_err());
+    }
+
+    #[test]
+    fn default_timeout_is_the_smaller_of_ten_seconds_and_half_the_window() {
+        let window = |d: u64| LoadConfig { duration: Some(Duration::from_secs(d)), ..config() };
+        assert_eq!(window(60).effective_timeout(), DEFAULT_TIMEOUT);
+        assert_eq!(window(8).effective_timeout(), Duration::from_secs(4));
+        assert_eq!(config().effective_timeout(), DEFAULT_DURATION / 2, "the default 10 s window");
+        assert_eq!(LoadConfig { requests: Some(5), ..config() }.effective_timeout(), DEFAULT_TIMEOUT);
+        // A timeout not fixed by name is only an upper bound: never refused, capped.
+        let capped = LoadConfig { timeout: Duration::from_secs(30), ..window(5) };
+        assert!(capped.validate().is_ok());
+        assert_eq!(capped.effective_timeout(), Duration::from_millis(2500));
+    }
+
+    #[test]
+    fn a_fixed_timeout_not_shorter_than_the_window_is_refused_naming_both() {
+        let fixed = |t: u64, d: u64| LoadConfig {
+            timeout: Duration::from_millis(t),
+            timeout_fixed: true,
+            duration: Some(Duration::from_millis(d)),
+            ..config()
+        };
+        for (t, d) in [(5000, 5000), (10_000, 5000)] {
+            let e = fixed(t, d).validate().unwrap_err().to_string();
+            assert!(e.contains(&format!("{:?}", Duration::from_millis(t))), "{e}");
+            assert!(e.contains(&format!("{:?}", Duration::from_millis(d))), "{e}");
+        }
+        assert!(fixed(4999, 5000).validate().is_ok());
+        assert_eq!(fixed(4999, 5000).effective_timeout(), Duration::from_millis(4999), "used as given");
+        let no_window = LoadConfig { requests: Some(5), duration: None, ..fixed(60_000, 1) };
+        assert!(no_window.validate().is_ok(), "no window: nothing to undercut");
+        assert!(
+            LoadConfig { timeout_fixed: true, ..config() }.validate().is_err(),
+            "10 s in the 10 s default window"
+        );
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! `ClientConnection`: one simulated client on a worker's event loop. It takes jobs from its
 //! `JobFeed` (closed loop: after the last one and any think time; open loop: at its worker's
 //! next `ArrivalQueue` arrival), writes their pre-rendered requests (up to the pipeline depth
-//! before reading), reads and checks the answers in order, and counts them in `ThreadStats`.
+//! before reading), reads and checks the answers in order, and counts them in `ThreadStats`:
+//! every measured request ends answered, failed, or outstanding at the window's end (its
+//! latency censored there), and an open-loop arrival it took and never sent is counted too.
 //! Buffers are reused for the whole run: no allocation or lock per request.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -16,6 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
+use crate::accounting::NotSentReason;
 use crate::exchange::{Fault, connect_within, count_response, read_response};
 use crate::open_loop::ArrivalQueue;
 use crate::response_reader::{ResponseReader, ResponseSummary};
@@ -94,6 +97,8 @@ pub struct WorkerShared {
     pub live: Arc<LiveCounters>,
     /// Open loop: this thread's arrivals.
     pub arrivals: Option<RefCell<ArrivalQueue>>,
+    /// A connection ended because the workload had nothing left to send.
+    pub workload_ended: Cell<bool>,
 }
 
 /// A request written and not yet answered.
@@ -105,6 +110,8 @@ struct InFlight {
     /// The timeout runs from here.
     sent_at: Instant,
     measured: bool,
+    /// An open-loop arrival itself (not a later request of its session).
+    arrival: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,6 +136,8 @@ pub struct ClientConnection {
     feed: JobFeed,
     think: ThinkSampler,
     timer: Pin<Box<Sleep>>,
+    /// A measured open-loop arrival counted as scheduled and not yet sent.
+    arrival_pending: bool,
 }
 
 fn mix(seed: u64, slot: usize) -> u64 {
@@ -156,6 +165,7 @@ impl ClientConnection {
             feed,
             think,
             timer: Box::pin(tokio::time::sleep_until(far)),
+            arrival_pending: false,
             shared,
         }
     }
@@ -189,6 +199,10 @@ impl ClientConnection {
                     break;
                 }
                 prepaid = 1;
+                if self.shared.timing.run_end.is_none_or(|end| a.scheduled < end) {
+                    self.shared.stats.borrow_mut().accounting.scheduled += 1;
+                    self.arrival_pending = true;
+                }
             }
             if let Some(a) = arrival
                 && a.scheduled > Instant::now()
@@ -201,6 +215,7 @@ impl ClientConnection {
                     Some(barrier) => barrier,
                     None => {
                         self.give_back(prepaid);
+                        self.workload_ended();
                         break;
                     }
                 }
@@ -215,6 +230,7 @@ impl ClientConnection {
                 }
                 if self.batch.is_empty() {
                     self.give_back(prepaid);
+                    self.workload_ended();
                     break;
                 }
                 false
@@ -224,7 +240,30 @@ impl ClientConnection {
                 break;
             }
         }
+        self.settle();
         self.close();
+    }
+
+    /// At the end: requests still in flight are outstanding (their latency censored at the
+    /// window's end), and an arrival taken and not sent is not sent, and why.
+    fn settle(&mut self) {
+        let end = self.shared.timing.run_end.unwrap_or_else(Instant::now);
+        let mut stats = self.shared.stats.borrow_mut();
+        for f in self.inflight.drain(..).filter(|f| f.measured) {
+            let waited = end.saturating_duration_since(f.latency_from).as_micros();
+            stats.count_outstanding(u64::try_from(waited).unwrap_or(u64::MAX));
+        }
+        if std::mem::take(&mut self.arrival_pending) {
+            stats.accounting.not_sent.add(NotSentReason::WindowEnded, 1);
+        }
+    }
+
+    /// The workload has nothing left: an arrival taken for it is not sent.
+    fn workload_ended(&mut self) {
+        self.shared.workload_ended.set(true);
+        if std::mem::take(&mut self.arrival_pending) {
+            self.shared.stats.borrow_mut().accounting.not_sent.add(NotSentReason::WorkloadEnded, 1);
+        }
     }
 
     /// Wait until `when` (or the end of the run).
@@ -278,6 +317,8 @@ impl ClientConnection {
                                     self.count_error(ErrorKind::Late, 1);
                                 }
                                 self.count_error(kind, 1);
+                                self.count_sent(sent == 0 && scheduled.is_some(), scheduled.is_some());
+                                self.shared.stats.borrow_mut().count_failure(kind, 1);
                             }
                             sent += 1;
                             done += 1;
@@ -294,7 +335,8 @@ impl ClientConnection {
                     return Flow::Stop;
                 }
                 self.wbuf.clear();
-                let server = &self.shared.settings.servers[self.server];
+                let shared = self.shared.clone();
+                let server = &shared.settings.servers[self.server];
                 while sent < end && sent - done < limit {
                     let (from, late) = match scheduled {
                         Some((at, late)) if sent == 0 => (at, late),
@@ -312,6 +354,7 @@ impl ClientConnection {
                         if late {
                             self.count_error(ErrorKind::Late, 1);
                         }
+                        self.count_sent(sent == 0 && scheduled.is_some(), scheduled.is_some());
                     }
                     let t = self.batch[sent];
                     self.wbuf.extend_from_slice(&self.shared.plan.templates[t as usize].line);
@@ -321,6 +364,7 @@ impl ClientConnection {
                         latency_from: if late { from } else { now },
                         sent_at: now,
                         measured,
+                        arrival: sent == 0 && scheduled.is_some(),
                     });
                     sent += 1;
                 }
@@ -360,7 +404,7 @@ impl ClientConnection {
                     // keep-alive connection the server timed out): send again, once.
                     retried = true;
                     let n = self.inflight.len();
-                    self.inflight.clear();
+                    self.unsend_inflight(scheduled.is_some());
                     sent -= n;
                     prepaid += n;
                     self.close();
@@ -486,12 +530,39 @@ impl ClientConnection {
         self.shared.live.add_errors(n);
     }
 
+    /// A measured request went out (or its connection failed): `arrival`, the open-loop
+    /// arrival itself (counted scheduled when taken); other requests of an open-loop session
+    /// count as scheduled now.
+    fn count_sent(&mut self, arrival: bool, open_loop: bool) {
+        let mut stats = self.shared.stats.borrow_mut();
+        stats.accounting.sent += 1;
+        if arrival {
+            self.arrival_pending = false;
+        } else if open_loop {
+            stats.accounting.scheduled += 1;
+        }
+    }
+
+    /// The requests in flight are to be sent again: take back what `count_sent` counted.
+    fn unsend_inflight(&mut self, open_loop: bool) {
+        let mut stats = self.shared.stats.borrow_mut();
+        for f in self.inflight.drain(..).filter(|f| f.measured) {
+            stats.accounting.sent -= 1;
+            if f.arrival {
+                self.arrival_pending = true;
+            } else if open_loop {
+                stats.accounting.scheduled -= 1;
+            }
+        }
+    }
+
     /// Every request in flight failed with `kind`; returns how many there were.
     fn fail_inflight(&mut self, kind: ErrorKind) -> usize {
         let n = self.inflight.len();
         let measured = self.inflight.iter().filter(|f| f.measured).count() as u64;
         if measured > 0 {
             self.count_error(kind, measured);
+            self.shared.stats.borrow_mut().count_failure(kind, measured);
         }
         self.inflight.clear();
         n

@@ -7,6 +7,7 @@
 //! following links as the servers rewrote them and checking pages rewrite-aware.
 //! In-process entry: `run_load(&LoadConfig)`.
 
+mod accounting;
 mod admin_status;
 pub mod cli;
 mod config;
@@ -29,11 +30,12 @@ mod verifier;
 mod worker;
 mod workload;
 
+pub use accounting::{NotSentCounts, NotSentReason, RequestAccounting};
 pub use admin_status::{CacheSnapshot, NodeRequests, SwitchSnapshot, fetch_status, hit_ratio, imbalance};
 pub use cli::{LoadArgs, pin_response};
 pub use config::{
-    DEFAULT_DURATION, DocumentSet, DynamicTarget, HotSpot, LoadConfig, Popularity, TraceSource, Verification,
-    Workload,
+    DEFAULT_DURATION, DEFAULT_TIMEOUT, DocumentSet, DynamicTarget, HotSpot, LoadConfig, Popularity,
+    TraceSource, Verification, Workload,
 };
 pub use error::LoadError;
 pub use open_loop::{Arrival, ArrivalQueue, OpenLoopSchedule};

@@ -1,7 +1,8 @@
 //! Open-loop arrivals: `OpenLoopSchedule` is a seeded Poisson process (exponential gaps at a
 //! given rate) and `ArrivalQueue` hands its arrivals to connections as they become free. An
 //! arrival taken after its scheduled time found every connection busy: it is `late`, and its
-//! latency is measured from the scheduled time (no coordinated omission).
+//! latency is measured from the scheduled time (no coordinated omission). Arrivals no
+//! connection took before the end are counted at the end (`take_untaken`).
 
 use std::time::{Duration, Instant};
 
@@ -86,6 +87,23 @@ impl ArrivalQueue {
     pub fn peek(&self) -> Instant {
         self.start + Duration::from_secs_f64(self.schedule.peek_offset())
     }
+
+    /// At the end of a run, take the arrivals no connection took that were due before `end`,
+    /// and count those due from `from` on that `admit` accepts (it is asked for each in
+    /// turn; the first refusal stops the count).
+    pub fn take_untaken(&mut self, from: Instant, end: Instant, mut admit: impl FnMut() -> bool) -> u64 {
+        let mut n = 0;
+        while self.peek() < end {
+            let due = self.take(end).scheduled;
+            if due >= from {
+                if !admit() {
+                    break;
+                }
+                n += 1;
+            }
+        }
+        n
+    }
 }
 
 #[cfg(test)]
@@ -148,5 +166,29 @@ mod tests {
         assert!((30..=75).contains(&late), "{late} arrivals in 50 ms at 1000/s");
         let a = q.take(q.peek());
         assert!(!a.late, "taken exactly on time is not late");
+    }
+
+    #[test]
+    fn untaken_arrivals_counted_are_exactly_those_due_in_the_window() {
+        let start = Instant::now();
+        let mut reference = OpenLoopSchedule::new(500.0, 3).unwrap();
+        let offsets: Vec<f64> = (0..2000).map(|_| reference.next_offset()).collect();
+        let at = |s: f64| start + Duration::from_secs_f64(s);
+        let in_window = offsets.iter().filter(|&&o| (0.5..1.5).contains(&o)).count() as u64;
+        let mut q = ArrivalQueue::new(OpenLoopSchedule::new(500.0, 3).unwrap(), start);
+        // A connection took the first ten (some before the window): they are not counted again.
+        let taken_in_window = offsets[..10].iter().filter(|&&o| o >= 0.5).count() as u64;
+        for _ in 0..10 {
+            q.take(start);
+        }
+        assert_eq!(q.take_untaken(at(0.5), at(1.5), || true), in_window - taken_in_window);
+        assert!(q.peek() >= at(1.5), "every arrival due before the end was taken");
+        let mut q = ArrivalQueue::new(OpenLoopSchedule::new(500.0, 3).unwrap(), start);
+        let mut budget = 7;
+        let admitted = q.take_untaken(at(0.5), at(1.5), || {
+            budget -= 1;
+            budget >= 0
+        });
+        assert_eq!(admitted, 7, "a spent budget stops the count");
     }
 }

@@ -1,12 +1,14 @@
 //! `LoadReport`: the result of a run — throughput, latency percentiles, errors by kind,
-//! verification mismatches, and what the switch and nodes counted — as the JSON object
-//! scripts read (`--json`) and as a short text for people.
+//! verification mismatches, where every measured request ended (answered, failed, timed out,
+//! outstanding; open loop: against the arrivals scheduled), and what the switch and nodes
+//! counted — as the JSON object scripts read (`--json`) and as a short text for people.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::accounting::{NotSentCounts, NotSentReason};
 use crate::admin_status::NodeRequests;
 use crate::stats::{ErrorCounts, ErrorKind, LatencyReport, MismatchCounts, SurfCounts, ThreadStats};
 use crate::verifier::Mismatch;
@@ -55,9 +57,30 @@ pub struct LoadReport {
     /// Bytes of those responses on the wire.
     pub bytes: u64,
     pub bytes_per_s: f64,
-    /// Sum of `errors_by_kind`.
+    /// Sum of `errors_by_kind` (failures, timeouts included, 4xx/5xx answers, late arrivals).
     pub errors: u64,
     pub errors_by_kind: ErrorCounts,
+    /// Measured requests written (or whose connection failed).
+    pub sent: u64,
+    /// Of those, the ones that got no usable response (connect, closed, timeout, framing).
+    pub failed: u64,
+    /// Of the failed, those that timed out (also in `errors`).
+    pub timeouts: u64,
+    /// Sent and unanswered when the measured window ended (not in `errors`).
+    pub outstanding: u64,
+    /// Latencies in the percentiles that are lower bounds: the outstanding requests' waits at
+    /// the window's end.
+    pub censored_latencies: u64,
+    /// Open loop: arrivals due in the measured window (with sessions, plus their sessions'
+    /// later requests as sent); null in closed loop.
+    pub scheduled: Option<u64>,
+    /// Open loop: arrivals due in the window that never went out; null in closed loop.
+    pub not_sent: Option<u64>,
+    pub not_sent_by_reason: Option<NotSentCounts>,
+    /// What the books miss (negative: counted twice): closed loop, `sent` − (`requests` +
+    /// `failed` + `outstanding`); open loop, `scheduled` − (`requests` + `failed` +
+    /// `outstanding` + `not_sent`). 0 when every request is accounted for exactly once.
+    pub unaccounted: i64,
     /// Responses that differed from the expected one (warm-up included).
     pub mismatches: u64,
     pub mismatches_by_kind: MismatchCounts,
@@ -98,6 +121,13 @@ impl LoadReport {
     pub fn from_stats(stats: ThreadStats, duration_s: f64, run: RunShape) -> LoadReport {
         let per_s = |n: u64| if duration_s > 0.0 { n as f64 / duration_s } else { 0.0 };
         let l = &stats.latency;
+        let books = stats.accounting;
+        let open = run.loop_kind == "open";
+        let unaccounted = if open {
+            books.unaccounted_scheduled(stats.requests)
+        } else {
+            books.unaccounted_sent(stats.requests)
+        };
         LoadReport {
             rps: per_s(stats.requests),
             p50_ms: l.quantile_ms(0.5),
@@ -112,6 +142,19 @@ impl LoadReport {
             bytes_per_s: per_s(stats.bytes),
             errors: stats.errors.total(),
             errors_by_kind: stats.errors,
+            sent: books.sent,
+            failed: books.failed,
+            timeouts: books.timeouts,
+            outstanding: books.outstanding,
+            censored_latencies: books.outstanding,
+            scheduled: open.then_some(books.scheduled),
+            not_sent: open.then_some(books.not_sent.total()),
+            not_sent_by_reason: open.then_some(books.not_sent),
+            unaccounted: i64::try_from(unaccounted).unwrap_or(if unaccounted < 0 {
+                i64::MIN
+            } else {
+                i64::MAX
+            }),
             mismatches: stats.mismatches.total(),
             mismatches_by_kind: stats.mismatches,
             mismatch_samples: stats.mismatch_samples.clone(),
@@ -130,6 +173,34 @@ impl LoadReport {
             warnings: Vec::new(),
             surf: None,
             latency: stats.latency,
+        }
+    }
+
+    /// The accounting line: sent (closed loop) or scheduled (open loop) against where each
+    /// request ended.
+    fn render_books(&self, out: &mut String) {
+        let ended = format!(
+            "completed {} + failed {} (timeouts {}) + outstanding {}",
+            self.requests, self.failed, self.timeouts, self.outstanding
+        );
+        match (self.scheduled, self.not_sent_by_reason) {
+            (Some(scheduled), Some(reasons)) => {
+                let why: Vec<String> = NotSentReason::ALL
+                    .iter()
+                    .filter(|r| reasons.get(**r) > 0)
+                    .map(|r| format!("{} {}", r.name().replace('_', " "), reasons.get(*r)))
+                    .collect();
+                let why = if why.is_empty() { String::new() } else { format!(" ({})", why.join(", ")) };
+                let not_sent = reasons.total();
+                let _ = writeln!(out, "  scheduled {scheduled:>12} = {ended} + not sent {not_sent}{why}");
+                let _ = writeln!(out, "  sent      {:>12}", self.sent);
+            }
+            _ => {
+                let _ = writeln!(out, "  sent      {:>12} = {ended}", self.sent);
+            }
+        }
+        if self.unaccounted != 0 {
+            let _ = writeln!(out, "  UNACCOUNTED {} (the books above do not balance)", self.unaccounted);
         }
     }
 
@@ -172,8 +243,18 @@ impl LoadReport {
         );
         let _ = writeln!(
             out,
-            "  latency   p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}  mean {:.3} ms",
-            self.p50_ms, self.p90_ms, self.p99_ms, self.p999_ms, self.max_ms, self.mean_ms
+            "  latency   p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}  mean {:.3} ms{}",
+            self.p50_ms,
+            self.p90_ms,
+            self.p99_ms,
+            self.p999_ms,
+            self.max_ms,
+            self.mean_ms,
+            if self.censored_latencies > 0 {
+                format!("   ({} censored at the window's end)", self.censored_latencies)
+            } else {
+                String::new()
+            }
         );
         let kinds: Vec<String> = ErrorKind::ALL
             .iter()
@@ -186,6 +267,7 @@ impl LoadReport {
             self.errors,
             if kinds.is_empty() { String::new() } else { format!("   ({})", kinds.join(", ")) }
         );
+        self.render_books(&mut out);
         if self.verified > 0 || self.mismatches > 0 {
             let _ = writeln!(out, "  verified  {:>12}   mismatches {}", self.verified, self.mismatches);
             for m in &self.mismatch_samples {
@@ -249,6 +331,8 @@ mod tests {
             stats.count_status(200);
         }
         stats.errors.add(ErrorKind::Timeout, 2);
+        stats.count_failure(ErrorKind::Timeout, 2);
+        stats.accounting.sent = 7;
         stats.mismatches.add(MismatchKind::Length);
         stats.mismatch_samples.push(Mismatch {
             request: "GET http://127.0.0.1:1/x".into(),
@@ -284,6 +368,47 @@ mod tests {
             assert!(json.get(key).is_some_and(|v| v.is_null()), "{key}: {:?}", json.get(key));
         }
         assert!(json.get("latency").is_none(), "the histogram itself is not serialised");
+        assert_eq!((json["sent"].as_u64(), json["failed"].as_u64()), (Some(7), Some(2)));
+        assert_eq!((json["timeouts"].as_u64(), json["outstanding"].as_u64()), (Some(2), Some(0)));
+        assert_eq!((json["censored_latencies"].as_u64(), json["unaccounted"].as_i64()), (Some(0), Some(0)));
+        for key in ["scheduled", "not_sent", "not_sent_by_reason"] {
+            assert!(json.get(key).is_some_and(|v| v.is_null()), "closed loop: {key} is null");
+        }
+    }
+
+    #[test]
+    fn open_loop_report_reconciles_scheduled_arrivals_in_json_and_text() {
+        let mut stats = ThreadStats::default();
+        for us in [1000, 2000, 3000] {
+            stats.latency.record_us(us);
+            stats.requests += 1;
+            stats.count_status(200);
+        }
+        stats.count_outstanding(9000);
+        stats.errors.add(ErrorKind::Closed, 1);
+        stats.count_failure(ErrorKind::Closed, 1);
+        stats.accounting.sent = 5;
+        stats.accounting.scheduled = 8;
+        stats.accounting.not_sent.add(NotSentReason::NoFreeConnection, 2);
+        stats.accounting.not_sent.add(NotSentReason::WindowEnded, 1);
+        let r = LoadReport::from_stats(stats, 1.0, RunShape { loop_kind: "open", ..RunShape::default() });
+        let json = r.to_json();
+        assert_eq!(json["scheduled"], 8);
+        assert_eq!(json["not_sent"], 3);
+        assert_eq!(json["not_sent_by_reason"]["no_free_connection"], 2);
+        assert_eq!((json["outstanding"].as_u64(), json["censored_latencies"].as_u64()), (Some(1), Some(1)));
+        assert_eq!(json["unaccounted"], 0);
+        assert_eq!(json["requests"], 3, "outstanding requests are not responses");
+        assert!((r.max_ms - 9.0).abs() < 0.01, "the censored wait is in the latencies");
+        let text = r.render_text();
+        assert!(
+            text.contains("scheduled") && text.contains("not sent 3 (no free connection 2, window ended 1)"),
+            "{text}"
+        );
+        assert!(text.contains("1 censored") && !text.contains("UNACCOUNTED"), "{text}");
+        let mut lost = r.clone();
+        lost.unaccounted = 1;
+        assert!(lost.render_text().contains("UNACCOUNTED 1"));
     }
 
     #[test]

@@ -121,7 +121,7 @@ pub fn run_load(config: &LoadConfig) -> Result<LoadReport, LoadError> {
         servers,
         depth: config.pipeline,
         keepalive: config.keepalive,
-        timeout: config.timeout,
+        timeout: config.effective_timeout(),
         think: config.think,
         sessions: config.sessions,
         seed: config.seed,

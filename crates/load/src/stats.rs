@@ -1,7 +1,8 @@
 //! Counting a run: `ErrorKind` and `ErrorCounts` (errors by kind), `LatencyReport` (an HDR
 //! histogram of latencies in microseconds with its percentiles), `ThreadStats` (everything
-//! one worker thread counted, merged across threads at the end) and `LiveCounters` (what the
-//! progress line reads while the run goes on).
+//! one worker thread counted — with the fate of each measured request, `RequestAccounting` —
+//! merged across threads at the end) and `LiveCounters` (what the progress line reads while
+//! the run goes on).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,6 +11,7 @@ use std::time::Instant;
 use hdrhistogram::Histogram;
 use serde::{Serialize, Serializer};
 
+use crate::accounting::RequestAccounting;
 use crate::verifier::{Mismatch, MismatchKind};
 
 /// Kinds of error counted in a report.
@@ -265,6 +267,8 @@ pub struct ThreadStats {
     pub last_response: Option<Instant>,
     /// The live surfer's counts.
     pub surf: SurfCounts,
+    /// Where each measured request ended.
+    pub accounting: RequestAccounting,
 }
 
 impl ThreadStats {
@@ -275,6 +279,21 @@ impl ThreadStats {
             _ => 5,
         };
         self.status_classes[class] += 1;
+    }
+
+    /// A measured request failed with `kind` (its error is counted apart, by the caller).
+    pub fn count_failure(&mut self, kind: ErrorKind, n: u64) {
+        self.accounting.failed += n;
+        if kind == ErrorKind::Timeout {
+            self.accounting.timeouts += n;
+        }
+    }
+
+    /// A measured request still unanswered when the window ended, after waiting `waited_us`:
+    /// counted outstanding, its latency censored at that wait (a lower bound).
+    pub fn count_outstanding(&mut self, waited_us: u64) {
+        self.accounting.outstanding += 1;
+        self.latency.record_us(waited_us);
     }
 
     /// Add another thread's counts; keeps at most `max_samples` mismatch samples.
@@ -294,6 +313,7 @@ impl ThreadStats {
         self.connections += other.connections;
         self.last_response = self.last_response.max(other.last_response);
         self.surf.merge(&other.surf);
+        self.accounting.merge(&other.accounting);
     }
 
     /// Status classes as a map (`"2xx": n`), classes never seen left out.
@@ -369,7 +389,7 @@ mod tests {
     }
 
     #[test]
-    fn merged_thread_stats_equal_one_thread_that_saw_everything() {
+    fn merged_thread_stats_and_their_accounting_equal_one_thread_that_saw_everything() {
         let mut parts = vec![ThreadStats::default(), ThreadStats::default(), ThreadStats::default()];
         let mut all = ThreadStats::default();
         for i in 0..30_000u64 {
@@ -385,6 +405,15 @@ mod tests {
             all.count_status(200 + (i % 2) as u16 * 300);
         }
         parts[1].errors.add(ErrorKind::Timeout, 3);
+        parts[1].count_failure(ErrorKind::Timeout, 3);
+        parts[0].count_failure(ErrorKind::Closed, 1);
+        parts[2].count_outstanding(25_000);
+        parts[0].count_outstanding(30_000);
+        all.latency.record_us(25_000);
+        all.latency.record_us(30_000);
+        for p in &mut parts {
+            p.accounting.sent = p.requests + p.accounting.failed + p.accounting.outstanding;
+        }
         parts[2].errors.add(ErrorKind::Late, 2);
         parts[2].mismatches.add(MismatchKind::Checksum);
         let mut merged = ThreadStats::default();
@@ -401,6 +430,10 @@ mod tests {
         assert_eq!(merged.errors.get(ErrorKind::Timeout), 3);
         assert_eq!(merged.mismatches.total(), 1);
         assert_eq!(merged.status_map().get("5xx"), Some(&15_000));
+        let books = merged.accounting;
+        assert_eq!((books.sent, books.failed, books.timeouts, books.outstanding), (30_006, 4, 3, 2));
+        assert_eq!(books.unaccounted_sent(merged.requests), 0, "per-thread balances add up");
+        assert_eq!(merged.latency.count(), 30_002, "censored latencies are in the histogram");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! the entry page; after each page it fetches the page's embedded objects, then follows one
 //! random link (seeded RNG) as the server wrote it; a leaf sends it back to the last page it
 //! holds. It keeps one connection per allowed host, contacts no other host, checks every
-//! answer against the site's originals (rewrite-aware for pages) and counts it.
+//! answer against the site's originals (rewrite-aware for pages) and counts it: answered,
+//! failed, or outstanding when the window ends (its latency censored there).
 
 use std::pin::Pin;
 use std::rc::Rc;
@@ -64,6 +65,8 @@ pub struct SurfClient {
     timer: Pin<Box<Sleep>>,
     capture: BodyCapture,
     wbuf: Vec<u8>,
+    /// When the request of the current exchange started to be written.
+    written_at: Option<Instant>,
 }
 
 fn mix(seed: u64, slot: usize) -> u64 {
@@ -87,6 +90,7 @@ impl SurfClient {
             timer: Box::pin(tokio::time::sleep_until(far)),
             capture: BodyCapture::new(MAX_PAGE_BYTES),
             wbuf: Vec::with_capacity(512),
+            written_at: None,
             plan,
             shared,
         }
@@ -195,7 +199,10 @@ impl SurfClient {
             let reused = self.conns[host].served > 0;
             match self.exchange(host, target).await {
                 Ok(done) => break done,
-                Err(Fault::Stop) => return Err(Stopped),
+                Err(Fault::Stop) => {
+                    self.count_outstanding(measured);
+                    return Err(Stopped);
+                }
                 Err(Fault::Error(ErrorKind::Closed)) if reused && !retried => {
                     // An idle keep-alive connection the server closed: send again, once.
                     retried = true;
@@ -204,7 +211,10 @@ impl SurfClient {
                 Err(Fault::Error(kind)) => {
                     self.close(host);
                     if measured {
-                        self.shared.stats.borrow_mut().errors.add(kind, 1);
+                        let mut stats = self.shared.stats.borrow_mut();
+                        stats.errors.add(kind, 1);
+                        stats.accounting.sent += 1;
+                        stats.count_failure(kind, 1);
                         self.shared.live.add_errors(1);
                     }
                     if kind == ErrorKind::Connect {
@@ -235,6 +245,7 @@ impl SurfClient {
 
     /// Send the request on `host`'s connection (opening it if needed) and read the answer.
     async fn exchange(&mut self, host: usize, target: &str) -> Result<(ResponseSummary, Instant), Fault> {
+        self.written_at = None;
         if self.conns[host].stream.is_none() {
             self.connect(host).await?;
         }
@@ -244,6 +255,7 @@ impl SurfClient {
         self.wbuf.extend_from_slice(b" HTTP/1.1\r\n");
         self.wbuf.extend_from_slice(&self.plan.hosts[host].head_tail);
         let sent_at = Instant::now();
+        self.written_at = Some(sent_at);
         self.arm(sent_at);
         let Some(stream) = self.conns[host].stream.as_mut() else {
             return Err(Fault::Error(ErrorKind::Closed));
@@ -308,6 +320,17 @@ impl SurfClient {
         conn.served = 0;
     }
 
+    /// The window ended during an exchange: a measured request written is outstanding, its
+    /// latency censored at the window's end.
+    fn count_outstanding(&self, measured: bool) {
+        let Some(sent_at) = self.written_at.filter(|_| measured) else { return };
+        let end = self.shared.timing.run_end.unwrap_or_else(Instant::now);
+        let waited = end.saturating_duration_since(sent_at).as_micros();
+        let mut stats = self.shared.stats.borrow_mut();
+        stats.accounting.sent += 1;
+        stats.count_outstanding(u64::try_from(waited).unwrap_or(u64::MAX));
+    }
+
     /// Count a response (`sent_at`: a measured request sent then).
     fn account(&self, host: usize, target: &str, summary: &ResponseSummary, sent_at: Option<Instant>) {
         let Some(sent_at) = sent_at else { return };
@@ -317,6 +340,7 @@ impl SurfClient {
         if self.capture.replica || target.starts_with(MIGRATE_PREFIX) {
             stats.surf.replica_responses += 1;
         }
+        stats.accounting.sent += 1;
         count_response(&mut stats, &self.shared.live, summary, sent_at, now);
     }
 

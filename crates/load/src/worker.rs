@@ -1,14 +1,17 @@
 //! `LoadWorker`: one OS thread with its own current-thread tokio runtime running a share of
 //! the run's connections; it waits for the run's start time, runs its connections to the
-//! end (`ClientConnection`s, or `SurfClient`s for the surf workload), and hands back its
-//! `ThreadStats` to be merged.
+//! end (`ClientConnection`s, or `SurfClient`s for the surf workload), counts the open-loop
+//! arrivals due in the window that no connection took, and hands back its `ThreadStats` to be
+//! merged.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
+use crate::accounting::NotSentReason;
 use crate::connection::{ClientConnection, RequestBudget, RunSettings, RunTiming, WorkerShared};
 use crate::error::LoadError;
 use crate::open_loop::{ArrivalQueue, OpenLoopSchedule};
@@ -97,6 +100,7 @@ fn worker_main(
         stats: RefCell::new(ThreadStats::default()),
         live,
         arrivals,
+        workload_ended: Cell::new(false),
     });
     let local = tokio::task::LocalSet::new();
     let panicked = local.block_on(&runtime, async {
@@ -121,6 +125,26 @@ fn worker_main(
     if panicked {
         return Err("a connection task panicked".into());
     }
+    count_untaken_arrivals(&shared);
     let stats = shared.stats.replace(ThreadStats::default());
     Ok(stats)
+}
+
+/// Open loop, once the window has ended: arrivals due in it that no connection took (each was
+/// busy, or had ended) are scheduled and not sent. Within the budget of measured requests.
+fn count_untaken_arrivals(shared: &WorkerShared) {
+    let (Some(queue), Some(end)) = (&shared.arrivals, shared.timing.run_end) else { return };
+    if Instant::now() < end {
+        return;
+    }
+    let from = shared.timing.warmup_end;
+    let n = queue.borrow_mut().take_untaken(from, end, || shared.budget.take());
+    let reason = if shared.workload_ended.get() {
+        NotSentReason::WorkloadEnded
+    } else {
+        NotSentReason::NoFreeConnection
+    };
+    let mut stats = shared.stats.borrow_mut();
+    stats.accounting.scheduled += n;
+    stats.accounting.not_sent.add(reason, n);
 }
