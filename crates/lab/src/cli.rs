@@ -89,10 +89,14 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<()> {
             for f in &r.folders {
                 println!("removed folder {}", f.display());
             }
+            for c in &r.cgroups {
+                println!("removed cgroup {}", c.display());
+            }
             for n in &r.in_use {
                 println!("left {n}: its lab is still running");
             }
-            if r.namespaces.is_empty() && r.bridges.is_empty() && r.folders.is_empty() {
+            if r.namespaces.is_empty() && r.bridges.is_empty() && r.folders.is_empty() && r.cgroups.is_empty()
+            {
                 println!("nothing to clean");
             }
             Ok(())

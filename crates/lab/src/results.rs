@@ -43,6 +43,16 @@ pub struct PointResult {
     pub imbalance: f64,
     /// Requests that failed (connection errors, timeouts, bad framing).
     pub errors: u64,
+    /// Of the failed requests, those that timed out.
+    #[serde(default)]
+    pub timeouts: u64,
+    /// Requests still unanswered when the measured window ended (not in `errors`; their
+    /// latencies, censored at the window's end, are in the percentiles).
+    #[serde(default)]
+    pub outstanding: u64,
+    /// What the nodes' CPU was: `cgroup` (a real limit each), `model` or `host` (unlimited).
+    #[serde(default)]
+    pub node_cpu: String,
     /// Responses whose status, length or bytes were wrong.
     pub mismatches: u64,
     /// Responses in the measured interval.

@@ -515,6 +515,9 @@ pub fn point_result(
     if load.errors > 0 {
         warnings.push(format!("{} requests failed: {:?}", load.errors, load.errors_by_kind));
     }
+    if load.outstanding > 0 {
+        warnings.push(format!("{} requests unanswered when the window ended", load.outstanding));
+    }
     for m in &load.mismatch_samples {
         warnings.push(format!(
             "mismatch: {} [{}]: expected {}, got {}",
@@ -545,6 +548,9 @@ pub fn point_result(
             .map_or(0.0, |s| s.counts.replica_responses as f64 / load.requests as f64),
         imbalance: delta.imbalance.unwrap_or(0.0),
         errors: load.errors,
+        timeouts: load.timeouts,
+        outstanding: load.outstanding,
+        node_cpu: experiment.node_of(point.workload).node_cpu().to_string(),
         mismatches: load.mismatches,
         requests: load.requests,
         duration_s: load.duration_s,
