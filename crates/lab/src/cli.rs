@@ -121,9 +121,11 @@ fn run_and_report(experiment: Experiment, output: OutputArgs, demo: bool) -> any
     let options = LabOptions { locus, out_dir: out.clone(), site_dir: output.site_dir };
     let run = run_experiment(&experiment, &options, &mut |line| eprintln!("{line}"))?;
     let mut report = run.report;
+    let mut failed_checks = Vec::new();
     if demo {
         report.notes.push(tuning_note(&report));
         let checks = demo_checks(&report);
+        failed_checks = checks.iter().filter(|c| c.failed()).map(|c| c.name.clone()).collect();
         for c in &checks {
             let verdict = match c.met {
                 Some(true) => "met",
@@ -145,6 +147,13 @@ fn run_and_report(experiment: Experiment, output: OutputArgs, demo: bool) -> any
             _ => "the lab run stopped early",
         };
         return Err(e).context(format!("{what}; the report of what was measured is in {}", out.display()));
+    }
+    if !failed_checks.is_empty() {
+        anyhow::bail!(
+            "{} of the demo's checks failed (not met or not measured): {}",
+            failed_checks.len(),
+            failed_checks.join("; ")
+        );
     }
     Ok(())
 }

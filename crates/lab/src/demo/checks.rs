@@ -1,9 +1,8 @@
-//! The lab demo's acceptance checks, computed from what a run measured at each workload's
-//! largest node count: on `zipf`, LARD/R against WRR and NGINX's URI hash; on `hotspot`,
-//! LARD/R against the URI hashes of NGINX and HAProxy (throughput and p99); on `dynamic`,
-//! CSLD's mean latency against round robin's and HAProxy `leastconn`'s, with no more errors; on
-//! `coop`, cooperative caching against round robin (throughput, remote hits), LARD/R and socket
-//! cloning.
+//! The lab demo's acceptance checks, at each workload's largest node count: `zipf` (LARD/R
+//! against WRR and NGINX's URI hash), `hotspot` (LARD/R against the URI hashes, throughput and
+//! p99), `dynamic` (CSLD's mean latency and errors), `coop` (cooperative caching, LARD/R, socket
+//! cloning), and every workload's error budget. A ratio against a point that served nothing
+//! fails; `locus lab demo` exits non-zero when a check is not met or not measured.
 
 use std::fmt::Write as _;
 
@@ -26,6 +25,13 @@ impl DemoCheck {
         f: impl Fn(&SeriesPoint, &SeriesPoint) -> (bool, String),
     ) -> DemoCheck {
         match points {
+            // A ratio against a point that served nothing (or a mean of an empty histogram)
+            // proves nothing: the check fails.
+            Some((a, b)) if served_nothing(a) || served_nothing(b) => DemoCheck {
+                name,
+                met: Some(false),
+                detail: format!("a point served nothing ({} and {} responses)", a.requests, b.requests),
+            },
             Some((a, b)) => {
                 let (met, detail) = f(a, b);
                 DemoCheck { name, met: Some(met), detail }
@@ -33,6 +39,45 @@ impl DemoCheck {
             None => DemoCheck { name, met: None, detail: "not measured".into() },
         }
     }
+
+    /// Whether the check stops the demo: not met, or not measured.
+    pub fn failed(&self) -> bool {
+        self.met != Some(true)
+    }
+}
+
+fn served_nothing(p: &SeriesPoint) -> bool {
+    p.requests == 0 || p.rps <= 0.0
+}
+
+/// The share of a point's requests that may fail, time out or stay unanswered before the
+/// demo's error check fails: one in a thousand.
+pub const ERROR_BUDGET: f64 = 0.001;
+
+/// Requests of `p` that got no answer in time: failures (timeouts included) and requests still
+/// unanswered at the window's end.
+fn unanswered(p: &SeriesPoint) -> u64 {
+    p.errors + p.outstanding
+}
+
+/// One check per workload: every point at its largest node count kept its failed, timed-out
+/// and unanswered requests within [`ERROR_BUDGET`] of what it served.
+fn error_budget_check(report: &LabReport, w: &WorkloadPoints<'_>) -> DemoCheck {
+    let name = format!(
+        "{}: every point's errors, timeouts and unanswered requests within {}% of its responses",
+        w.workload,
+        ERROR_BUDGET * 100.0
+    );
+    let over: Vec<String> = report
+        .series(&w.workload)
+        .iter()
+        .filter_map(|s| s.at(w.nodes).map(|p| (s, p)))
+        .filter(|(_, p)| unanswered(p) as f64 > ERROR_BUDGET * p.requests as f64)
+        .map(|(s, p)| format!("{}: {} of {} ({} timeouts)", s.label, unanswered(p), p.requests, p.timeouts))
+        .collect();
+    let met = over.is_empty();
+    let detail = if met { "all within".to_string() } else { over.join("; ") };
+    DemoCheck { name, met: Some(met), detail }
 }
 
 /// The points of one workload at its largest node count, looked up by switch, policy and mode.
@@ -93,6 +138,11 @@ pub fn demo_checks(report: &LabReport) -> Vec<DemoCheck> {
     }
     if let Some(w) = WorkloadPoints::new(report, "coop") {
         coop_checks(&w, &mut checks);
+    }
+    for workload in report.workloads() {
+        if let Some(w) = WorkloadPoints::new(report, &workload) {
+            checks.push(error_budget_check(report, &w));
+        }
     }
     let rows = |kind: SwitchKind| report.points.iter().filter(|p| p.switch == kind).count();
     let (l, h, x) = (rows(SwitchKind::Locus), rows(SwitchKind::Haproxy), rows(SwitchKind::Nginx));
@@ -206,8 +256,13 @@ fn dynamic_checks(w: &WorkloadPoints<'_>, checks: &mut Vec<DemoCheck>) {
     checks.push(match (mine, rr, lc) {
         (Some(c), Some(r), Some(l)) => DemoCheck {
             name: "dynamic: CSLD has no more errors than round robin or HAProxy leastconn".into(),
-            met: Some(c.errors <= r.errors && c.errors <= l.errors),
-            detail: format!("{} vs {} and {} errors", c.errors, r.errors, l.errors),
+            met: Some(unanswered(&c) <= unanswered(&r) && unanswered(&c) <= unanswered(&l)),
+            detail: format!(
+                "{} vs {} and {} errors and unanswered requests",
+                unanswered(&c),
+                unanswered(&r),
+                unanswered(&l)
+            ),
         },
         _ => DemoCheck {
             name: "dynamic: CSLD has no more errors than round robin or HAProxy leastconn".into(),
@@ -259,12 +314,14 @@ mod tests {
     #[test]
     fn checks_compare_lard_r_with_wrr_and_find_every_switch() {
         let checks = demo_checks(&sample_report());
-        assert_eq!(checks.len(), 4, "{checks:?}");
+        assert_eq!(checks.len(), 5, "{checks:?}");
         assert_eq!(checks[0].met, Some(true), "{:?}", checks[0]);
         assert!(checks[0].detail.contains("500 vs 250"), "{}", checks[0].detail);
         assert_eq!(checks[1].met, Some(true));
         assert_eq!(checks[2].met, Some(true), "LARD/R 500 vs NGINX 280: {:?}", checks[2]);
-        assert_eq!(checks[3].met, Some(true));
+        assert_eq!(checks[3].met, Some(true), "zipf's error budget: {:?}", checks[3]);
+        assert_eq!(checks[4].met, Some(true));
+        assert!(checks.iter().all(|c| !c.failed()));
         let md = checks_markdown(&checks);
         assert!(
             md.contains("| zipf: LARD/R throughput ≥ 2× WRR at 2 nodes | met | 500 vs 250 req/s = 2.00× |"),
@@ -274,7 +331,39 @@ mod tests {
         r.points.retain(|p| p.switch == SwitchKind::Locus && p.policy != "lard-r");
         let checks = demo_checks(&r);
         assert_eq!(checks[0].met, None);
+        assert!(checks[0].failed(), "a check not measured stops the demo");
         assert_eq!(checks.last().unwrap().met, Some(false));
+    }
+
+    #[test]
+    fn a_ratio_against_a_point_that_served_nothing_fails_the_check() {
+        let mut r = sample_report();
+        for p in r.points.iter_mut().filter(|p| p.policy == "wrr") {
+            (p.rps, p.requests) = (0.0, 0);
+        }
+        let first = demo_checks(&r).remove(0);
+        assert_eq!(first.met, Some(false), "LARD/R ÷ an empty WRR is no win: {first:?}");
+        assert!(first.detail.contains("served nothing"), "{}", first.detail);
+    }
+
+    #[test]
+    fn errors_timeouts_or_unanswered_requests_over_the_budget_fail_the_workload_check() {
+        let mut r = sample_report();
+        let budget = |r: &crate::report::LabReport| {
+            demo_checks(r).into_iter().find(|c| c.name.starts_with("zipf: every point's errors")).unwrap()
+        };
+        assert_eq!(budget(&r).met, Some(true));
+        // One in a thousand of a point's responses may fail; one more fails the check,
+        // whether it is an error or a request still unanswered at the window's end.
+        let nginx = r.points.iter_mut().find(|p| p.switch == SwitchKind::Nginx && p.nodes == 2).unwrap();
+        let allowed = (nginx.requests as f64 * ERROR_BUDGET).floor() as u64;
+        nginx.errors = allowed;
+        assert_eq!(budget(&r).met, Some(true), "{:?}", budget(&r));
+        let nginx = r.points.iter_mut().find(|p| p.switch == SwitchKind::Nginx && p.nodes == 2).unwrap();
+        nginx.outstanding = 1;
+        let check = budget(&r);
+        assert_eq!(check.met, Some(false), "{check:?}");
+        assert!(check.detail.contains("nginx uri-chash: 2 of"), "{}", check.detail);
     }
 
     #[test]
