@@ -515,9 +515,6 @@ pub fn point_result(
     if load.errors > 0 {
         warnings.push(format!("{} requests failed: {:?}", load.errors, load.errors_by_kind));
     }
-    if load.outstanding > 0 {
-        warnings.push(format!("{} requests unanswered when the window ended", load.outstanding));
-    }
     for m in &load.mismatch_samples {
         warnings.push(format!(
             "mismatch: {} [{}]: expected {}, got {}",

@@ -1,7 +1,7 @@
 //! The lab demo's acceptance checks, at each workload's largest node count: `zipf` (LARD/R
 //! against WRR and NGINX's URI hash), `hotspot` (LARD/R against the URI hashes, throughput and
 //! p99), `dynamic` (CSLD's mean latency and errors), `coop` (cooperative caching, LARD/R, socket
-//! cloning), and every workload's error budget. A ratio against a point that served nothing
+//! cloning), and every workload's budget of errors and timeouts. A ratio against a point that served nothing
 //! fails; `locus lab demo` exits non-zero when a check is not met or not measured.
 
 use std::fmt::Write as _;
@@ -50,21 +50,16 @@ fn served_nothing(p: &SeriesPoint) -> bool {
     p.requests == 0 || p.rps <= 0.0
 }
 
-/// The share of a point's requests that may fail, time out or stay unanswered before the
-/// demo's error check fails: one in a thousand.
+/// The share of a point's requests that may fail or time out before the demo's error check
+/// fails: one in a thousand. Requests still in flight when the window ends (`outstanding`,
+/// about one per client in a closed loop) are censored, not failed, and are not counted.
 pub const ERROR_BUDGET: f64 = 0.001;
 
-/// Requests of `p` that got no answer in time: failures (timeouts included) and requests still
-/// unanswered at the window's end.
-fn unanswered(p: &SeriesPoint) -> u64 {
-    p.errors + p.outstanding
-}
-
-/// One check per workload: every point at its largest node count kept its failed, timed-out
-/// and unanswered requests within [`ERROR_BUDGET`] of what it served.
+/// One check per workload: every point at its largest node count kept its failed and
+/// timed-out requests within [`ERROR_BUDGET`] of what it served.
 fn error_budget_check(report: &LabReport, w: &WorkloadPoints<'_>) -> DemoCheck {
     let name = format!(
-        "{}: every point's errors, timeouts and unanswered requests within {}% of its responses",
+        "{}: every point's errors and timeouts within {}% of its responses",
         w.workload,
         ERROR_BUDGET * 100.0
     );
@@ -72,8 +67,8 @@ fn error_budget_check(report: &LabReport, w: &WorkloadPoints<'_>) -> DemoCheck {
         .series(&w.workload)
         .iter()
         .filter_map(|s| s.at(w.nodes).map(|p| (s, p)))
-        .filter(|(_, p)| unanswered(p) as f64 > ERROR_BUDGET * p.requests as f64)
-        .map(|(s, p)| format!("{}: {} of {} ({} timeouts)", s.label, unanswered(p), p.requests, p.timeouts))
+        .filter(|(_, p)| p.errors as f64 > ERROR_BUDGET * p.requests as f64)
+        .map(|(s, p)| format!("{}: {} of {} ({} timeouts)", s.label, p.errors, p.requests, p.timeouts))
         .collect();
     let met = over.is_empty();
     let detail = if met { "all within".to_string() } else { over.join("; ") };
@@ -256,13 +251,8 @@ fn dynamic_checks(w: &WorkloadPoints<'_>, checks: &mut Vec<DemoCheck>) {
     checks.push(match (mine, rr, lc) {
         (Some(c), Some(r), Some(l)) => DemoCheck {
             name: "dynamic: CSLD has no more errors than round robin or HAProxy leastconn".into(),
-            met: Some(unanswered(&c) <= unanswered(&r) && unanswered(&c) <= unanswered(&l)),
-            detail: format!(
-                "{} vs {} and {} errors and unanswered requests",
-                unanswered(&c),
-                unanswered(&r),
-                unanswered(&l)
-            ),
+            met: Some(c.errors <= r.errors && c.errors <= l.errors),
+            detail: format!("{} vs {} and {} errors (timeouts included)", c.errors, r.errors, l.errors),
         },
         _ => DemoCheck {
             name: "dynamic: CSLD has no more errors than round robin or HAProxy leastconn".into(),
@@ -347,20 +337,20 @@ mod tests {
     }
 
     #[test]
-    fn errors_timeouts_or_unanswered_requests_over_the_budget_fail_the_workload_check() {
+    fn errors_or_timeouts_over_the_budget_fail_the_workload_check_and_in_flight_requests_do_not() {
         let mut r = sample_report();
         let budget = |r: &crate::report::LabReport| {
             demo_checks(r).into_iter().find(|c| c.name.starts_with("zipf: every point's errors")).unwrap()
         };
         assert_eq!(budget(&r).met, Some(true));
-        // One in a thousand of a point's responses may fail; one more fails the check,
-        // whether it is an error or a request still unanswered at the window's end.
+        // One in a thousand of a point's responses may fail or time out; one more fails the
+        // check. Requests in flight at the window's end (one per client) are not failures.
         let nginx = r.points.iter_mut().find(|p| p.switch == SwitchKind::Nginx && p.nodes == 2).unwrap();
         let allowed = (nginx.requests as f64 * ERROR_BUDGET).floor() as u64;
-        nginx.errors = allowed;
+        (nginx.errors, nginx.timeouts, nginx.outstanding) = (allowed, allowed, 128);
         assert_eq!(budget(&r).met, Some(true), "{:?}", budget(&r));
         let nginx = r.points.iter_mut().find(|p| p.switch == SwitchKind::Nginx && p.nodes == 2).unwrap();
-        nginx.outstanding = 1;
+        nginx.errors += 1;
         let check = budget(&r);
         assert_eq!(check.met, Some(false), "{check:?}");
         assert!(check.detail.contains("nginx uri-chash: 2 of"), "{}", check.detail);
