@@ -34,8 +34,6 @@ pub struct SeriesPoint {
     pub errors: u64,
     /// Of the errors, timeouts.
     pub timeouts: u64,
-    /// Requests unanswered when the window ended.
-    pub outstanding: u64,
     /// Responses in the measured intervals.
     pub requests: u64,
     pub mismatches: u64,
@@ -139,7 +137,6 @@ impl LabReport {
                             replica_share: mean(runs.iter().map(|r| r.replica_share)),
                             errors: runs.iter().map(|r| r.errors).sum(),
                             timeouts: runs.iter().map(|r| r.timeouts).sum(),
-                            outstanding: runs.iter().map(|r| r.outstanding).sum(),
                             requests: runs.iter().map(|r| r.requests).sum(),
                             mismatches: runs.iter().map(|r| r.mismatches).sum(),
                         }
