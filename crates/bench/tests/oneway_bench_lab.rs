@@ -165,13 +165,16 @@ fn ctrl_c_during_a_loopback_proxy_bench_leaves_no_wrk_running() {
 fn interrupt_a_proxy_bench(net: &str) {
     watchdog("proxy bench interrupt", Duration::from_secs(180), tear_down_everything);
     let tmp = tempfile::tempdir().unwrap();
+    // The bench's stderr, shown when the exit status is wrong (outside TMPDIR, which must end empty).
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_path = log_dir.path().join("stderr");
     let mut bench = KilledOnDrop(
         Command::new(locus_binary())
             .args(["bench", "proxy", "--paths", "locus", "--sizes", "1k", "--keepalive", "on"])
             .args(["--rounds", "1", "--seconds", "20", "--idle-connections", "0", "--net", net])
             .env("TMPDIR", tmp.path())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log_path).unwrap())
             .spawn()
             .unwrap(),
     );
@@ -210,7 +213,8 @@ fn interrupt_a_proxy_bench(net: &str) {
         assert!(start.elapsed() < Duration::from_secs(150), "no exit after SIGINT");
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert_eq!(status.code(), Some(130), "exit status after SIGINT: {status}");
+    let stderr = std::fs::read_to_string(&log_path).unwrap_or_default();
+    assert_eq!(status.code(), Some(130), "exit status after SIGINT: {status}; stderr:\n{stderr}");
     assert!(owned().is_empty(), "namespaces left: {:?}", owned());
     let left: Vec<_> =
         std::fs::read_dir(tmp.path()).unwrap().filter_map(|e| e.ok()).map(|e| e.path()).collect();

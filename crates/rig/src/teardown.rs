@@ -5,6 +5,7 @@
 //! at once on Ctrl-C or SIGTERM (both blocked in every thread and taken with sigwait).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use locus_io::TerminationSignals;
@@ -139,10 +140,19 @@ pub fn tear_down_everything() -> TeardownSummary {
     summary
 }
 
+/// The signal an `InterruptWatch` took (0: none yet). Set before the teardown begins, so
+/// any failure the teardown causes in the working threads happens after it is visible.
+static TAKEN_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
 /// SIGINT and SIGTERM handled on a dedicated thread: both are blocked in the thread that
 /// installs the watch and so in every thread it starts later (install it first thing); the
 /// watch thread takes them with `sigwait`, so none is lost however early it arrives. On either
 /// it prints a line, tears everything down and exits with 128 + the signal number.
+///
+/// The teardown kills the lab's servers and load generators, so the working thread usually
+/// fails at once and returns, dropping the watch, while the teardown still runs. Drop then
+/// finishes the teardown (it waits on the registry's lock) and exits with the same status,
+/// so an interrupted run never exits 1 nor leaves half a lab behind.
 pub struct InterruptWatch {
     _thread: std::thread::JoinHandle<()>,
 }
@@ -156,6 +166,7 @@ impl InterruptWatch {
             .spawn(move || {
                 loop {
                     let Ok(signal) = signals.wait() else { continue };
+                    TAKEN_SIGNAL.store(signal, Ordering::SeqCst);
                     let name = if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
                     eprintln!(
                         "locus: {name}: tearing down the lab's servers, namespaces and scratch folders"
@@ -170,5 +181,16 @@ impl InterruptWatch {
             })
             .map_err(|e| RigError::system("starting the signal thread", e))?;
         Ok(InterruptWatch { _thread: thread })
+    }
+}
+
+impl Drop for InterruptWatch {
+    fn drop(&mut self) {
+        let signal = TAKEN_SIGNAL.load(Ordering::SeqCst);
+        if signal != 0 {
+            // Waits for the watch thread's teardown to finish; removes nothing twice.
+            tear_down_everything();
+            std::process::exit(128 + signal);
+        }
     }
 }
