@@ -13,7 +13,7 @@ use crate::error::LabError;
 use crate::experiment::{NodeSettings, SwitchKind, haproxy_balance, nginx_balance};
 use locus_rig::process_tree_cpu;
 use locus_rig::servers::{self, HTTP_PORT, NodeSpec, Server, SwitchSpec};
-use locus_rig::{Net, get_header};
+use locus_rig::{HaproxyTuning, Net, get_header};
 
 /// What a cluster is made of.
 #[derive(Clone, Debug)]
@@ -39,6 +39,8 @@ pub struct ClusterSpec {
     pub dc_quota: Option<String>,
     /// DC rows: the homes' balancing period in ms, if set.
     pub dc_balance_ms: Option<u64>,
+    /// HAProxy rows: the backend's knobs beyond its balance.
+    pub haproxy: HaproxyTuning,
 }
 
 /// The started servers of one point.
@@ -209,7 +211,7 @@ impl<'n> LabCluster<'n> {
             }
             SwitchKind::Haproxy => {
                 let balance = haproxy_balance(&spec.policy).ok_or_else(|| unknown("HAProxy"))?;
-                Some(servers::haproxy(net, scratch, listen, &named, balance, spec.workers)?)
+                Some(servers::haproxy(net, scratch, listen, &named, balance, &spec.haproxy, spec.workers)?)
             }
             SwitchKind::Nginx => {
                 let balance = nginx_balance(&spec.policy).ok_or_else(|| unknown("NGINX"))?;

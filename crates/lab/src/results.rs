@@ -20,6 +20,13 @@ pub struct PointResult {
     pub workload: String,
     /// Which run of the point (1-based).
     pub repetition: u32,
+    /// The request stream's seed (the hot set's and the popularity order's).
+    #[serde(default)]
+    pub seed: u64,
+    /// The balancer's configuration as a short string: the policy and what the row sets
+    /// beyond the defaults (`lard-r t_high=16 t_low=4`, `uri-chash-bounded factor=125`).
+    #[serde(default)]
+    pub config: String,
     /// Responses per second over the measured interval.
     pub rps: f64,
     /// Mean response time over the measured interval.
@@ -95,7 +102,12 @@ pub struct FailedPoint {
 impl PointResult {
     /// `locus lard-r` (with the mode when it is not `proxy`).
     pub fn series_label(&self) -> String {
-        series_label(self.switch, &self.policy, &self.mode)
+        series_label(self.switch, self.config_or_policy(), &self.mode)
+    }
+
+    /// The configuration, or the policy for results written before rows carried one.
+    pub fn config_or_policy(&self) -> &str {
+        if self.config.is_empty() { &self.policy } else { &self.config }
     }
 }
 

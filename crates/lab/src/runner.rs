@@ -46,11 +46,22 @@ pub struct LabRun {
 /// Longest wait for a load response.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `nproc` CPUs and the kernel release.
-fn describe_machine() -> String {
+/// `nproc` CPUs, the kernel release, and how nodes' CPU limits are enforced when a workload
+/// sets them.
+fn describe_machine(experiment: &Experiment) -> String {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    format!("{cpus} CPUs shared by the load generator, the switch and every node (Linux {})", kernel.trim())
+    let mut out = format!(
+        "{cpus} CPUs shared by the load generator, the switch and every node (Linux {})",
+        kernel.trim()
+    );
+    let limited = (0..experiment.workloads.len()).any(|w| experiment.node_of(w).cpu_limit.is_some());
+    if limited {
+        let how = locus_rig::detect_cpu_hierarchy()
+            .map_or_else(|e| e.to_string(), |h| h.mechanism.describe().to_string());
+        out.push_str(&format!("; nodes' CPU limits by {how}, period {} ms", locus_rig::CFS_PERIOD_US / 1000));
+    }
+    out
 }
 
 /// Everything that can be checked before the first point: root and `ip`, the `locus`
@@ -75,9 +86,10 @@ fn check_programs(experiment: &Experiment, locus: &Path) -> Result<(), LabError>
     if experiment.uses(SwitchKind::Nginx) {
         require_program("nginx", "nginx")?;
     }
+    let scratch = tempfile::tempdir().map_err(|e| LabError::io(std::env::temp_dir(), e))?;
+    check_third_party_configs(experiment, scratch.path())?;
     // One-way modes are checked as the lab runs them: with a key file, an agent per node and
     // (l4) an interface for the forwarder.
-    let scratch = tempfile::tempdir().map_err(|e| LabError::io(std::env::temp_dir(), e))?;
     let key = scratch.path().join("handoff.key");
     for (r, row) in experiment.switches.iter().enumerate().filter(|(_, r)| r.kind == SwitchKind::Locus) {
         // The classes of a workload the row runs on, as its points will have them.
@@ -128,6 +140,34 @@ fn check_programs(experiment: &Experiment, locus: &Path) -> Result<(), LabError>
                     let message = String::from_utf8_lossy(&out.stderr).trim().to_string();
                     return Err(RigError::Command { command, message }.into());
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every HAProxy and NGINX configuration the rows will run, checked by the program itself
+/// (`haproxy -c`, `nginx -t`) before the first point.
+fn check_third_party_configs(experiment: &Experiment, scratch: &Path) -> Result<(), LabError> {
+    for row in &experiment.switches {
+        for policy in &row.policies {
+            match row.kind {
+                SwitchKind::Haproxy => {
+                    if let Some(balance) = crate::experiment::haproxy_balance(policy) {
+                        locus_rig::servers::check_haproxy_config(
+                            scratch,
+                            balance,
+                            &row.haproxy_tuning(),
+                            row.workers,
+                        )?;
+                    }
+                }
+                SwitchKind::Nginx => {
+                    if let Some(balance) = crate::experiment::nginx_balance(policy) {
+                        locus_rig::servers::check_nginx_config(scratch, balance, row.workers)?;
+                    }
+                }
+                SwitchKind::Locus | SwitchKind::Dc => {}
             }
         }
     }
@@ -207,7 +247,7 @@ fn run_with_sites(
         points: Vec::new(),
         started_utc,
         wall_s: 0.0,
-        machine: describe_machine(),
+        machine: describe_machine(experiment),
         notes: Vec::new(),
         failed_points: Vec::new(),
         failure: None,
@@ -362,7 +402,7 @@ fn load_config(
         warmup: Duration::from_secs_f64(experiment.warmup_of(point.workload)),
         timeout: LOAD_TIMEOUT,
         verification: Verification::Manifest(site.manifest()),
-        seed: w.seed,
+        seed: point.seed,
         progress: false,
         mismatch_samples: 5,
         ..LoadConfig::default()
@@ -484,6 +524,7 @@ fn run_point(
         coop: point.coop.clone(),
         dc_quota: point.dc_quota.clone(),
         dc_balance_ms: point.dc_balance_ms,
+        haproxy: point.haproxy,
     };
     let in_point = |e: LabError| LabError::Point { point: point.label(), message: e.to_string() };
     let mut cluster = LabCluster::start(net, &options.locus, &scratch, &spec).map_err(in_point)?;
@@ -531,6 +572,8 @@ pub fn point_result(
         nodes: point.nodes,
         workload: experiment.workloads[point.workload].name.clone(),
         repetition: point.repetition,
+        seed: point.seed,
+        config: point.config.clone(),
         rps: load.rps,
         mean_ms: load.mean_ms,
         p50_ms: load.p50_ms,

@@ -27,6 +27,6 @@ pub use process::{
     rss_mb, run_parent, stat_cpu_ticks,
 };
 pub use programs::{find_program, require_program};
-pub use servers::{HaproxyBalance, NginxBalance, NodeSpec, Server, SwitchSpec};
+pub use servers::{HaproxyBalance, HaproxyTuning, NginxBalance, NodeSpec, Server, SwitchSpec};
 pub use stale_labs::{CleanReport, bridge_owner, clean_stale_labs, namespace_owner, scratch_folder_owner};
 pub use teardown::{InterruptWatch, ScratchFolder, TeardownSummary, tear_down_everything};

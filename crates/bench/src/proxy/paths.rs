@@ -4,7 +4,7 @@
 
 use super::ProxyBenchOptions;
 use anyhow::bail;
-use locus_rig::{HaproxyBalance, Net, NginxBalance, NodeSpec, Server, SwitchSpec, servers};
+use locus_rig::{HaproxyBalance, HaproxyTuning, Net, NginxBalance, NodeSpec, Server, SwitchSpec, servers};
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -283,6 +283,7 @@ fn haproxy(env: &Env<'_>) -> anyhow::Result<Started> {
         listen,
         env.nodes,
         HaproxyBalance::UriChashBounded,
+        &HaproxyTuning::default(),
         env.opts.switch_workers,
     )?;
     Ok(Started { addr: s.addr, servers: vec![s] })

@@ -61,11 +61,14 @@ pub fn tuning_note(report: &LabReport) -> String {
          that one cache holds the hottest files but the cluster's caches are needed for most of the rest; the clients so \
          that four disk queues and the CPUs stay busy. ",
     );
-    let _ = write!(
-        out,
-        "Each zipf point runs {} s of warm-up from cold caches (enough for the hot set to be fetched once) and {} s measured.",
-        e.warmup_s, e.measure_s
-    );
+    if let Some(z) = e.workloads.iter().position(|w| w.name == "zipf") {
+        let _ = write!(
+            out,
+            "Each zipf point runs {} s of warm-up from cold caches (enough for the hot set to be fetched once) and {} s measured.",
+            e.warmup_of(z),
+            e.measure_of(z)
+        );
+    }
     if e.switches.iter().any(|r| r.kind == SwitchKind::Locus && r.splice_min_bytes == Some(0)) {
         out.push_str(" The Locus switch relays every body through user space here (`splice_min_bytes = 0`).");
     }
@@ -81,42 +84,64 @@ mod tests {
 
     fn rows(e: &Experiment, workload: &str) -> Vec<String> {
         let w = e.workloads.iter().position(|w| w.name == workload).unwrap();
-        e.points().iter().filter(|p| p.workload == w && p.nodes == e.max_nodes()).map(|p| p.label()).collect()
+        e.points()
+            .iter()
+            .filter(|p| p.workload == w && p.nodes == e.max_nodes() && p.repetition == 1)
+            .map(|p| p.label())
+            .collect()
+    }
+
+    /// Seconds a run of `e` takes: every point's warm-up and measured time, half a second
+    /// of start-up each (measured: 0.2 s), and half a minute to generate the sites.
+    fn estimate_s(e: &Experiment) -> f64 {
+        e.points().iter().map(|p| e.warmup_of(p.workload) + e.measure_of(p.workload) + 0.5).sum::<f64>()
+            + 30.0
     }
 
     #[test]
-    fn the_built_in_demo_runs_four_workloads_with_their_rows_in_ten_and_a_half_minutes() {
+    fn the_built_in_demo_runs_the_tuning_budget_at_three_seeds_in_at_most_fifteen_minutes() {
         let e = demo_experiment().unwrap();
         let names: Vec<&str> = e.workloads.iter().map(|w| w.name.as_str()).collect();
         assert_eq!(names, ["zipf", "hotspot", "dynamic", "coop"]);
         assert!(e.node.storage.is_some() && e.node.cpu.is_none(), "zipf: disks modelled, real CPUs");
         let zipf = rows(&e, "zipf");
-        for row in ["wrr", "hash", "chash-bounded", "lard", "lard-r"] {
-            assert!(zipf.contains(&format!("locus {row} proxy, 4 nodes")), "{zipf:?}");
+        for row in ["locus wrr", "locus lard", "locus lard-r", "haproxy uri-chash-bounded", "nginx uri-chash"]
+        {
+            assert!(zipf.contains(&format!("{row} proxy, 4 nodes")), "{zipf:?}");
         }
-        assert!(zipf.contains(&"locus lard-r handoff, 4 nodes".to_string()));
-        assert_eq!(zipf.len(), 5 + 1 + 2 + 1);
         let hot = rows(&e, "hotspot");
         for row in [
-            "locus hash proxy",
-            "locus chash-bounded proxy",
-            "locus lard proxy",
-            "locus lard-r proxy",
-            "locus lard-r handoff",
-            "nginx uri-chash proxy",
-            "nginx least-conn proxy",
-            "haproxy uri-chash-bounded proxy",
-            "haproxy leastconn proxy",
+            "locus lard-r t_high=65 t_low=25",
+            "locus lard-r t_high=16 t_low=4",
+            "locus chash-bounded",
+            "locus hash",
+            "haproxy uri-chash-bounded",
+            "haproxy uri-chash-bounded factor=115",
+            "haproxy uri-chash-bounded factor=200",
+            "haproxy uri-chash-bounded factor=125 avalanche weight=100",
+            "haproxy uri-chash-bounded maxconn=16",
+            "haproxy leastconn",
+            "haproxy random-2",
+            "nginx uri-chash",
+            "nginx least-conn",
+            "nginx random-two-least-conn",
         ] {
-            assert!(hot.contains(&format!("{row}, 4 nodes")), "{row}: {hot:?}");
+            assert!(hot.contains(&format!("{row} proxy, 4 nodes")), "{row}: {hot:?}");
         }
-        assert_eq!(hot.len(), 9);
+        assert_eq!(hot.len(), 14);
         let dynamic = rows(&e, "dynamic");
-        for row in ["rr", "lc", "wrr-metrics", "cap", "csld", "lard-r"] {
-            assert!(dynamic.contains(&format!("locus {row} proxy, 4 nodes")), "{dynamic:?}");
-        }
-        for row in ["haproxy leastconn", "haproxy roundrobin", "nginx least-conn"] {
-            assert!(dynamic.contains(&format!("{row} proxy, 4 nodes")), "{dynamic:?}");
+        for row in [
+            "locus rr",
+            "locus lc",
+            "locus csld",
+            "locus csld pick=\"wrr\"",
+            "haproxy leastconn",
+            "haproxy leastconn maxconn=4",
+            "haproxy random-2",
+            "nginx least-conn",
+            "nginx random-two-least-conn",
+        ] {
+            assert!(dynamic.contains(&format!("{row} proxy, 4 nodes")), "{row}: {dynamic:?}");
         }
         assert_eq!(dynamic.len(), 9);
         let coop = rows(&e, "coop");
@@ -124,27 +149,43 @@ mod tests {
             assert!(coop.contains(&format!("locus {row} proxy, 4 nodes")), "{coop:?}");
         }
         assert!(coop.contains(&"locus hash l4, 4 nodes".to_string()), "socket cloning: {coop:?}");
-        assert_eq!(coop.len(), 6);
-        for w in ["hotspot", "dynamic"] {
+        for (w, limit) in [("hotspot", 0.05), ("dynamic", 0.25)] {
             let i = e.workloads.iter().position(|x| x.name == w).unwrap();
-            assert!(e.node_of(i).cpu.is_some(), "{w}: every node has a modelled CPU of its own");
+            let node = e.node_of(i);
+            assert_eq!(
+                (node.cpu_limit, node.cpu.as_deref(), node.node_cpu()),
+                (Some(limit), None, "cgroup"),
+                "{w}"
+            );
         }
-        // The whole point set fits in 10.5 minutes with ~0.5 s of start-up per point (measured:
-        // 403 s for 36 points of 11 s) and half a minute to generate the sites.
-        let total: f64 =
-            e.points().iter().map(|p| e.warmup_of(p.workload) + e.measure_of(p.workload) + 0.5).sum();
-        assert!(total + 30.0 <= 630.0, "{total} s of points is too long");
+        // Three seeds of every compared workload, seeds outermost: the rows of a seed run
+        // together (interleaved with the other rows), each seed its own.
+        for w in ["zipf", "hotspot", "dynamic"] {
+            let i = e.workloads.iter().position(|x| x.name == w).unwrap();
+            let seeds: std::collections::BTreeSet<u64> =
+                e.points().iter().filter(|p| p.workload == i).map(|p| p.seed).collect();
+            assert_eq!(seeds.len(), 3, "{w}: {seeds:?}");
+        }
+        let reps: Vec<u32> = e.points().iter().map(|p| p.repetition).collect();
+        assert!(reps.windows(2).all(|w| w[0] <= w[1]), "repetitions outermost");
+        let total = estimate_s(&e);
+        assert!(total <= 15.0 * 60.0, "{total} s is more than the demo's 15 minutes");
     }
 
     #[test]
-    fn full_runs_every_workload_at_every_node_count() {
+    fn full_runs_every_workload_at_five_seeds_and_every_node_count_on_request() {
         let e = demo_experiment().unwrap();
-        assert!(e.workloads.iter().any(|w| w.nodes.is_some()));
-        let full = e.with_every_node_count();
-        for (i, _) in full.workloads.iter().enumerate() {
-            assert_eq!(full.nodes_of(i), [1, 2, 3, 4]);
+        let full = e.clone().with_at_least_runs(crate::cli::FULL_RUNS);
+        for (i, w) in full.workloads.iter().enumerate() {
+            let seeds: std::collections::BTreeSet<u64> =
+                full.points().iter().filter(|p| p.workload == i).map(|p| p.seed).collect();
+            assert_eq!(seeds.len(), 5, "{}", w.name);
         }
-        assert_eq!(full.points().len(), (9 + 9 + 9 + 6) * 4);
+        assert!(estimate_s(&full) <= 40.0 * 60.0, "{} s", estimate_s(&full));
+        let every = e.with_every_node_count();
+        for (i, _) in every.workloads.iter().enumerate() {
+            assert_eq!(every.nodes_of(i), [1, 2, 3, 4]);
+        }
     }
 
     #[test]
@@ -155,7 +196,8 @@ mod tests {
         let mut demo = LabReport { experiment: demo_experiment().unwrap(), ..r };
         assert!(!tuning_note(&demo).contains("splice_min_bytes"), "the demo uses the switch's default relay");
         let note = tuning_note(&demo);
-        assert!(note.contains("hot set") && note.contains("modelled CPU"), "{note}");
+        assert!(note.contains("hot set") && note.contains("real CPU limit"), "{note}");
+        assert!(note.contains("5 s of warm-up"), "zipf's own timing: {note}");
         for row in &mut demo.experiment.switches {
             if row.kind == SwitchKind::Locus {
                 row.splice_min_bytes = Some(0);

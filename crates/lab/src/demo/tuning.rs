@@ -1,25 +1,39 @@
 //! The demo report's paragraph on its `hotspot`, `dynamic` and `coop` workloads: why their
-//! nodes have a modelled CPU each, what the hot set and the dynamic classes are, what load they
-//! run at, and what cooperative caching is compared with, written from the experiment's values.
+//! nodes have a CPU limit each (a cgroup, or a model), what the hot set and the dynamic classes
+//! are, what load they run at, and what cooperative caching is compared with, written from the
+//! experiment's values.
 
 use std::fmt::Write as _;
 
 use crate::report::LabReport;
+
+/// What a node's CPU is in a workload, for the note.
+fn node_cpu_text(node: &crate::experiment::NodeSettings) -> String {
+    match (node.cpu_limit, node.cpu.as_deref()) {
+        (Some(l), _) => format!(
+            "a real CPU limit of its own ({l} of a CPU: a cgroup per node, so a node that a hot spot overloads cannot \
+             borrow the others' CPU; at about 40 µs of CPU per request, what `locus bench node-cost` measures on this \
+             machine, the nodes together saturate below what the switch and the load generator carry on the 2 shared \
+             CPUs — their limits add up to at most one CPU)"
+        ),
+        (None, Some(c)) => format!(
+            "a modelled CPU of its own (`{c}`: each request's CPU cost, roughly 10–30× a real node's on this machine, \
+             served as a processor-sharing queue that lets time pass without burning the machine's CPUs)"
+        ),
+        (None, None) => "the machine's CPUs, shared".to_string(),
+    }
+}
 
 /// Why the hotspot, dynamic and coop workloads are set as they are.
 pub fn hotspot_and_dynamic_note(report: &LabReport) -> String {
     let e = &report.experiment;
     let mut out = String::new();
     for (i, w) in e.workloads.iter().enumerate() {
-        let cpu = e.node_of(i).cpu.as_deref().unwrap_or("off");
+        let cpu = node_cpu_text(e.node_of(i));
         if let Some(h) = &w.hot_spot {
             let _ = write!(
                 out,
-                "The `{}` workload gives every node a modelled CPU of its own (`{cpu}`): each request's CPU cost — per \
-                 connection, per request and per KiB sent, roughly 10–30× what `locus bench node-cost` measures for a real \
-                 node on this machine, so that four modelled nodes saturate well below what the 2 real CPUs carry — is \
-                 served as a processor-sharing queue that lets time pass without burning the machine's CPUs, so one node \
-                 has one CPU's worth and a node that a hot spot overloads cannot borrow the others'. {} hot document{} \
+                "The `{}` workload gives every node {cpu}. {} hot document{} \
                  draw{} {:.0}% of the document requests{}; a URI hash pins each to one node, HAProxy's bounded load \
                  spills whatever hashes to the busiest node (cold documents too, which then miss) to the next, LARD/R \
                  gives a hot target more nodes and leaves the rest where they are cached. ",
@@ -37,8 +51,9 @@ pub fn hotspot_and_dynamic_note(report: &LabReport) -> String {
             let share: f64 = w.dynamic.iter().map(|d| d.share).sum();
             let _ = write!(
                 out,
-                "The `{}` workload mixes {:.0}% dynamic requests (classes {}) into static documents, on nodes with the same \
-                 modelled CPU (`{cpu}`), the site fitting in every node's cache so that CPU is what the policies share out. \
+                "The `{}` workload mixes {:.0}% dynamic requests (classes {}) into static documents, on nodes with {cpu}; \
+                 a dynamic request burns its class's CPU time on the node. The site fits in every node's cache, so CPU is \
+                 what the policies share out. \
                  The load is open loop{}, heavy enough that queues form: round robin ignores what a request costs, least \
                  connections counts requests in service, CSLD estimates each node's load from the classes of the requests it \
                  forwarded and the nodes' reports. ",

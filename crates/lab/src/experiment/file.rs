@@ -268,12 +268,17 @@ impl Experiment {
         Ok(())
     }
 
-    /// The matrix in run order: repetitions outermost (so repeated runs are spread over the
-    /// run), then workloads, switch rows, policies, modes, node counts.
+    /// The matrix in run order: repetitions (seeds) outermost, so the rows a ratio compares run
+    /// interleaved (A B C A B C …, each seed's rows close in time), then workloads, switch rows,
+    /// policies, modes, node counts. A workload with fewer runs drops out of the later ones.
     pub fn points(&self) -> Vec<ExperimentPoint> {
         let mut out = Vec::new();
-        for repetition in 1..=self.repeat {
+        let runs = (0..self.workloads.len()).map(|w| self.repeat_of(w)).max().unwrap_or(1);
+        for repetition in 1..=runs {
             for (workload, spec) in self.workloads.iter().enumerate() {
+                if repetition > self.repeat_of(workload) {
+                    continue;
+                }
                 for row in self.switches.iter().filter(|r| r.runs_on(&spec.name)) {
                     for policy in &row.policies {
                         for mode in &row.modes {
@@ -281,6 +286,8 @@ impl Experiment {
                                 out.push(ExperimentPoint {
                                     index: out.len(),
                                     repetition,
+                                    seed: crate::experiment::seed_of_run(spec.seed, repetition),
+                                    config: row.config(policy),
                                     workload,
                                     switch: row.kind,
                                     policy: policy.clone(),
@@ -292,6 +299,7 @@ impl Experiment {
                                     coop: row.coop.clone(),
                                     dc_quota: row.dc_quota.clone(),
                                     dc_balance_ms: row.dc_balance_ms,
+                                    haproxy: row.haproxy_tuning(),
                                 });
                             }
                         }
@@ -317,6 +325,11 @@ impl Experiment {
         self.workloads.get(w).and_then(|s| s.nodes.as_deref()).unwrap_or(&self.nodes)
     }
 
+    /// Runs (seeds) of workload `w`'s points.
+    pub fn repeat_of(&self, w: usize) -> u32 {
+        self.workloads.get(w).and_then(|s| s.repeat).unwrap_or(self.repeat)
+    }
+
     /// Warm-up seconds of workload `w`'s points.
     pub fn warmup_of(&self, w: usize) -> f64 {
         self.workloads.get(w).and_then(|s| s.warmup_s).unwrap_or(self.warmup_s)
@@ -332,7 +345,18 @@ impl Experiment {
         self.workloads.get(w).and_then(|s| s.node.as_ref()).unwrap_or(&self.node)
     }
 
-    /// The experiment with every workload at the experiment's node counts (`--full`).
+    /// The experiment with every workload run at least `runs` times, each with its own seed
+    /// (`locus lab demo --full`: 5).
+    pub fn with_at_least_runs(mut self, runs: u32) -> Experiment {
+        self.repeat = self.repeat.max(runs);
+        for w in &mut self.workloads {
+            w.repeat = w.repeat.map(|r| r.max(runs));
+        }
+        self
+    }
+
+    /// The experiment with every workload at the experiment's node counts
+    /// (`--every-node-count`).
     pub fn with_every_node_count(mut self) -> Experiment {
         for w in &mut self.workloads {
             w.nodes = None;

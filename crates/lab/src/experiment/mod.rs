@@ -10,6 +10,6 @@ mod workload;
 
 pub(crate) use file::validate_node_counts;
 pub use file::{Experiment, NodeSettings, SwitchKind};
-pub use point::ExperimentPoint;
+pub use point::{ExperimentPoint, seed_of_run};
 pub use switch_row::{HAPROXY_POLICIES, NGINX_POLICIES, SwitchRow, haproxy_balance, nginx_balance};
 pub use workload::{DynamicSpec, FileSizes, HotSpotSpec, WorkloadSpec};

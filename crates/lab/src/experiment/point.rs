@@ -1,9 +1,11 @@
 //! `ExperimentPoint`: one point of an experiment's matrix — a workload, a switch row's
-//! implementation, policy and mode, a node count and a repetition — and how results name it.
+//! implementation, policy (with its configuration) and mode, a node count and a repetition
+//! with its seed — and how results name it.
 
 use serde::Serialize;
 
 use crate::experiment::SwitchKind;
+use locus_rig::HaproxyTuning;
 
 /// One point of the matrix: a fresh cluster, a warm-up and a measured interval.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -12,6 +14,12 @@ pub struct ExperimentPoint {
     pub index: usize,
     /// Which run of the point (1-based).
     pub repetition: u32,
+    /// The request stream's seed: the workload's seed in the first run, `+ 100` per run after
+    /// (the hot set and the popularity order differ per seed; the site stays the same).
+    pub seed: u64,
+    /// The configuration as results name it: the policy and what the row sets beyond the
+    /// defaults (`SwitchRow::config`).
+    pub config: String,
     /// Index into `Experiment::workloads`.
     pub workload: usize,
     pub switch: SwitchKind,
@@ -30,6 +38,14 @@ pub struct ExperimentPoint {
     pub dc_quota: Option<String>,
     /// DC rows: the homes' balancing period in ms, if the row sets it.
     pub dc_balance_ms: Option<u64>,
+    /// HAProxy rows: the backend's knobs.
+    #[serde(skip)]
+    pub haproxy: HaproxyTuning,
+}
+
+/// The seed of a workload's request stream in run `repetition` (1-based).
+pub fn seed_of_run(workload_seed: u64, repetition: u32) -> u64 {
+    workload_seed + 100 * u64::from(repetition.saturating_sub(1))
 }
 
 impl ExperimentPoint {
@@ -41,12 +57,12 @@ impl ExperimentPoint {
         }
     }
 
-    /// `locus lard-r proxy, 4 nodes` for messages.
+    /// `locus lard-r t_low=4 proxy, 4 nodes` for messages.
     pub fn label(&self) -> String {
         format!(
             "{} {} {}, {} node{}",
             self.switch.name(),
-            self.policy_label(),
+            self.config,
             self.mode,
             self.nodes,
             if self.nodes == 1 { "" } else { "s" }

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::experiment::SwitchKind;
-use locus_rig::{HaproxyBalance, NginxBalance};
+use locus_rig::{HaproxyBalance, HaproxyTuning, NginxBalance};
 
 fn default_modes() -> Vec<String> {
     vec!["proxy".into()]
@@ -19,12 +19,14 @@ pub const HAPROXY_POLICIES: &[(&str, HaproxyBalance)] = &[
     ("uri-chash-bounded", HaproxyBalance::UriChashBounded),
     ("roundrobin", HaproxyBalance::RoundRobin),
     ("leastconn", HaproxyBalance::LeastConn),
+    ("random-2", HaproxyBalance::Random2),
 ];
 /// NGINX policy names and what they mean.
 pub const NGINX_POLICIES: &[(&str, NginxBalance)] = &[
     ("uri-chash", NginxBalance::UriChash),
     ("roundrobin", NginxBalance::RoundRobin),
     ("least-conn", NginxBalance::LeastConn),
+    ("random-two-least-conn", NginxBalance::RandomTwoLeastConn),
 ];
 
 /// DC row policy names: how homes place replicas under the co-ops' quotas (`naive`,
@@ -80,6 +82,56 @@ pub struct SwitchRow {
     /// default (5000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dc_balance_ms: Option<u64>,
+    /// HAProxy rows only: the backend's knobs beyond its balance; absent: HAProxy's defaults
+    /// (and the lab's bounded-load factor, 150).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub haproxy: Option<HaproxyParams>,
+}
+
+/// An HAProxy row's tuning (`haproxy = { hash_balance_factor = 125, avalanche = true }`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HaproxyParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_balance_factor: Option<u32>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub avalanche: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maxconn: Option<u32>,
+}
+
+impl HaproxyParams {
+    /// The rig's tuning: these values over the defaults.
+    pub fn tuning(&self) -> HaproxyTuning {
+        let d = HaproxyTuning::default();
+        HaproxyTuning {
+            hash_balance_factor: self.hash_balance_factor.unwrap_or(d.hash_balance_factor),
+            avalanche: self.avalanche,
+            weight: self.weight,
+            maxconn: self.maxconn,
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if let Some(f) = self.hash_balance_factor
+            && !(101..=1000).contains(&f)
+        {
+            return Err(format!(
+                "hash_balance_factor = {f}: must be within 101..=1000 (percent of the mean load)"
+            ));
+        }
+        if let Some(w) = self.weight
+            && !(1..=256).contains(&w)
+        {
+            return Err(format!("weight = {w}: must be within 1..=256"));
+        }
+        if self.maxconn == Some(0) {
+            return Err("maxconn must be at least 1".into());
+        }
+        Ok(())
+    }
 }
 
 /// The switch's `[policy]` table, as the row's parameters are checked against it.
@@ -98,6 +150,40 @@ impl SwitchRow {
         let mut file = toml::Table::new();
         file.insert("policy".into(), toml::Value::Table(table));
         toml::to_string(&file).ok()
+    }
+
+    /// The row's HAProxy tuning (the defaults for other rows and when it sets none).
+    pub fn haproxy_tuning(&self) -> HaproxyTuning {
+        self.haproxy.unwrap_or_default().tuning()
+    }
+
+    /// What the point of `policy` runs, as results name its configuration: the policy and
+    /// whatever the row sets beyond the defaults (`lard-r t_high=16 t_low=4`,
+    /// `uri-chash-bounded factor=125 avalanche`, `rr+cf-lfu`).
+    pub fn config(&self, policy: &str) -> String {
+        let mut parts = vec![match &self.coop {
+            Some(c) => format!("{policy}+cf-{c}"),
+            None => policy.to_string(),
+        }];
+        if let Some(params) = &self.policy_params {
+            parts.extend(params.iter().map(|(k, v)| format!("{k}={v}")));
+        }
+        if let Some(balance) = haproxy_balance(policy).filter(|_| self.kind == SwitchKind::Haproxy) {
+            let tuned = self.haproxy_tuning().describe(balance);
+            if !tuned.is_empty() {
+                parts.push(tuned);
+            }
+        }
+        if let Some(q) = &self.dc_quota {
+            parts.push(format!("quota={q}"));
+        }
+        if let Some(b) = self.dc_balance_ms {
+            parts.push(format!("balance_ms={b}"));
+        }
+        if let Some(s) = self.splice_min_bytes {
+            parts.push(format!("splice_min_bytes={s}"));
+        }
+        parts.join(" ")
     }
 
     /// Whether the row runs on the workload named `name`.
@@ -122,6 +208,12 @@ impl SwitchRow {
         }
         if self.policy_params.is_some() && self.kind != SwitchKind::Locus {
             return Err("policy_params: a setting of the Locus switch only".into());
+        }
+        if let Some(h) = &self.haproxy {
+            if self.kind != SwitchKind::Haproxy {
+                return Err("haproxy: a setting of HAProxy rows only".into());
+            }
+            h.validate().map_err(|m| format!("haproxy.{m}"))?;
         }
         if let Some(c) = &self.coop {
             c.parse::<locus_node_config::Replacement>().map_err(|e| format!("coop: {e}"))?;

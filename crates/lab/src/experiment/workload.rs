@@ -68,6 +68,10 @@ pub struct WorkloadSpec {
     /// runs the experiment's for every workload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<Vec<usize>>,
+    /// Runs of this workload's points, each with its own seed of the request stream (absent:
+    /// the experiment's `repeat`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
     /// Warm-up of this workload's points (absent: the experiment's `warmup_s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup_s: Option<f64>,
@@ -182,6 +186,7 @@ impl WorkloadSpec {
             html_share: default_html_share(),
             sizes: FileSizes::default(),
             nodes: None,
+            repeat: None,
             warmup_s: None,
             measure_s: None,
             node: None,
@@ -267,6 +272,11 @@ impl WorkloadSpec {
     fn validate_timing(&self) -> Result<(), String> {
         if let Some(nodes) = &self.nodes {
             crate::experiment::validate_node_counts(nodes).map_err(|m| format!("nodes{m}"))?;
+        }
+        if let Some(r) = self.repeat
+            && !(1..=100).contains(&r)
+        {
+            return Err(format!("repeat = {r}: must be within 1..=100"));
         }
         if let Some(w) = self.warmup_s
             && !(w.is_finite() && (0.0..=3600.0).contains(&w))

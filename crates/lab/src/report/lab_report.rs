@@ -13,7 +13,17 @@ use crate::experiment::{Experiment, SwitchKind};
 use crate::results::{FailedPoint, PointResult, series_label, write_results_json};
 use crate::site::LabSite;
 
-/// One series point: the mean over a point's repetitions.
+/// One run of a point: its seed and the numbers a ratio is taken of, seed by seed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeedRun {
+    pub seed: u64,
+    pub rps: f64,
+    pub mean_ms: f64,
+    pub p99_ms: f64,
+}
+
+/// One series point: the median over a point's runs (one per seed), with every run kept for
+/// ranges and paired ratios.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SeriesPoint {
     pub nodes: usize,
@@ -31,20 +41,84 @@ pub struct SeriesPoint {
     pub node_cpu_us_per_request: Option<f64>,
     /// Share of responses from replicas (DC rows).
     pub replica_share: f64,
+    /// Summed over the runs.
     pub errors: u64,
-    /// Of the errors, timeouts.
+    /// Of the errors, timeouts (summed).
     pub timeouts: u64,
-    /// Responses in the measured intervals.
+    /// Responses in the measured intervals (summed).
     pub requests: u64,
     pub mismatches: u64,
+    /// Every run, in run order.
+    pub by_seed: Vec<SeedRun>,
 }
 
-/// A switch, policy and mode across node counts, for one workload.
+impl SeriesPoint {
+    /// The least and the greatest of a number over the runs.
+    pub fn range(&self, value: impl Fn(&SeedRun) -> f64) -> (f64, f64) {
+        self.by_seed
+            .iter()
+            .map(value)
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
+    }
+
+    /// `1234 (1100–1300)` with the range when there is more than one run.
+    pub fn with_range(&self, median: f64, value: impl Fn(&SeedRun) -> f64, decimals: usize) -> String {
+        if self.by_seed.len() < 2 {
+            return format!("{median:.decimals$}");
+        }
+        let (lo, hi) = self.range(value);
+        format!("{median:.decimals$} ({lo:.decimals$}–{hi:.decimals$})")
+    }
+}
+
+/// The ratio `a ÷ b` of a number seed by seed (only seeds both ran; none when `b` is not
+/// positive), with its median and range.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairedRatio {
+    pub ratios: Vec<f64>,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl PairedRatio {
+    /// `None` when the two share no seed with a positive baseline.
+    pub fn of(a: &SeriesPoint, b: &SeriesPoint, value: impl Fn(&SeedRun) -> f64) -> Option<PairedRatio> {
+        let ratios: Vec<f64> = a
+            .by_seed
+            .iter()
+            .filter_map(|ra| {
+                let rb = b.by_seed.iter().find(|rb| rb.seed == ra.seed)?;
+                let (x, y) = (value(ra), value(rb));
+                (y > 0.0 && x.is_finite()).then_some(x / y)
+            })
+            .collect();
+        if ratios.is_empty() {
+            return None;
+        }
+        let (min, max) =
+            ratios.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+        Some(PairedRatio { median: median(ratios.iter().copied()), min, max, ratios })
+    }
+
+    /// `1.42× (1.31–1.55 over 3 seeds)`.
+    pub fn text(&self) -> String {
+        if self.ratios.len() < 2 {
+            return format!("{:.2}× (one seed)", self.median);
+        }
+        format!("{:.2}× ({:.2}–{:.2} over {} seeds)", self.median, self.min, self.max, self.ratios.len())
+    }
+}
+
+/// A switch, configuration and mode across node counts, for one workload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Series {
     pub label: String,
     pub switch: SwitchKind,
+    /// The policy (`rr+cf-lfu` when the nodes cache cooperatively).
     pub policy: String,
+    /// The policy with the row's settings beyond the defaults (`lard-r t_high=16 t_low=4`).
+    pub config: String,
     pub mode: String,
     /// Ascending node counts.
     pub points: Vec<SeriesPoint>,
@@ -86,9 +160,43 @@ pub struct LabReport {
     pub failure: Option<String>,
 }
 
-fn mean(values: impl Iterator<Item = f64>) -> f64 {
-    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
-    if n == 0 { 0.0 } else { sum / n as f64 }
+/// The median (the mean of the middle two of an even count); 0 of nothing.
+pub fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.collect();
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 }
+}
+
+/// The median point of a point's runs.
+fn series_point(nodes: usize, runs: &[&PointResult]) -> SeriesPoint {
+    let cpu: Vec<f64> = runs.iter().filter_map(|r| r.switch_cpu_us_per_request).collect();
+    let node_cpu: Vec<f64> = runs.iter().filter_map(|r| r.node_cpu_us_per_request).collect();
+    SeriesPoint {
+        nodes,
+        runs: runs.len(),
+        rps: median(runs.iter().map(|r| r.rps)),
+        mean_ms: median(runs.iter().map(|r| r.mean_ms)),
+        p50_ms: median(runs.iter().map(|r| r.p50_ms)),
+        p99_ms: median(runs.iter().map(|r| r.p99_ms)),
+        hit_ratio: median(runs.iter().map(|r| r.hit_ratio)),
+        remote_hit_ratio: median(runs.iter().map(|r| r.remote_hit_ratio)),
+        imbalance: median(runs.iter().map(|r| r.imbalance)),
+        switch_cpu_us_per_request: (!cpu.is_empty()).then(|| median(cpu.into_iter())),
+        node_cpu_us_per_request: (!node_cpu.is_empty()).then(|| median(node_cpu.into_iter())),
+        replica_share: median(runs.iter().map(|r| r.replica_share)),
+        errors: runs.iter().map(|r| r.errors).sum(),
+        timeouts: runs.iter().map(|r| r.timeouts).sum(),
+        requests: runs.iter().map(|r| r.requests).sum(),
+        mismatches: runs.iter().map(|r| r.mismatches).sum(),
+        by_seed: runs
+            .iter()
+            .map(|r| SeedRun { seed: r.seed, rps: r.rps, mean_ms: r.mean_ms, p99_ms: r.p99_ms })
+            .collect(),
+    }
 }
 
 /// `a / b` as `2.31×`, or `n/a`.
@@ -97,52 +205,30 @@ pub fn ratio_text(a: f64, b: f64) -> String {
 }
 
 impl LabReport {
-    /// The series of one workload, in the experiment's row and policy order.
+    /// The series of one workload, in the experiment's row and policy order: one per switch,
+    /// configuration and mode.
     pub fn series(&self, workload: &str) -> Vec<Series> {
-        let mut order: Vec<(SwitchKind, String, String)> = Vec::new();
+        let mut order: Vec<(SwitchKind, String, String, String)> = Vec::new();
         for p in self.points.iter().filter(|p| p.workload == workload) {
-            let key = (p.switch, p.policy.clone(), p.mode.clone());
+            let key = (p.switch, p.policy.clone(), p.config_or_policy().to_string(), p.mode.clone());
             if !order.contains(&key) {
                 order.push(key);
             }
         }
         order
             .into_iter()
-            .map(|(switch, policy, mode)| {
+            .map(|(switch, policy, config, mode)| {
                 let mut by_nodes: BTreeMap<usize, Vec<&PointResult>> = BTreeMap::new();
                 for p in self.points.iter().filter(|p| {
-                    p.workload == workload && p.switch == switch && p.policy == policy && p.mode == mode
+                    p.workload == workload
+                        && p.switch == switch
+                        && p.config_or_policy() == config
+                        && p.mode == mode
                 }) {
                     by_nodes.entry(p.nodes).or_default().push(p);
                 }
-                let points = by_nodes
-                    .into_iter()
-                    .map(|(nodes, runs)| {
-                        let cpu: Vec<f64> = runs.iter().filter_map(|r| r.switch_cpu_us_per_request).collect();
-                        let node_cpu: Vec<f64> =
-                            runs.iter().filter_map(|r| r.node_cpu_us_per_request).collect();
-                        SeriesPoint {
-                            nodes,
-                            runs: runs.len(),
-                            rps: mean(runs.iter().map(|r| r.rps)),
-                            mean_ms: mean(runs.iter().map(|r| r.mean_ms)),
-                            p50_ms: mean(runs.iter().map(|r| r.p50_ms)),
-                            p99_ms: mean(runs.iter().map(|r| r.p99_ms)),
-                            hit_ratio: mean(runs.iter().map(|r| r.hit_ratio)),
-                            remote_hit_ratio: mean(runs.iter().map(|r| r.remote_hit_ratio)),
-                            imbalance: mean(runs.iter().map(|r| r.imbalance)),
-                            switch_cpu_us_per_request: (!cpu.is_empty()).then(|| mean(cpu.into_iter())),
-                            node_cpu_us_per_request: (!node_cpu.is_empty())
-                                .then(|| mean(node_cpu.into_iter())),
-                            replica_share: mean(runs.iter().map(|r| r.replica_share)),
-                            errors: runs.iter().map(|r| r.errors).sum(),
-                            timeouts: runs.iter().map(|r| r.timeouts).sum(),
-                            requests: runs.iter().map(|r| r.requests).sum(),
-                            mismatches: runs.iter().map(|r| r.mismatches).sum(),
-                        }
-                    })
-                    .collect();
-                Series { label: series_label(switch, &policy, &mode), switch, policy, mode, points }
+                let points = by_nodes.into_iter().map(|(nodes, runs)| series_point(nodes, &runs)).collect();
+                Series { label: series_label(switch, &config, &mode), switch, policy, config, mode, points }
             })
             .collect()
     }
@@ -278,7 +364,7 @@ impl LabReport {
             t.push('\n');
             for s in &series {
                 let policy =
-                    if s.mode == "proxy" { s.policy.clone() } else { format!("{} ({})", s.policy, s.mode) };
+                    if s.mode == "proxy" { s.config.clone() } else { format!("{} ({})", s.config, s.mode) };
                 let _ = write!(t, "| {} | {policy} |", s.switch.name());
                 for n in &counts {
                     let _ = write!(t, " {} |", s.at(*n).map_or("—".into(), value));
@@ -288,9 +374,19 @@ impl LabReport {
             t.push('\n');
             t
         };
-        out.push_str(&pivot("Throughput (requests/s)", &|p| format!("{:.0}", p.rps)));
-        out.push_str(&pivot("Mean response time (ms)", &|p| format!("{:.1}", p.mean_ms)));
-        out.push_str(&pivot("99th percentile response time (ms)", &|p| format!("{:.1}", p.p99_ms)));
+        let runs = series.iter().flat_map(|s| &s.points).map(|p| p.runs).max().unwrap_or(1);
+        if runs > 1 {
+            let _ = writeln!(
+                out,
+                "Each cell is the median over {runs} runs, one per seed of the request stream (the hot set and the \
+                 popularity order differ per seed), with the range in brackets; the rows ran interleaved, seed by seed.\n"
+            );
+        }
+        out.push_str(&pivot("Throughput (requests/s)", &|p| p.with_range(p.rps, |r| r.rps, 0)));
+        out.push_str(&pivot("Mean response time (ms)", &|p| p.with_range(p.mean_ms, |r| r.mean_ms, 1)));
+        out.push_str(&pivot("99th percentile response time (ms)", &|p| {
+            p.with_range(p.p99_ms, |r| r.p99_ms, 1)
+        }));
         out.push_str(&pivot("Cluster hit ratio", &|p| format!("{:.3}", p.hit_ratio)));
         out.push_str(&pivot("Load imbalance (max/mean requests per node)", &|p| {
             format!("{:.2}", p.imbalance)
@@ -301,6 +397,7 @@ impl LabReport {
                 p.node_cpu_us_per_request.map_or("—".into(), |c| format!("{c:.0}"))
             }));
         }
+        out.push_str(&crate::report::best_of::best_of_each_balancer(self, workload, &series));
         let highlights = self.highlights(workload);
         if !highlights.is_empty() {
             out.push_str("### Highlights\n\n");
@@ -317,18 +414,20 @@ impl LabReport {
             }
         }
         out.push_str(
-            "### Every point\n\n| switch | policy | mode | nodes | run | req/s | mean ms | p50 ms | p90 ms | p99 ms | hit ratio | imbalance | requests per node | switch CPU µs/req | errors | mismatches |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
+            "### Every point\n\n| switch | configuration | mode | nodes | run | seed | node CPU | req/s | mean ms | p50 ms | p90 ms | p99 ms | hit ratio | imbalance | requests per node | switch CPU µs/req | errors | timeouts | unanswered at the end | mismatches |\n|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|\n",
         );
         for p in self.points.iter().filter(|p| p.workload == workload) {
             let per_node: Vec<String> = p.node_requests.iter().map(|n| n.to_string()).collect();
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.2} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.2} | {} | {} | {} | {} | {} | {} |",
                 p.switch.name(),
-                p.policy,
+                p.config_or_policy(),
                 p.mode,
                 p.nodes,
                 p.repetition,
+                p.seed,
+                p.node_cpu,
                 p.rps,
                 p.mean_ms,
                 p.p50_ms,
@@ -339,6 +438,8 @@ impl LabReport {
                 per_node.join(" / "),
                 p.switch_cpu_us_per_request.map_or("—".into(), |c| format!("{c:.1}")),
                 p.errors,
+                p.timeouts,
+                p.outstanding,
                 p.mismatches
             );
         }
@@ -385,6 +486,8 @@ pub(crate) mod tests {
             nodes,
             workload: "zipf".into(),
             repetition: 1,
+            seed: 1,
+            config: policy.into(),
             rps,
             mean_ms: 1.5,
             p50_ms: 1.0,
@@ -443,9 +546,10 @@ files = 10
                 points.push(point(kind, policy, nodes, base * nodes as f64, hit));
             }
         }
-        // A second run of one point: tables show the mean.
+        // A second run (seed) of one point: tables show the median, and the range.
         let mut again = point(SwitchKind::Locus, "wrr", 2, 300.0, 0.7);
         again.repetition = 2;
+        again.seed = 101;
         points.push(again);
         LabReport {
             experiment,
@@ -486,7 +590,7 @@ files = 10
     }
 
     #[test]
-    fn series_average_repetitions_and_keep_the_experiment_order() {
+    fn series_take_the_median_of_repetitions_keep_each_seed_and_the_experiment_order() {
         let r = sample_report();
         let s = r.series("zipf");
         let labels: Vec<&str> = s.iter().map(|s| s.label.as_str()).collect();
@@ -497,6 +601,26 @@ files = 10
         let wrr2 = s[0].at(2).unwrap();
         assert_eq!(wrr2.runs, 2);
         assert!((wrr2.rps - 250.0).abs() < 1e-9 && (wrr2.hit_ratio - 0.65).abs() < 1e-9);
+        assert_eq!(wrr2.by_seed.iter().map(|r| r.seed).collect::<Vec<_>>(), [1, 101]);
+        assert_eq!(wrr2.range(|r| r.rps), (200.0, 300.0));
+        assert_eq!(median([5.0, 1.0, 3.0].into_iter()), 3.0, "odd count: the middle value");
+        assert_eq!(median(std::iter::empty()), 0.0);
+    }
+
+    #[test]
+    fn paired_ratios_are_taken_seed_by_seed_over_the_seeds_both_ran() {
+        let run = |seed, rps| SeedRun { seed, rps, mean_ms: 1.0, p99_ms: 1.0 };
+        let mut a = sample_report().series("zipf")[0].at(2).unwrap().clone();
+        let mut b = a.clone();
+        a.by_seed = vec![run(1, 300.0), run(2, 200.0), run(3, 90.0), run(4, 50.0)];
+        b.by_seed = vec![run(1, 100.0), run(2, 100.0), run(3, 100.0)];
+        let r = PairedRatio::of(&a, &b, |r| r.rps).unwrap();
+        // Seed 4 has no partner; the medians of 300/200/90 against 100 each: 3, 2, 0.9.
+        assert_eq!(r.ratios, [3.0, 2.0, 0.9]);
+        assert_eq!((r.median, r.min, r.max), (2.0, 0.9, 3.0));
+        assert_eq!(r.text(), "2.00× (0.90–3.00 over 3 seeds)");
+        b.by_seed = vec![run(1, 0.0)];
+        assert!(PairedRatio::of(&a, &b, |r| r.rps).is_none(), "no ratio against zero");
     }
 
     #[test]
@@ -515,7 +639,8 @@ files = 10
             "| switch | policy | 1 node | 2 nodes |",
             "| locus | lard-r | 250 | 500 |",
             "| haproxy | uri-chash-bounded | 150 | 300 |",
-            "| locus | wrr | 100 | 250 |",
+            "| locus | wrr | 100 | 250 (200–300) |",
+            "Each cell is the median over 2 runs",
             "### Cluster hit ratio",
             "| locus | lard | 0.900 | 0.900 |",
             "### Load imbalance",
@@ -523,7 +648,11 @@ files = 10
             "LARD's cluster hit ratio is 0.900 against WRR's 0.650 (higher)",
             "(lard-r: 500 req/s, hit ratio 0.950) serves 1.67× the throughput of the best haproxy row (uri-chash-bounded: 300 req/s",
             "![Throughput](zipf-throughput.svg)",
-            "| locus | wrr | proxy | 2 | 2 | 300 |",
+            "| locus | wrr | proxy | 2 | 2 | 101 | host | 300 |",
+            "### Best of each balancer (highest median throughput, 2 nodes, proxy mode)",
+            "| haproxy | 1 | uri-chash-bounded | 300 | 3.0 |",
+            "| nginx | 1 | uri-chash (load-blind) | 280 | 3.0 |",
+            "Locus's best (`lard-r`) against haproxy's best (`uri-chash-bounded`): 1.67× (one seed) the throughput",
             "## Notes",
             "A note.",
             "10.253.0.100",

@@ -10,7 +10,7 @@ use locus_rig::VIRTUAL_IP;
 
 fn describe_nodes(n: &NodeSettings) -> String {
     format!(
-        "`locus node`, {} worker thread{} each, cache {} ({}), objects up to {}, storage model {}, CPU model {}",
+        "`locus node`, {} worker thread{} each, cache {} ({}), objects up to {}, storage model {}, CPU {}",
         n.workers,
         if n.workers == 1 { "" } else { "s" },
         n.cache,
@@ -19,9 +19,13 @@ fn describe_nodes(n: &NodeSettings) -> String {
         n.storage
             .as_deref()
             .map_or("off (misses cost only the page cache)".to_string(), |s| format!("`{s}`")),
-        n.cpu.as_deref().map_or("off (the nodes share the machine's CPUs)".to_string(), |c| format!(
-            "`{c}` (one modelled CPU per node)"
-        )),
+        match (n.cpu_limit, n.cpu.as_deref()) {
+            (Some(l), _) => format!(
+                "limited to {l} of a CPU per node (a cgroup each: real CPU time, the mechanism is under the machine)"
+            ),
+            (None, Some(c)) => format!("model `{c}` (one modelled CPU per node)"),
+            (None, None) => "unlimited (the nodes share the machine's CPUs)".to_string(),
+        },
     )
 }
 

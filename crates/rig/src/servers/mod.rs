@@ -12,5 +12,6 @@ pub use locus::{
 };
 pub use server::Server;
 pub use third_party::{
-    HaproxyBalance, NginxBalance, haproxy, haproxy_config, nginx_proxy, nginx_proxy_config, nginx_static,
+    HaproxyBalance, HaproxyTuning, NginxBalance, check_haproxy_config, check_nginx_config, haproxy,
+    haproxy_config, nginx_proxy, nginx_proxy_config, nginx_static,
 };

@@ -1,8 +1,9 @@
 //! The third-party servers the lab and the benchmarks compare Locus with, their configuration
 //! templates and how they start: HAProxy in front of the nodes (`balance uri` + consistent
-//! hashing + `hash-balance-factor 150`, round robin or least connections) and NGINX as a
-//! keep-alive reverse proxy (`hash $request_uri consistent`, round robin or least connections)
-//! or as a static server with sendfile on a node's host.
+//! hashing with a bounded load, round robin, least connections or `random(2)`, with the knobs
+//! an operator tunes: balance factor, `avalanche`, weights, per-server `maxconn` with a queue)
+//! and NGINX as a keep-alive reverse proxy (`hash $request_uri consistent`, round robin, least
+//! connections or `random two least_conn`) or as a static server with sendfile on a node's host.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -15,23 +16,74 @@ use crate::servers::server::{Server, start};
 /// How HAProxy picks a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HaproxyBalance {
-    /// `balance uri`, `hash-type consistent`, `hash-balance-factor 150`.
+    /// `balance uri`, `hash-type consistent`, `hash-balance-factor` (150 unless tuned).
     UriChashBounded,
     /// `balance roundrobin`.
     RoundRobin,
     /// `balance leastconn`.
     LeastConn,
+    /// `balance random(2)`: the less loaded of two servers drawn at random.
+    Random2,
+}
+
+/// The knobs of an HAProxy backend beyond its balance; `Default` is HAProxy's own defaults
+/// with the lab's bounded-load factor (150).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HaproxyTuning {
+    /// `hash-balance-factor` of a bounded-load hash (percent of the mean load; 100 < f).
+    pub hash_balance_factor: u32,
+    /// `hash-type consistent sdbm avalanche`: the key's hash mixed again before the ring.
+    pub avalanche: bool,
+    /// `weight` of every server (HAProxy's default is 1; a consistent-hash ring gets 16 points
+    /// per unit of weight, so a higher weight spreads the keys more evenly).
+    pub weight: Option<u32>,
+    /// Per-server `maxconn`: requests beyond it wait in the backend's queue (`timeout queue`).
+    pub maxconn: Option<u32>,
+}
+
+impl Default for HaproxyTuning {
+    fn default() -> HaproxyTuning {
+        HaproxyTuning { hash_balance_factor: 150, avalanche: false, weight: None, maxconn: None }
+    }
+}
+
+impl HaproxyTuning {
+    /// The settings that differ from the defaults, as `factor=125 avalanche weight=100` (empty
+    /// when none does); only those that apply to `balance`.
+    pub fn describe(&self, balance: HaproxyBalance) -> String {
+        let d = HaproxyTuning::default();
+        let mut parts = Vec::new();
+        if balance == HaproxyBalance::UriChashBounded {
+            if self.hash_balance_factor != d.hash_balance_factor {
+                parts.push(format!("factor={}", self.hash_balance_factor));
+            }
+            if self.avalanche {
+                parts.push("avalanche".to_string());
+            }
+        }
+        if let Some(w) = self.weight {
+            parts.push(format!("weight={w}"));
+        }
+        if let Some(m) = self.maxconn {
+            parts.push(format!("maxconn={m}"));
+        }
+        parts.join(" ")
+    }
 }
 
 impl HaproxyBalance {
     /// The backend lines.
-    fn config(self) -> &'static str {
+    fn config(self, tuning: &HaproxyTuning) -> String {
         match self {
-            HaproxyBalance::UriChashBounded => {
-                "  balance uri\n  hash-type consistent\n  hash-balance-factor 150\n"
-            }
-            HaproxyBalance::RoundRobin => "  balance roundrobin\n",
-            HaproxyBalance::LeastConn => "  balance leastconn\n",
+            HaproxyBalance::UriChashBounded => format!(
+                "  balance uri\n  hash-type consistent{}\n  hash-balance-factor {}\n",
+                // HAProxy 2.6 takes the modifier after the function: sdbm is its default.
+                if tuning.avalanche { " sdbm avalanche" } else { "" },
+                tuning.hash_balance_factor
+            ),
+            HaproxyBalance::RoundRobin => "  balance roundrobin\n".into(),
+            HaproxyBalance::LeastConn => "  balance leastconn\n".into(),
+            HaproxyBalance::Random2 => "  balance random(2)\n".into(),
         }
     }
 }
@@ -41,16 +93,27 @@ pub fn haproxy_config(
     listen: SocketAddr,
     nodes: &[(String, SocketAddr)],
     balance: HaproxyBalance,
+    tuning: &HaproxyTuning,
     threads: u32,
 ) -> String {
-    let servers: String = nodes.iter().map(|(name, addr)| format!("  server {name} {addr}\n")).collect();
+    let mut server_options = String::new();
+    if let Some(w) = tuning.weight {
+        server_options.push_str(&format!(" weight {w}"));
+    }
+    if let Some(m) = tuning.maxconn {
+        server_options.push_str(&format!(" maxconn {m}"));
+    }
+    let servers: String =
+        nodes.iter().map(|(name, addr)| format!("  server {name} {addr}{server_options}\n")).collect();
+    // A queued request waits as long as the load generator would (its timeout is at most 10 s).
+    let queue = if tuning.maxconn.is_some() { "  timeout queue 10s\n" } else { "" };
     // maxconn is bounded by the 20,000-descriptor limit of these machines (two per connection).
     format!(
         "global\n  nbthread {threads}\n  maxconn 9000\n\
          defaults\n  mode http\n  timeout connect 5s\n  timeout client 60s\n  timeout server 60s\n  timeout http-keep-alive 60s\n  option http-keep-alive\n\
          frontend lab\n  bind {listen}\n  default_backend nodes\n\
-         backend nodes\n{}{servers}",
-        balance.config()
+         backend nodes\n{}{queue}{servers}",
+        balance.config(tuning)
     )
 }
 
@@ -61,15 +124,58 @@ pub fn haproxy(
     listen: SocketAddr,
     nodes: &[(String, SocketAddr)],
     balance: HaproxyBalance,
+    tuning: &HaproxyTuning,
     threads: u32,
 ) -> Result<Server, RigError> {
     let bin = require_program("haproxy", "haproxy")?;
     let path = scratch.join("haproxy.cfg");
-    std::fs::write(&path, haproxy_config(listen, nodes, balance, threads))
+    std::fs::write(&path, haproxy_config(listen, nodes, balance, tuning, threads))
         .map_err(|e| RigError::io(&path, e))?;
     let mut cmd = net.command("switch", &bin)?;
     cmd.arg("-db").arg("-f").arg(&path);
     start(net, "switch", "haproxy", cmd, listen, None, scratch)
+}
+
+/// Check an HAProxy configuration with `haproxy -c` before a run depends on it: the error
+/// names the configuration and gives HAProxy's own message.
+pub fn check_haproxy_config(
+    scratch: &Path,
+    balance: HaproxyBalance,
+    tuning: &HaproxyTuning,
+    threads: u32,
+) -> Result<(), RigError> {
+    let bin = require_program("haproxy", "haproxy")?;
+    let path = scratch.join("haproxy-check.cfg");
+    let nodes = [("node1".to_string(), SocketAddr::from(([127, 0, 0, 1], 1)))];
+    let text = haproxy_config(SocketAddr::from(([127, 0, 0, 1], 2)), &nodes, balance, tuning, threads);
+    std::fs::write(&path, text).map_err(|e| RigError::io(&path, e))?;
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("-c").arg("-f").arg(&path);
+    run_check(cmd, format!("haproxy -c ({balance:?} {})", tuning.describe(balance)))
+}
+
+/// Check an NGINX proxy configuration with `nginx -t`.
+pub fn check_nginx_config(scratch: &Path, balance: NginxBalance, workers: u32) -> Result<(), RigError> {
+    let bin = require_program("nginx", "nginx")?;
+    let dir = nginx_prefix(&scratch.join("nginx-check"))?;
+    let path = dir.join("nginx.conf");
+    let nodes = [("node1".to_string(), SocketAddr::from(([127, 0, 0, 1], 1)))];
+    let text = nginx_proxy_config(&dir, SocketAddr::from(([127, 0, 0, 1], 2)), &nodes, balance, workers);
+    std::fs::write(&path, text).map_err(|e| RigError::io(&path, e))?;
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("-t").arg("-c").arg(&path).arg("-p").arg(&dir);
+    run_check(cmd, format!("nginx -t ({balance:?})"))
+}
+
+/// Run a configuration check; its stderr is the error when it fails.
+fn run_check(mut cmd: std::process::Command, command: String) -> Result<(), RigError> {
+    let out =
+        cmd.output().map_err(|e| RigError::Command { command: command.clone(), message: e.to_string() })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let message = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    Err(RigError::Command { command, message })
 }
 
 /// How NGINX picks an upstream.
@@ -81,6 +187,8 @@ pub enum NginxBalance {
     RoundRobin,
     /// `least_conn`.
     LeastConn,
+    /// `random two least_conn`: the server with fewer connections of two drawn at random.
+    RandomTwoLeastConn,
 }
 
 /// The `http` block's common lines; temporary files under `dir`.
@@ -105,6 +213,7 @@ pub fn nginx_proxy_config(
         NginxBalance::UriChash => "    hash $request_uri consistent;\n",
         NginxBalance::RoundRobin => "",
         NginxBalance::LeastConn => "    least_conn;\n",
+        NginxBalance::RandomTwoLeastConn => "    random two least_conn;\n",
     };
     let servers: String = nodes.iter().map(|(_, addr)| format!("    server {addr};\n")).collect();
     format!(
@@ -182,13 +291,40 @@ mod tests {
     #[test]
     fn haproxy_configs_hash_the_uri_with_bounded_loads_or_go_round_robin() {
         let listen = "10.253.0.100:80".parse().unwrap();
-        let c = haproxy_config(listen, &nodes(), HaproxyBalance::UriChashBounded, 2);
-        for line in ["balance uri", "hash-type consistent", "hash-balance-factor 150", "nbthread 2"] {
+        let c =
+            haproxy_config(listen, &nodes(), HaproxyBalance::UriChashBounded, &HaproxyTuning::default(), 2);
+        for line in ["balance uri", "hash-type consistent\n", "hash-balance-factor 150", "nbthread 2"] {
             assert!(c.contains(line), "{line} missing:\n{c}");
         }
-        assert!(c.contains("server node2 10.253.0.12:80") && c.contains("bind 10.253.0.100:80"));
-        let rr = haproxy_config(listen, &nodes(), HaproxyBalance::RoundRobin, 1);
+        assert!(c.contains("server node2 10.253.0.12:80\n") && c.contains("bind 10.253.0.100:80"));
+        assert!(!c.contains("timeout queue"), "no queue without maxconn");
+        let rr = haproxy_config(listen, &nodes(), HaproxyBalance::RoundRobin, &HaproxyTuning::default(), 1);
         assert!(rr.contains("balance roundrobin") && !rr.contains("hash-type"));
+    }
+
+    #[test]
+    fn haproxy_tuning_sets_the_factor_avalanche_weights_and_a_queue_and_describes_what_differs() {
+        let listen = "10.253.0.100:80".parse().unwrap();
+        let t =
+            HaproxyTuning { hash_balance_factor: 125, avalanche: true, weight: Some(100), maxconn: Some(8) };
+        let c = haproxy_config(listen, &nodes(), HaproxyBalance::UriChashBounded, &t, 2);
+        for line in [
+            "hash-type consistent sdbm avalanche\n",
+            "hash-balance-factor 125\n",
+            "server node1 10.253.0.11:80 weight 100 maxconn 8\n",
+            "timeout queue 10s",
+        ] {
+            assert!(c.contains(line), "{line} missing:\n{c}");
+        }
+        assert_eq!(t.describe(HaproxyBalance::UriChashBounded), "factor=125 avalanche weight=100 maxconn=8");
+        assert_eq!(
+            t.describe(HaproxyBalance::LeastConn),
+            "weight=100 maxconn=8",
+            "no hash knobs off the hash"
+        );
+        assert_eq!(HaproxyTuning::default().describe(HaproxyBalance::UriChashBounded), "");
+        let r = haproxy_config(listen, &nodes(), HaproxyBalance::Random2, &HaproxyTuning::default(), 2);
+        assert!(r.contains("balance random(2)\n"), "{r}");
     }
 
     #[test]
@@ -218,5 +354,13 @@ mod tests {
             1,
         );
         assert!(!rr.contains("hash "));
+        let p2 = nginx_proxy_config(
+            Path::new("/tmp/x"),
+            "10.253.0.100:80".parse().unwrap(),
+            &nodes(),
+            NginxBalance::RandomTwoLeastConn,
+            1,
+        );
+        assert!(p2.contains("    random two least_conn;\n"), "{p2}");
     }
 }
