@@ -140,7 +140,8 @@ fn run_and_report(experiment: Experiment, output: OutputArgs, demo: bool) -> any
                 Some(false) => "NOT MET",
                 None => "not measured",
             };
-            eprintln!("check: {} — {verdict} ({})", c.name, c.detail);
+            let kind = if c.target { "target" } else { "check" };
+            eprintln!("{kind}: {} — {verdict} ({})", c.name, c.detail);
         }
         report.notes.push(checks_markdown(&checks));
     }

@@ -46,6 +46,7 @@ fn dc_cluster<'n>(net: &'n Net, site: &LabSite, scratch: &Path) -> LabCluster<'n
         coop: None,
         dc_quota: None,
         dc_balance_ms: Some(500),
+        haproxy: Default::default(),
     };
     LabCluster::start(net, &locus_binary(), scratch, &spec).unwrap()
 }

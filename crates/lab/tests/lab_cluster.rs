@@ -61,6 +61,7 @@ impl SmallLab {
             coop: None,
             dc_quota: None,
             dc_balance_ms: None,
+            haproxy: Default::default(),
         };
         let scratch = self.dir.path().join(format!("logs-{policy}-{splice_min_bytes:?}"));
         LabCluster::start(&self.net, &self.locus, &scratch, &spec).unwrap()

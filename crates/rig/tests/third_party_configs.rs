@@ -20,7 +20,8 @@ fn every_haproxy_balance_and_tuning_passes_haproxy_c() {
         HaproxyBalance::Random2,
     ] {
         for t in &tunings {
-            check_haproxy_config(dir.path(), balance, t, 2).unwrap_or_else(|e| panic!("{balance:?} {t:?}: {e}"));
+            check_haproxy_config(dir.path(), balance, t, 2)
+                .unwrap_or_else(|e| panic!("{balance:?} {t:?}: {e}"));
         }
     }
 }
