@@ -70,6 +70,23 @@ impl CostDistribution {
         Ok(())
     }
 
+    /// The same shape with every cost multiplied by `factor` (a class table whose costs are
+    /// wrong by that factor: the lab's test of CSLD against costs it does not know).
+    pub fn scaled(&self, factor: f64) -> CostDistribution {
+        match *self {
+            CostDistribution::Const { ms } => CostDistribution::Const { ms: ms * factor },
+            CostDistribution::Normal { mean_ms, stddev_ms } => {
+                CostDistribution::Normal { mean_ms: mean_ms * factor, stddev_ms: stddev_ms * factor }
+            }
+            CostDistribution::Exponential { mean_ms } => {
+                CostDistribution::Exponential { mean_ms: mean_ms * factor }
+            }
+            CostDistribution::Uniform { min_ms, max_ms } => {
+                CostDistribution::Uniform { min_ms: min_ms * factor, max_ms: max_ms * factor }
+            }
+        }
+    }
+
     /// The mean cost in milliseconds (of the unclamped distribution).
     pub fn mean_ms(&self) -> f64 {
         match *self {

@@ -41,6 +41,8 @@ pub struct ClusterSpec {
     pub dc_balance_ms: Option<u64>,
     /// HAProxy rows: the backend's knobs beyond its balance.
     pub haproxy: HaproxyTuning,
+    /// The class file the Locus switch reads, when it differs from the nodes' (costs scaled).
+    pub switch_class_file: Option<std::path::PathBuf>,
 }
 
 /// The started servers of one point.
@@ -198,7 +200,7 @@ impl<'n> LabCluster<'n> {
                     policy_table: spec.policy_table.clone(),
                     handoff_key_file: key_file.clone(),
                     handoff_agents: nodes.iter().filter_map(|n| n.agent).collect(),
-                    class_file: spec.class_file.clone(),
+                    class_file: spec.switch_class_file.clone().or_else(|| spec.class_file.clone()),
                     site_root: spec.class_file.as_ref().map(|_| spec.root.clone()),
                     node_admins: nodes.iter().filter_map(|n| n.admin).collect(),
                     ..SwitchSpec::new(&spec.policy, &spec.mode, spec.workers, 9000)

@@ -92,6 +92,7 @@ pub fn loopback_experiment(opts: &DemoOptions) -> Experiment {
             coop: None,
             dc_quota: None,
             dc_balance_ms: None,
+            class_cost_scale: None,
             haproxy: None,
         }],
         workloads: vec![WorkloadSpec {

@@ -525,6 +525,7 @@ fn run_point(
         dc_quota: point.dc_quota.clone(),
         dc_balance_ms: point.dc_balance_ms,
         haproxy: point.haproxy,
+        switch_class_file: switch_class_file(experiment, point, site, &scratch)?,
     };
     let in_point = |e: LabError| LabError::Point { point: point.label(), message: e.to_string() };
     let mut cluster = LabCluster::start(net, &options.locus, &scratch, &spec).map_err(in_point)?;
@@ -535,6 +536,22 @@ fn run_point(
     let mut result = point_result(experiment, point, &load, &before, &after);
     result.congestion_control = net.congestion_control();
     Ok(result)
+}
+
+/// A class file with the row's scaled costs for the switch, in the point's folder; `None`
+/// when the row scales nothing (the switch reads the nodes' file).
+fn switch_class_file(
+    experiment: &Experiment,
+    point: &ExperimentPoint,
+    site: &LabSite,
+    scratch: &Path,
+) -> Result<Option<PathBuf>, LabError> {
+    let (Some(factor), Some(_)) = (point.class_cost_scale, &site.class_file) else { return Ok(None) };
+    std::fs::create_dir_all(scratch).map_err(|e| LabError::io(scratch, e))?;
+    let path = scratch.join("switch-classes.toml");
+    let text = experiment.workloads[point.workload].class_file_text_scaled(factor);
+    std::fs::write(&path, text).map_err(|e| LabError::io(&path, e))?;
+    Ok(Some(path))
 }
 
 /// The numbers of a point from its load report and cluster snapshots.

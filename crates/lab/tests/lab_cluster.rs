@@ -62,6 +62,7 @@ impl SmallLab {
             dc_quota: None,
             dc_balance_ms: None,
             haproxy: Default::default(),
+            switch_class_file: None,
         };
         let scratch = self.dir.path().join(format!("logs-{policy}-{splice_min_bytes:?}"));
         LabCluster::start(&self.net, &self.locus, &scratch, &spec).unwrap()

@@ -300,6 +300,7 @@ impl Experiment {
                                     dc_quota: row.dc_quota.clone(),
                                     dc_balance_ms: row.dc_balance_ms,
                                     haproxy: row.haproxy_tuning(),
+                                    class_cost_scale: row.class_cost_scale,
                                 });
                             }
                         }

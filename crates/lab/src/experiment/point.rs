@@ -8,7 +8,7 @@ use crate::experiment::SwitchKind;
 use locus_rig::HaproxyTuning;
 
 /// One point of the matrix: a fresh cluster, a warm-up and a measured interval.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ExperimentPoint {
     /// Position in the run order (0-based).
     pub index: usize,
@@ -38,6 +38,8 @@ pub struct ExperimentPoint {
     pub dc_quota: Option<String>,
     /// DC rows: the homes' balancing period in ms, if the row sets it.
     pub dc_balance_ms: Option<u64>,
+    /// Locus rows: the switch's class costs multiplied by this, if the row sets it.
+    pub class_cost_scale: Option<f64>,
     /// HAProxy rows: the backend's knobs.
     #[serde(skip)]
     pub haproxy: HaproxyTuning,

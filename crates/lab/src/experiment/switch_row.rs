@@ -82,6 +82,10 @@ pub struct SwitchRow {
     /// default (5000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dc_balance_ms: Option<u64>,
+    /// Locus only: the switch's class table has every dynamic class's cost multiplied by this
+    /// (the nodes keep the true costs): CSLD tested against costs it does not know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class_cost_scale: Option<f64>,
     /// HAProxy rows only: the backend's knobs beyond its balance; absent: HAProxy's defaults
     /// (and the lab's bounded-load factor, 150).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -183,6 +187,9 @@ impl SwitchRow {
         if let Some(s) = self.splice_min_bytes {
             parts.push(format!("splice_min_bytes={s}"));
         }
+        if let Some(f) = self.class_cost_scale {
+            parts.push(format!("costs×{f}"));
+        }
         parts.join(" ")
     }
 
@@ -208,6 +215,14 @@ impl SwitchRow {
         }
         if self.policy_params.is_some() && self.kind != SwitchKind::Locus {
             return Err("policy_params: a setting of the Locus switch only".into());
+        }
+        if let Some(f) = self.class_cost_scale {
+            if self.kind != SwitchKind::Locus {
+                return Err("class_cost_scale: a setting of the Locus switch only".into());
+            }
+            if !(f.is_finite() && f > 0.0 && f <= 100.0) {
+                return Err(format!("class_cost_scale = {f}: must be within (0, 100]"));
+            }
         }
         if let Some(h) = &self.haproxy {
             if self.kind != SwitchKind::Haproxy {

@@ -339,12 +339,22 @@ impl WorkloadSpec {
 
     /// The dynamic classes, in the `[[classes]]` file schema.
     pub fn class_file_text(&self) -> String {
+        self.class_file_text_scaled(1.0)
+    }
+
+    /// The class file with every class's cost multiplied by `factor` (what a switch is told
+    /// when its class table is wrong by that factor; the nodes keep the true costs).
+    pub fn class_file_text_scaled(&self, factor: f64) -> String {
         #[derive(Serialize)]
-        struct File<'a> {
-            classes: Vec<&'a ClassConfig>,
+        struct File {
+            classes: Vec<ClassConfig>,
         }
-        let file = File { classes: self.dynamic.iter().map(|d| &d.class).collect() };
-        toml::to_string_pretty(&file).unwrap_or_default()
+        let classes = self
+            .dynamic
+            .iter()
+            .map(|d| ClassConfig { cost: d.class.cost.scaled(factor), ..d.class.clone() })
+            .collect();
+        toml::to_string_pretty(&File { classes }).unwrap_or_default()
     }
 
     /// The size model handed to the site generator.
