@@ -23,7 +23,7 @@ pub enum LabCommand {
     Run(RunArgs),
     /// The built-in demo: four workloads (zipf on disk-bound nodes, a moving hot spot, a
     /// dynamic mix, cooperative caching) behind Locus and every configuration of HAProxy and
-    /// NGINX in the tuning budget, three seeds each (about 13 minutes; `--full`: five seeds).
+    /// NGINX in the tuning budget, three seeds each (about 14 minutes; `--full`: five seeds).
     Demo(DemoArgs),
     /// Remove namespaces and bridges left behind by a lab run that was killed.
     Clean,

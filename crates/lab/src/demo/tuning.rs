@@ -11,7 +11,7 @@ use crate::report::LabReport;
 fn node_cpu_text(node: &crate::experiment::NodeSettings) -> String {
     match (node.cpu_limit, node.cpu.as_deref()) {
         (Some(l), _) => format!(
-            "a real CPU limit of its own ({l} of a CPU: a cgroup per node, so a node that a hot spot overloads cannot \
+            "a real CPU limit of its own ({l} of a CPU: a cgroup per node, so an overloaded node cannot \
              borrow the others' CPU; at about 40 µs of CPU per request, what `locus bench node-cost` measures on this \
              machine, the nodes together saturate below what the switch and the load generator carry on the 2 shared \
              CPUs — their limits add up to at most one CPU)"
