@@ -14,6 +14,7 @@ const PRODUCT: &[&str] = &[
     "http",
     "io",
     "site",
+    "tls",
     "handoff",
     "bpf",
     "switch",

@@ -1,0 +1,14 @@
+//! TLS for Locus's switch and node: a certificate and its key read from PEM files and refused
+//! when they cannot be trusted to serve (`certificate`), certificates chosen by SNI with a
+//! default (`sni`), and the rustls server configuration (TLS 1.3 and 1.2, ALPN, no 0-RTT)
+//! built from them (`server_config`).
+
+mod certificate;
+mod error;
+mod server_config;
+mod sni;
+
+pub use certificate::{LoadedCertificate, load_certificate};
+pub use error::TlsError;
+pub use server_config::{ALPN_HTTP1, server_config};
+pub use sni::{SniCertificates, UnknownName};

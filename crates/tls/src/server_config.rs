@@ -1,0 +1,26 @@
+//! The rustls server configuration of a TLS listener: TLS 1.3 and 1.2 with the ring provider,
+//! certificates by SNI, the listener's ALPN protocols, no client certificates, 0-RTT off.
+
+use std::sync::Arc;
+
+use rustls::ServerConfig;
+
+use crate::error::TlsError;
+use crate::sni::SniCertificates;
+
+/// ALPN's name of HTTP/1.1.
+pub const ALPN_HTTP1: &[u8] = b"http/1.1";
+
+/// A server configuration offering `alpn` (in preference order).
+pub fn server_config(certs: SniCertificates, alpn: &[&[u8]]) -> Result<Arc<ServerConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(certs));
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    // 0-RTT data can be replayed: never accepted.
+    config.max_early_data_size = 0;
+    Ok(Arc::new(config))
+}
