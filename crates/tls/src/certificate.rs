@@ -69,7 +69,7 @@ fn read_error(path: &Path, e: rustls::pki_types::pem::Error) -> TlsError {
 
 /// A private key must not be open to others (group access is allowed: Debian's `ssl-cert`
 /// group reads `/etc/ssl/private`).
-fn check_key_permissions(key_path: &Path) -> Result<(), TlsError> {
+pub(crate) fn check_key_permissions(key_path: &Path) -> Result<(), TlsError> {
     let meta = std::fs::metadata(key_path)
         .map_err(|e| TlsError::Read { path: key_path.to_path_buf(), message: e.to_string() })?;
     let mode = meta.permissions().mode() & 0o7777;

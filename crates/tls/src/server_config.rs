@@ -1,5 +1,7 @@
 //! The rustls server configuration of a TLS listener: TLS 1.3 and 1.2 with the ring provider,
-//! certificates by SNI, the listener's ALPN protocols, no client certificates, 0-RTT off.
+//! certificates by SNI, the listener's ALPN protocols, no client certificates, 0-RTT off, and
+//! session tickets sealed with the cluster's shared keys when it has a key file (otherwise
+//! resumption only through this process's session cache).
 
 use std::sync::Arc;
 
@@ -7,12 +9,17 @@ use rustls::ServerConfig;
 
 use crate::error::TlsError;
 use crate::sni::SniCertificates;
+use crate::tickets::TicketKeys;
 
 /// ALPN's name of HTTP/1.1.
 pub const ALPN_HTTP1: &[u8] = b"http/1.1";
 
-/// A server configuration offering `alpn` (in preference order).
-pub fn server_config(certs: SniCertificates, alpn: &[&[u8]]) -> Result<Arc<ServerConfig>, TlsError> {
+/// A server configuration offering `alpn` (in preference order), with tickets under `tickets`.
+pub fn server_config(
+    certs: SniCertificates,
+    alpn: &[&[u8]],
+    tickets: Option<Arc<TicketKeys>>,
+) -> Result<Arc<ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -22,5 +29,8 @@ pub fn server_config(certs: SniCertificates, alpn: &[&[u8]]) -> Result<Arc<Serve
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     // 0-RTT data can be replayed: never accepted.
     config.max_early_data_size = 0;
+    if let Some(t) = tickets {
+        config.ticketer = t;
+    }
     Ok(Arc::new(config))
 }

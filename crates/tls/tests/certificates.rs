@@ -179,7 +179,8 @@ fn a_client_completes_tls_1_3_with_http_1_1_by_alpn_and_the_certificate_its_name
     let dir = tempfile::tempdir().unwrap();
     let (certs, pems) = two_certificates(dir.path());
     let config =
-        server_config(SniCertificates::new(&certs, UnknownName::Default).unwrap(), &[ALPN_HTTP1]).unwrap();
+        server_config(SniCertificates::new(&certs, UnknownName::Default).unwrap(), &[ALPN_HTTP1], None)
+            .unwrap();
     assert_eq!(config.max_early_data_size, 0, "no 0-RTT");
     // Trusting only b's certificate: the handshake for www.b.example must have been served it.
     let (version, alpn) = handshake(config.clone(), &pems[1..], "www.b.example").unwrap();
@@ -191,6 +192,7 @@ fn a_client_completes_tls_1_3_with_http_1_1_by_alpn_and_the_certificate_its_name
     let e = handshake(config, &pems[1..], "a.example").unwrap_err();
     assert!(e.to_string().contains("certificate"), "a's certificate is not trusted by this client: {e}");
     let strict =
-        server_config(SniCertificates::new(&certs, UnknownName::Refuse).unwrap(), &[ALPN_HTTP1]).unwrap();
+        server_config(SniCertificates::new(&certs, UnknownName::Refuse).unwrap(), &[ALPN_HTTP1], None)
+            .unwrap();
     assert!(handshake(strict, &pems, "unknown.example").is_err(), "an unknown name gets no certificate");
 }
