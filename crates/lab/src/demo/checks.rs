@@ -115,7 +115,7 @@ impl WorkloadPoints {
     }
 
     fn best_in_mode(&self, switch: SwitchKind, policy: Option<&str>, mode: &str, by: Best) -> Option<Named> {
-        best_series(&self.series, self.nodes, switch, policy, mode, by)
+        best_series(&self.series, self.nodes, switch, policy, Some(mode), by)
     }
 
     fn pair(&self, a: Option<Named>, b: Option<Named>) -> Option<(Named, Named)> {

@@ -24,19 +24,21 @@ impl Best {
     }
 }
 
-/// Among `series`, the best at `nodes` of `switch` in `mode` whose policy is `policy` (any
-/// policy when `None`), with its point.
+/// Among `series`, the best at `nodes` of `switch` whose policy is `policy` and whose mode is
+/// `mode` (either any when `None`), with its point.
 pub fn best_series(
     series: &[Series],
     nodes: usize,
     switch: SwitchKind,
     policy: Option<&str>,
-    mode: &str,
+    mode: Option<&str>,
     by: Best,
 ) -> Option<(Series, SeriesPoint)> {
     series
         .iter()
-        .filter(|s| s.switch == switch && s.mode == mode && policy.is_none_or(|p| s.policy == p))
+        .filter(|s| {
+            s.switch == switch && mode.is_none_or(|m| s.mode == m) && policy.is_none_or(|p| s.policy == p)
+        })
         .filter_map(|s| s.at(nodes).map(|p| (s.clone(), p.clone())))
         .max_by(|a, b| match by {
             Best::Throughput => a.1.rps.total_cmp(&b.1.rps),
@@ -57,7 +59,7 @@ pub fn best_of_each_balancer(report: &LabReport, workload: &str, series: &[Serie
         .filter_map(|k| {
             let tried =
                 series.iter().filter(|s| s.switch == k && s.mode == "proxy" && s.at(nodes).is_some()).count();
-            Some((k, tried, best_series(series, nodes, k, None, "proxy", by)?))
+            Some((k, tried, best_series(series, nodes, k, None, Some("proxy"), by)?))
         })
         .collect();
     if best.len() < 2 {

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::error::LabError;
 use crate::experiment::{Experiment, SwitchKind};
+use crate::report::{Best, best_series};
 use crate::results::{FailedPoint, PointResult, series_label, write_results_json};
 use crate::site::LabSite;
 
@@ -279,13 +280,7 @@ impl LabReport {
                 if l.hit_ratio > w.hit_ratio { "higher" } else { "not higher" }
             ));
         }
-        let best = |kind: SwitchKind| {
-            series
-                .iter()
-                .filter(|s| s.switch == kind)
-                .filter_map(|s| s.at(n).map(|p| (s, p)))
-                .max_by(|a, b| a.1.rps.total_cmp(&b.1.rps))
-        };
+        let best = |kind: SwitchKind| best_series(&series, n, kind, None, None, Best::Throughput);
         if let Some((ls, lp)) = best(SwitchKind::Locus) {
             for kind in [SwitchKind::Haproxy, SwitchKind::Nginx] {
                 if let Some((s, p)) = best(kind) {
