@@ -4,29 +4,16 @@
 //! naming the file.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use locus_tls::{
     ALPN_HTTP1, LoadedCertificate, SniCertificates, TlsError, UnknownName, load_certificate, server_config,
 };
-use rcgen::{CertificateParams, KeyPair, date_time_ymd};
+mod common;
 
-/// A self-signed ECDSA P-256 certificate for `names`, valid in `years`, written as
-/// `<stem>.crt` and `<stem>.key` (mode 600) under `dir`.
-fn write_pair(dir: &Path, stem: &str, names: &[&str], years: (i32, i32)) -> (PathBuf, PathBuf, String) {
-    let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
-    params.not_before = date_time_ymd(years.0, 1, 1);
-    params.not_after = date_time_ymd(years.1, 1, 1);
-    let key = KeyPair::generate().unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    let (crt, k) = (dir.join(format!("{stem}.crt")), dir.join(format!("{stem}.key")));
-    std::fs::write(&crt, cert.pem()).unwrap();
-    std::fs::write(&k, key.serialize_pem()).unwrap();
-    std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
-    (crt, k, cert.pem())
-}
+use common::write_pair;
 
 fn now() -> SystemTime {
     SystemTime::now()

@@ -1,6 +1,8 @@
 //! A listener's `[tls]` table: parsed strictly, loaded into a server configuration, and a
 //! wrong file named in the error.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::SystemTime;
@@ -8,14 +10,7 @@ use std::time::SystemTime;
 use locus_tls::{ALPN_HTTP1, TlsSettings, UnknownSni};
 
 fn write_pair(dir: &Path) {
-    let mut params = rcgen::CertificateParams::new(vec!["a.example".to_string()]).unwrap();
-    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
-    params.not_after = rcgen::date_time_ymd(2090, 1, 1);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    std::fs::write(dir.join("a.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.join("a.key"), key.serialize_pem()).unwrap();
-    std::fs::set_permissions(dir.join("a.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    common::write_pair(dir, "a", &["a.example"], (2020, 2090));
 }
 
 #[derive(serde::Deserialize)]

@@ -2,10 +2,13 @@
 //! rotation rule (the next-to-last of the last three keys seals, all three open), tickets
 //! refused when tampered with, and a client that resumes on a second server sharing the file.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
 use base64::Engine as _;
+use common::write_pair;
 use locus_tls::{ALPN_HTTP1, SniCertificates, TicketKeys, UnknownName, load_certificate, server_config};
 use rustls::server::ProducesTickets;
 
@@ -101,15 +104,7 @@ fn a_client_resumes_on_a_second_server_that_shares_the_key_file() {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let dir = tempfile::tempdir().unwrap();
-    let mut params = rcgen::CertificateParams::new(vec!["a.example".to_string()]).unwrap();
-    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
-    params.not_after = rcgen::date_time_ymd(2090, 1, 1);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    let (crt, k) = (dir.path().join("a.crt"), dir.path().join("a.key"));
-    std::fs::write(&crt, cert.pem()).unwrap();
-    std::fs::write(&k, key.serialize_pem()).unwrap();
-    std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (crt, k, pem) = write_pair(dir.path(), "a", &["a.example"], (2020, 2090));
     let loaded = load_certificate(&crt, &k, std::time::SystemTime::now()).unwrap();
     let tickets = format!("{}\n{}\n", line(1, 80), line(2, 80));
     let server = |tickets: &str| {
@@ -118,7 +113,7 @@ fn a_client_resumes_on_a_second_server_that_shares_the_key_file() {
         server_config(sni, &[ALPN_HTTP1], Some(t)).unwrap()
     };
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_slice(cert.pem().as_bytes()).unwrap()).unwrap();
+    roots.add(CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let client_config = Arc::new(
         rustls::ClientConfig::builder_with_provider(provider)
