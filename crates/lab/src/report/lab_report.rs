@@ -56,10 +56,7 @@ pub struct SeriesPoint {
 impl SeriesPoint {
     /// The least and the greatest of a number over the runs.
     pub fn range(&self, value: impl Fn(&SeedRun) -> f64) -> (f64, f64) {
-        self.by_seed
-            .iter()
-            .map(value)
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
+        min_max(self.by_seed.iter().map(value))
     }
 
     /// `1234 (1100–1300)` with the range when there is more than one run.
@@ -97,8 +94,7 @@ impl PairedRatio {
         if ratios.is_empty() {
             return None;
         }
-        let (min, max) =
-            ratios.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+        let (min, max) = min_max(ratios.iter().copied());
         Some(PairedRatio { median: median(ratios.iter().copied()), min, max, ratios })
     }
 
@@ -159,6 +155,11 @@ pub struct LabReport {
     pub failed_points: Vec<FailedPoint>,
     /// Why the run stopped early, if it did.
     pub failure: Option<String>,
+}
+
+/// The least and the greatest of `values` (infinite, the wrong way round, of nothing).
+fn min_max(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
 }
 
 /// The median (the mean of the middle two of an even count); 0 of nothing.
