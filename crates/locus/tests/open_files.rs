@@ -128,13 +128,31 @@ impl Server {
             .count()
     }
 
-    /// The lowest descriptor number the process does not use.
-    fn lowest_free_descriptor(&self) -> u64 {
-        let used: std::collections::BTreeSet<u64> = std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+    /// The process's descriptors, by number, with what each one is.
+    fn descriptors(&self) -> std::collections::BTreeMap<u64, String> {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
             .unwrap()
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .collect();
-        (0..).find(|n| !used.contains(n)).unwrap()
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let target =
+                    std::fs::read_link(e.path()).map_or_else(|_| "?".into(), |t| t.display().to_string());
+                Some((e.file_name().to_str()?.parse().ok()?, target))
+            })
+            .collect()
+    }
+
+    /// The lowest descriptor number the process does not use, once its table holds still
+    /// (the same over 50 ms: a connection it is still closing, such as the last status
+    /// request's, would otherwise make the number too high), with the table it was read from.
+    fn lowest_free_descriptor(&self) -> (u64, String) {
+        let mut table = self.descriptors();
+        wait_for("the descriptor table to hold still", READ_TIMEOUT, || {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = self.descriptors();
+            std::mem::replace(&mut table, now) == table
+        });
+        let free = (0..).find(|n| !table.contains_key(n)).unwrap();
+        (free, format!("{table:?}"))
     }
 }
 
@@ -302,16 +320,18 @@ fn short_of_descriptors_the_switch_answers_new_clients_503_and_still_connects_fo
 
     // A few descriptors left, fewer than the headroom: new clients are shed, open ones are
     // served over a new node connection.
-    switch.set_soft_limit(switch.lowest_free_descriptor() + 8);
+    let (free, table) = switch.lowest_free_descriptor();
+    switch.set_soft_limit(free + 8);
     let reply = get(switch.addrs[0], "/a.txt").expect("a shed client is answered");
-    assert!(is_status(&reply, 503) && reply.contains("Connection: close"), "{reply}");
+    let shed = is_status(&reply, 503) && reply.contains("Connection: close");
+    assert!(shed, "{reply}\nthe limit was {} from the table {table}", free + 8);
     let reply = exchange(&mut idle[0], &get_request("/a.txt")).unwrap();
     assert!(is_status(&reply, 200) && reply.ends_with("a\n"), "{reply}");
 
     // None left: accepting fails (EMFILE). The new client is answered 503 with the spare
     // descriptor, or — when the spare's number lies above a limit lowered this far — waits
     // in the listen queue and is served once descriptors are free; either way it is answered.
-    switch.set_soft_limit(switch.lowest_free_descriptor());
+    switch.set_soft_limit(switch.lowest_free_descriptor().0);
     let mut waiting = TcpStream::connect(switch.addrs[0]).unwrap();
     waiting.write_all(get_request("/b.txt").as_bytes()).unwrap();
     std::thread::sleep(Duration::from_millis(100));
@@ -368,15 +388,17 @@ fn short_of_descriptors_a_node_answers_new_connections_503_serves_open_ones_and_
     let original = node.limit().0;
 
     // Within the headroom: new connections are shed, the open one still opens files.
-    node.set_soft_limit(node.lowest_free_descriptor() + 8);
+    let (free, table) = node.lowest_free_descriptor();
+    node.set_soft_limit(free + 8);
     let reply = get(node.addrs[0], "/hello.txt").expect("a shed connection is answered");
-    assert!(is_status(&reply, 503) && reply.contains("X-Locus-Node: n1"), "{reply}");
+    let shed = is_status(&reply, 503) && reply.contains("X-Locus-Node: n1");
+    assert!(shed, "{reply}\nthe limit was {} from the table {table}", free + 8);
     let reply = exchange(&mut open, &get_request("/a.txt")).unwrap();
     assert!(is_status(&reply, 200) && reply.ends_with("a\n"), "{reply}");
 
     // None left: a new connection is refused with the spare descriptor, and a document that
     // cannot be opened is a 503, not a 500.
-    node.set_soft_limit(node.lowest_free_descriptor());
+    node.set_soft_limit(node.lowest_free_descriptor().0);
     let reply = get(node.addrs[0], "/hello.txt").expect("a refused connection is answered");
     assert!(is_status(&reply, 503), "{reply}");
     let reply = exchange(&mut open, &get_request("/b.txt")).unwrap();

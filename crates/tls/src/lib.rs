@@ -1,14 +1,16 @@
 //! TLS for Locus's switch and node: a certificate and its key read from PEM files and refused
 //! when they cannot be trusted to serve (`certificate`), certificates chosen by SNI with a
 //! default (`sni`), and the rustls server configuration (TLS 1.3 and 1.2, ALPN, no 0-RTT)
-//! built from them (`server_config`), session-ticket keys a cluster shares (`tickets`), and a
-//! listener's settings as configuration files give them (`settings`).
+//! built from them (`server_config`), session-ticket keys a cluster shares (`tickets`), a
+//! listener's settings as configuration files give them (`settings`), and the connection
+//! itself, driven by hand over rustls (`stream`).
 
 mod certificate;
 mod error;
 mod server_config;
 mod settings;
 mod sni;
+mod stream;
 mod tickets;
 
 pub use certificate::{LoadedCertificate, load_certificate};
@@ -16,4 +18,5 @@ pub use error::TlsError;
 pub use server_config::{ALPN_HTTP1, server_config};
 pub use settings::{CertificateFiles, TlsSettings, UnknownSni};
 pub use sni::{SniCertificates, UnknownName};
+pub use stream::{HandshakeFailure, Negotiated, TlsStream, accept};
 pub use tickets::{KEYS_USED, TicketKeys};

@@ -101,8 +101,6 @@ fn pump(client: &mut rustls::ClientConnection, server: &mut rustls::ServerConnec
 
 #[test]
 fn a_client_resumes_on_a_second_server_that_shares_the_key_file() {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
     let dir = tempfile::tempdir().unwrap();
     let (crt, k, pem) = write_pair(dir.path(), "a", &["a.example"], (2020, 2090));
     let loaded = load_certificate(&crt, &k, std::time::SystemTime::now()).unwrap();
@@ -112,16 +110,7 @@ fn a_client_resumes_on_a_second_server_that_shares_the_key_file() {
         let sni = SniCertificates::new(std::slice::from_ref(&loaded), UnknownName::Default).unwrap();
         server_config(sni, &[ALPN_HTTP1], Some(t)).unwrap()
     };
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let client_config = Arc::new(
-        rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    );
+    let client_config = common::client_config(&pem);
     let connect = |config: Arc<rustls::ServerConfig>| {
         let mut c =
             rustls::ClientConnection::new(client_config.clone(), "a.example".try_into().unwrap()).unwrap();

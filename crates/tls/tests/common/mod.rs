@@ -20,3 +20,21 @@ pub fn write_pair(dir: &Path, stem: &str, names: &[&str], years: (i32, i32)) -> 
     std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
     (crt, k, cert.pem())
 }
+
+/// A rustls client configuration trusting only the certificate `pem`, offering HTTP/1.1.
+#[allow(dead_code)] // not every test file connects
+pub fn client_config(pem: &str) -> std::sync::Arc<rustls::ClientConfig> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut config = config;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    std::sync::Arc::new(config)
+}

@@ -1,0 +1,345 @@
+//! A TLS connection on a tokio `TcpStream`, driven by hand over rustls's buffered API: the
+//! handshake (`accept`, with a deadline, telling cleartext HTTP from a ClientHello), then
+//! readiness-style `try_read`/`try_write`/`try_flush` for loops that wait on the socket
+//! themselves, and `AsyncRead`/`AsyncWrite` for the rest. Every byte comes off the socket
+//! through `read_tls` here, so what has been read is always known (a handoff needs that).
+
+use std::io::{self, Read, Write};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use rustls::{HandshakeKind, ServerConfig, ServerConnection};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, timeout_at};
+
+/// The first byte of a TLS handshake record.
+const HANDSHAKE_RECORD: u8 = 0x16;
+
+/// A server-side TLS connection over `tcp`.
+pub struct TlsStream {
+    tcp: TcpStream,
+    tls: ServerConnection,
+    /// Plaintext decrypted and not yet read.
+    plaintext: usize,
+    /// The peer closed (close_notify or end of stream): reads return 0 once `plaintext` is.
+    peer_closed: bool,
+    /// Our close_notify is queued or sent.
+    closing: bool,
+}
+
+/// Why a handshake did not complete.
+#[derive(Debug)]
+pub enum HandshakeFailure {
+    /// The client spoke cleartext HTTP to the TLS port; the socket is handed back, nothing
+    /// read from it, so it can be answered in cleartext.
+    Cleartext(TcpStream),
+    /// The handshake did not finish by its deadline.
+    TimedOut,
+    /// The client closed before finishing.
+    Closed,
+    /// The client broke the protocol or shares nothing with us (an alert was sent).
+    Protocol(rustls::Error),
+    /// The socket failed.
+    Io(io::Error),
+}
+
+impl HandshakeFailure {
+    /// A short label for counting failures by reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            HandshakeFailure::Cleartext(_) => "cleartext",
+            HandshakeFailure::TimedOut => "timeout",
+            HandshakeFailure::Closed => "closed",
+            HandshakeFailure::Io(_) => "io",
+            HandshakeFailure::Protocol(e) => protocol_reason(e),
+        }
+    }
+}
+
+/// The label for a protocol error: what an operator can act on.
+fn protocol_reason(e: &rustls::Error) -> &'static str {
+    use rustls::Error;
+    match e {
+        Error::InvalidMessage(_)
+        | Error::InappropriateMessage { .. }
+        | Error::InappropriateHandshakeMessage { .. } => "malformed",
+        Error::PeerIncompatible(_) => "incompatible",
+        Error::AlertReceived(_) => "client_alert",
+        Error::General(m) if m.contains("certificate") => "no_certificate",
+        Error::PeerMisbehaved(_) => "misbehaved",
+        _ => "other",
+    }
+}
+
+impl std::fmt::Display for HandshakeFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HandshakeFailure::Cleartext(_) => write!(f, "cleartext HTTP on a TLS port"),
+            HandshakeFailure::TimedOut => write!(f, "handshake timed out"),
+            HandshakeFailure::Closed => write!(f, "client closed during the handshake"),
+            HandshakeFailure::Protocol(e) => write!(f, "handshake failed: {e}"),
+            HandshakeFailure::Io(e) => write!(f, "handshake failed: {e}"),
+        }
+    }
+}
+
+/// What a finished handshake agreed, for status and metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Negotiated {
+    pub version: &'static str,
+    pub suite: &'static str,
+    pub resumed: bool,
+}
+
+/// Take a TLS connection on `tcp`: handshake under `config` until done or `deadline`.
+pub async fn accept(
+    tcp: TcpStream,
+    config: Arc<ServerConfig>,
+    deadline: Instant,
+) -> Result<TlsStream, HandshakeFailure> {
+    let mut first = [0u8; 1];
+    match timeout_at(deadline, tcp.peek(&mut first)).await {
+        Err(_) => return Err(HandshakeFailure::TimedOut),
+        Ok(Err(e)) => return Err(HandshakeFailure::Io(e)),
+        Ok(Ok(0)) => return Err(HandshakeFailure::Closed),
+        Ok(Ok(_)) if first[0] != HANDSHAKE_RECORD && first[0].is_ascii_uppercase() => {
+            return Err(HandshakeFailure::Cleartext(tcp));
+        }
+        Ok(Ok(_)) => {}
+    }
+    let tls = ServerConnection::new(config).map_err(HandshakeFailure::Protocol)?;
+    let mut stream = TlsStream { tcp, tls, plaintext: 0, peer_closed: false, closing: false };
+    match timeout_at(deadline, stream.handshake()).await {
+        Err(_) => Err(HandshakeFailure::TimedOut),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(())) => Ok(stream),
+    }
+}
+
+/// `Read` and `Write` on a tokio socket without waiting: `WouldBlock` when it is not ready
+/// (which also clears tokio's readiness, so the next wait is a real one).
+struct TryIo<'a>(&'a TcpStream);
+
+impl Read for TryIo<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.try_read(buf)
+    }
+}
+
+impl Write for TryIo<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.try_write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+impl TlsStream {
+    /// Drive the handshake to its end, then send what it left queued (TLS 1.3 tickets).
+    async fn handshake(&mut self) -> Result<(), HandshakeFailure> {
+        while self.tls.is_handshaking() {
+            self.flush().await.map_err(HandshakeFailure::Io)?;
+            if !self.tls.is_handshaking() {
+                break;
+            }
+            self.tcp.readable().await.map_err(HandshakeFailure::Io)?;
+            match self.tls.read_tls(&mut TryIo(&self.tcp)) {
+                Ok(0) => return Err(HandshakeFailure::Closed),
+                Ok(_) => self.process_packets().map_err(HandshakeFailure::Protocol)?,
+                Err(e) if would_block(&e) => {}
+                Err(e) => return Err(HandshakeFailure::Io(e)),
+            }
+        }
+        self.flush().await.map_err(HandshakeFailure::Io)
+    }
+
+    /// Decrypt what `read_tls` took in. A protocol error sends its alert (as far as the
+    /// socket takes it).
+    fn process_packets(&mut self) -> Result<(), rustls::Error> {
+        match self.tls.process_new_packets() {
+            Ok(state) => {
+                self.plaintext = state.plaintext_bytes_to_read();
+                self.peer_closed |= state.peer_has_closed();
+                Ok(())
+            }
+            Err(e) => {
+                let _ = self.try_flush();
+                Err(e)
+            }
+        }
+    }
+
+    /// The TCP socket under the session (addresses, options; never read or write it).
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+
+    /// What the handshake agreed.
+    pub fn negotiated(&self) -> Negotiated {
+        let version = match self.tls.protocol_version() {
+            Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+            Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
+            _ => "other",
+        };
+        let suite = self.tls.negotiated_cipher_suite().and_then(|s| s.suite().as_str()).unwrap_or("other");
+        let resumed = self.tls.handshake_kind() == Some(HandshakeKind::Resumed);
+        Negotiated { version, suite, resumed }
+    }
+
+    /// The server name the client asked for, if any.
+    pub fn server_name(&self) -> Option<&str> {
+        self.tls.server_name()
+    }
+
+    /// Whether decrypted bytes wait to be read, or the peer's close does: a read will not
+    /// block even if the socket has nothing.
+    pub fn has_buffered_input(&self) -> bool {
+        self.plaintext > 0 || self.peer_closed
+    }
+
+    /// Read decrypted bytes without waiting: `Ok(0)` when the client closed (with or
+    /// without close_notify), `WouldBlock` when nothing can be read yet.
+    pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.tls.reader().read(buf) {
+                Ok(n) => {
+                    self.plaintext = self.plaintext.saturating_sub(n);
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) if would_block(&e) => {}
+                Err(e) => return Err(e),
+            }
+            if self.tls.read_tls(&mut TryIo(&self.tcp))? == 0 {
+                self.peer_closed = true;
+            }
+            self.process_packets().map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            // Post-handshake messages may need an answer (a key update); send what fits.
+            match self.try_flush() {
+                Err(e) if !would_block(&e) => return Err(e),
+                _ => {}
+            }
+        }
+    }
+
+    /// Encrypt and send from `data` without waiting: how many bytes were taken (some may
+    /// still be queued here; `try_flush` sends them), `WouldBlock` when none could be.
+    pub fn try_write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.try_write_vectored(&[io::IoSlice::new(data)])
+    }
+
+    /// `try_write` from several buffers in order.
+    pub fn try_write_vectored(&mut self, data: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        if data.iter().all(|d| d.is_empty()) {
+            return Ok(0);
+        }
+        loop {
+            let taken = self.tls.writer().write_vectored(data)?;
+            let flushed = self.try_flush();
+            if taken > 0 {
+                return match flushed {
+                    Err(e) if !would_block(&e) => Err(e),
+                    _ => Ok(taken),
+                };
+            }
+            // The queue was full: it has been sent now, or the socket is full.
+            flushed?;
+        }
+    }
+
+    /// Send queued TLS records without waiting: `WouldBlock` while some remain.
+    pub fn try_flush(&mut self) -> io::Result<()> {
+        while self.tls.wants_write() {
+            self.tls.write_tls(&mut TryIo(&self.tcp))?;
+        }
+        Ok(())
+    }
+
+    /// Whether TLS records are queued, not yet sent.
+    pub fn has_queued_output(&self) -> bool {
+        self.tls.wants_write()
+    }
+
+    /// Wait until a read may make progress.
+    pub async fn readable(&self) -> io::Result<()> {
+        if self.has_buffered_input() {
+            return Ok(());
+        }
+        self.tcp.readable().await
+    }
+
+    /// Wait until the socket takes more.
+    pub async fn writable(&self) -> io::Result<()> {
+        self.tcp.writable().await
+    }
+
+    /// Send everything queued, waiting for the socket as needed.
+    pub async fn flush(&mut self) -> io::Result<()> {
+        loop {
+            match self.try_flush() {
+                Err(e) if would_block(&e) => self.tcp.writable().await?,
+                r => return r,
+            }
+        }
+    }
+
+    /// Queue close_notify (sent by the next flush).
+    pub fn send_close_notify(&mut self) {
+        if !self.closing {
+            self.closing = true;
+            self.tls.send_close_notify();
+        }
+    }
+}
+
+impl AsyncRead for TlsStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            match this.try_read(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if would_block(&e) => ready!(this.tcp.poll_read_ready(cx))?,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for TlsStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        loop {
+            match this.try_write(data) {
+                Err(e) if would_block(&e) => ready!(this.tcp.poll_write_ready(cx))?,
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            match this.try_flush() {
+                Err(e) if would_block(&e) => ready!(this.tcp.poll_write_ready(cx))?,
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.send_close_notify();
+        ready!(Pin::new(&mut *this).poll_flush(cx))?;
+        Pin::new(&mut this.tcp).poll_shutdown(cx)
+    }
+}
