@@ -68,6 +68,7 @@ pub fn status_json(node: &NodeContext) -> serde_json::Value {
         "cpu_model": node.cpu_model.as_ref().map(cpu_model_json),
         "coop": node.coop.as_ref().map(|c| c.status_json(s.hits)),
         "dc": node.dc.as_ref().map(|d| d.status_json()),
+        "tls": node.tls.as_ref().map(|t| t.status(std::time::SystemTime::now())),
     })
 }
 

@@ -121,6 +121,12 @@ pub struct NodeArgs {
     /// Keep a copy of a document fetched from a peer (true|false, default true).
     #[arg(long, value_name = "BOOL")]
     pub coop_keep_copy: Option<bool>,
+    /// Serve HTTPS with this certificate chain (PEM, end-entity first); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM; readable by its owner only).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub dc: DcArgs,
 }
@@ -205,6 +211,9 @@ impl NodeArgs {
             }
         }
         self.dc.apply(&mut c.dc);
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            c.tls = Some(locus_tls::TlsSettings::single(cert.clone(), key.clone()));
+        }
         c.validate()?;
         Ok(c)
     }
@@ -246,6 +255,9 @@ fn check_files(mut config: NodeConfig) -> anyhow::Result<String> {
     }
     if let Some(h) = &config.handoff {
         h.control_key()?;
+    }
+    if let Some(tls) = &config.tls {
+        tls.load(&[locus_tls::ALPN_HTTP1], std::time::SystemTime::now())?;
     }
     Ok(format!("node {}, root {}, {} classes", config.name, config.root.display(), config.classes.len()))
 }

@@ -91,6 +91,8 @@ pub struct NodeConfig {
     pub coop: Option<CoopConfig>,
     /// DC mode (`[dc]`): home of its own documents, co-op for replicas of the others'.
     pub dc: Option<DcConfig>,
+    /// Serve HTTPS on `listen` (`[tls]`, or `--tls-cert`/`--tls-key`) instead of HTTP.
+    pub tls: Option<locus_tls::TlsSettings>,
 }
 
 impl Default for NodeConfig {
@@ -114,6 +116,7 @@ impl Default for NodeConfig {
             handoff: None,
             coop: None,
             dc: None,
+            tls: None,
         }
     }
 }

@@ -8,15 +8,15 @@ mod answer;
 mod body_stream;
 mod buffer_pool;
 mod routing;
+mod transport;
+
+pub use self::transport::Transport;
 
 use std::io;
 use std::pin::Pin;
 use std::time::Duration;
 
 use locus_http::parse_request;
-use locus_io::try_read_drained;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
@@ -60,7 +60,7 @@ enum Wait {
 }
 
 struct Connection<'w> {
-    stream: TcpStream,
+    stream: Transport,
     w: &'w WorkerContext,
     /// One timer for every deadline of the connection, moved only when a deadline comes
     /// earlier than it or it fires early; so a request costs no timer work.
@@ -73,7 +73,7 @@ struct Connection<'w> {
 
 /// Serve one connection until it closes or (with a `router`) is handed back to the switch.
 /// A routed connection that ends here is reported `Closed` to the switch.
-pub async fn serve(stream: TcpStream, w: &WorkerContext, router: Option<RequestRouter>) -> ConnectionEnd {
+pub async fn serve(stream: Transport, w: &WorkerContext, router: Option<RequestRouter>) -> ConnectionEnd {
     let first_deadline = Instant::now() + w.node.header_timeout;
     let mut conn = Connection {
         stream,
@@ -89,10 +89,13 @@ pub async fn serve(stream: TcpStream, w: &WorkerContext, router: Option<RequestR
             conn.linger().await;
             (ConnectionEnd::Closed, conn.router)
         }
-        Close::Rehandoff { channel, pending } => {
-            let Connection { stream, router, .. } = conn;
-            (hand_back(stream, router.as_ref(), channel, &pending), router)
-        }
+        Close::Rehandoff { channel, pending } => match conn {
+            // Only cleartext connections are handed off (so routed) today.
+            Connection { stream: Transport::Plain(stream), router, .. } => {
+                (hand_back(stream, router.as_ref(), channel, &pending), router)
+            }
+            Connection { router, .. } => (ConnectionEnd::Closed, router),
+        },
     };
     if end == ConnectionEnd::Closed
         && let Some(router) = &router
@@ -175,7 +178,7 @@ impl Connection<'_> {
                 // Unreachable: the parser refuses heads over the limit before this.
                 return Close::Now;
             }
-            match try_read_drained(&self.stream, &mut b.read[b.end..]) {
+            match self.stream.try_read(&mut b.read[b.end..]) {
                 Ok(0) => return Close::Now,
                 Ok(n) => {
                     if b.start == b.end && head_started.is_none() {
@@ -227,9 +230,21 @@ impl Connection<'_> {
         let counters = self.w.counters();
         let mut deadline = None;
         while !out.is_empty() {
-            match out.try_write(&self.stream, more) {
+            match out.try_write(|iov| self.stream.try_write_vectored(iov, more)) {
                 Ok(n) => counters.sent(n as u64),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_for_room(&mut deadline).await?,
+                Err(e) => return Err(e),
+            }
+        }
+        self.drain_transport(&mut deadline).await
+    }
+
+    /// Send what the transport itself still holds (TLS records), waiting as a flush does.
+    async fn drain_transport(&mut self, deadline: &mut Option<Instant>) -> io::Result<()> {
+        while self.stream.has_queued_output() {
+            match self.stream.try_flush() {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_for_room(deadline).await?,
                 Err(e) => return Err(e),
             }
         }

@@ -65,6 +65,8 @@ pub struct NodeContext {
     /// DC mode's shared state, when `[dc]` is on.
     pub dc: Option<Arc<DcNode>>,
     pub shutting_down: AtomicBool,
+    /// HTTPS on the client listener, when configured.
+    pub tls: Option<Arc<locus_tls::TlsService>>,
 }
 
 impl NodeContext {

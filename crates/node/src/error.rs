@@ -18,4 +18,6 @@ pub enum NodeError {
     Start(std::io::Error),
     #[error(transparent)]
     OpenFiles(#[from] locus_io::TooFewDescriptors),
+    #[error("TLS: {0}")]
+    Tls(#[from] locus_tls::TlsError),
 }

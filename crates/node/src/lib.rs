@@ -34,6 +34,7 @@ mod server;
 mod shared_pages;
 mod static_files;
 mod storage_model;
+mod tls_accept;
 
 pub use class_table::{ClassTable, DynamicClass, dynamic_body};
 pub use config::{

@@ -111,10 +111,13 @@ impl OutQueue {
         self.len() == 0
     }
 
-    /// Write as much as the socket takes without blocking (`more`: tell the kernel more data
-    /// follows at once, MSG_MORE, so a head and the body sent after it share segments).
-    /// Returns the bytes written; `WouldBlock` when the socket took nothing.
-    pub fn try_write(&mut self, stream: &TcpStream, more: bool) -> io::Result<usize> {
+    /// Write as much as `write` takes without blocking: it is given the queued slices in order
+    /// and says how many bytes it took (`WouldBlock` when none). Returns the bytes written;
+    /// `WouldBlock` when nothing was.
+    pub fn try_write(
+        &mut self,
+        mut write: impl FnMut(&[IoSlice<'_>]) -> io::Result<usize>,
+    ) -> io::Result<usize> {
         self.seal();
         let mut total = 0;
         while self.pending > 0 {
@@ -125,12 +128,7 @@ impl OutQueue {
                 iov[i] = IoSlice::new(if i == 0 { &bytes[self.offset..] } else { bytes });
                 n_iov = i + 1;
             }
-            let written = if more {
-                send_more(stream, &iov[..n_iov])
-            } else {
-                stream.try_write_vectored(&iov[..n_iov])
-            };
-            match written {
+            match write(&iov[..n_iov]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     total += n;
@@ -175,8 +173,9 @@ impl OutQueue {
     }
 }
 
-/// `sendmsg(MSG_MORE)` of `iov` on a non-blocking socket, through tokio's readiness.
-fn send_more(stream: &TcpStream, iov: &[IoSlice<'_>]) -> io::Result<usize> {
+/// `sendmsg(MSG_MORE)` of `iov` on a non-blocking socket, through tokio's readiness: more
+/// data follows at once, so a head and the body sent after it share segments.
+pub fn send_more(stream: &TcpStream, iov: &[IoSlice<'_>]) -> io::Result<usize> {
     let fd = stream.as_raw_fd();
     stream.try_io(Interest::WRITABLE, || {
         // SAFETY: an all-zero msghdr is valid; IoSlice is ABI-compatible with iovec on Unix,
@@ -224,7 +223,9 @@ mod tests {
             let mut i_round = 0;
             while !q.is_empty() {
                 i_round += 1;
-                match q.try_write(&server, i_round % 2 == 1) {
+                match q.try_write(|iov| {
+                    if i_round % 2 == 1 { send_more(&server, iov) } else { server.try_write_vectored(iov) }
+                }) {
                     Ok(n) => written += n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => server.writable().await.unwrap(),
                     Err(e) => panic!("{e}"),

@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, watch};
 use crate::admin::serve_admin;
 use crate::class_table::ClassTable;
 use crate::config::{ConfigError, HandoffConfig, NodeConfig, available_cpus};
-use crate::connection;
+use crate::connection::{self, Transport};
 use crate::context::{NodeContext, WorkerContext, count};
 use crate::coop::node::{CoopNode, observer};
 use crate::coop::notices::run_coop_background;
@@ -50,6 +50,7 @@ use crate::open_files::shed_answer;
 use crate::origin::OriginAddr;
 use crate::peer_requests::PeerRequests;
 use crate::storage_model::{DiskSet, StorageModel};
+use crate::tls_accept::tls_handshake;
 
 /// A running node; see the module documentation. Dropping it shuts it down like `shutdown`.
 pub struct NodeServer {
@@ -105,7 +106,9 @@ async fn serve_adopted(adopted: AdoptedConnection, w: &WorkerContext, agent: Arc
             agent.connection_closed(id);
         }
         None => {
-            let end = connection::serve(stream, w, Some(RequestRouter::handed_off(agent, id))).await;
+            let end =
+                connection::serve(Transport::Plain(stream), w, Some(RequestRouter::handed_off(agent, id)))
+                    .await;
             tracing::debug!(%id, ?end, "handed-off connection done");
         }
     }
@@ -170,7 +173,14 @@ impl Acceptor {
         });
         let w = self.w.clone();
         self.connections.spawn(async move {
-            connection::serve(stream, &w, router).await;
+            let transport = match &w.node.tls {
+                None => Transport::Plain(stream),
+                Some(tls) => match tls_handshake(tls, stream, &w.node).await {
+                    Some(t) => Transport::Tls(Box::new(t)),
+                    None => return drop(slot),
+                },
+            };
+            connection::serve(transport, &w, router).await;
             drop(slot);
         });
     }
@@ -349,6 +359,12 @@ fn node_context(
         coop,
         dc,
         shutting_down: Default::default(),
+        tls: config
+            .tls
+            .clone()
+            .map(|t| locus_tls::TlsService::new(t, &[locus_tls::ALPN_HTTP1], std::time::SystemTime::now()))
+            .transpose()?
+            .map(Arc::new),
     })
 }
 

@@ -41,14 +41,35 @@ impl Response {
     }
 }
 
+/// What a client connection runs over: the TCP socket, or a TLS session on it.
+pub trait ClientStream: Read + Write {
+    /// The socket under the stream (for timeouts).
+    fn tcp(&self) -> &TcpStream;
+}
+
+impl ClientStream for TcpStream {
+    fn tcp(&self) -> &TcpStream {
+        self
+    }
+}
+
+/// A TLS client session over a TCP socket.
+pub type TlsClientStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+impl ClientStream for TlsClientStream {
+    fn tcp(&self) -> &TcpStream {
+        &self.sock
+    }
+}
+
 /// One client connection: raw bytes out, parsed responses in.
-pub struct Client {
-    pub stream: TcpStream,
+pub struct Client<S: ClientStream = TcpStream> {
+    pub stream: S,
     /// Read but not yet taken as part of a response.
     buf: Vec<u8>,
 }
 
-impl Client {
+impl Client<TcpStream> {
     /// Connect to `addr` (Nagle off, `READ_TIMEOUT` on reads and writes).
     pub fn connect(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect_timeout(&addr, READ_TIMEOUT)
@@ -64,6 +85,28 @@ impl Client {
         Client { stream, buf: Vec::new() }
     }
 
+    /// Connect to `addr` and handshake TLS for `server_name` under `config` (timeouts as
+    /// `connect`); panics when the handshake fails.
+    pub fn connect_tls(
+        addr: SocketAddr,
+        config: std::sync::Arc<rustls::ClientConfig>,
+        server_name: &str,
+    ) -> Client<TlsClientStream> {
+        let tcp = Client::connect(addr).stream;
+        let name = rustls::pki_types::ServerName::try_from(server_name.to_string()).expect("a server name");
+        let conn = rustls::ClientConnection::new(config, name).expect("a client session");
+        let mut stream = rustls::StreamOwned::new(conn, tcp);
+        while stream.conn.is_handshaking() {
+            stream
+                .conn
+                .complete_io(&mut stream.sock)
+                .unwrap_or_else(|e| panic!("TLS handshake with {addr}: {e}"));
+        }
+        Client { stream, buf: Vec::new() }
+    }
+}
+
+impl<S: ClientStream> Client<S> {
     /// Write `raw` as it is.
     pub fn send(&mut self, raw: impl AsRef<[u8]>) {
         self.stream.write_all(raw.as_ref()).expect("writing a request");
@@ -160,7 +203,7 @@ impl Client {
     /// Whether the server closed the connection or sent nothing more within `limit` (a
     /// weaker check than `closed`: silence counts too). Sets the read timeout to `limit`.
     pub fn closed_or_silent(&mut self, limit: Duration) -> bool {
-        self.stream.set_read_timeout(Some(limit)).expect("read timeout");
+        self.stream.tcp().set_read_timeout(Some(limit)).expect("read timeout");
         let mut byte = [0u8; 1];
         matches!(self.stream.read(&mut byte), Ok(0) | Err(_))
     }

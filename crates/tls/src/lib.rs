@@ -2,12 +2,14 @@
 //! when they cannot be trusted to serve (`certificate`), certificates chosen by SNI with a
 //! default (`sni`), and the rustls server configuration (TLS 1.3 and 1.2, ALPN, no 0-RTT)
 //! built from them (`server_config`), session-ticket keys a cluster shares (`tickets`), a
-//! listener's settings as configuration files give them (`settings`), and the connection
-//! itself, driven by hand over rustls (`stream`).
+//! listener's settings as configuration files give them (`settings`), the connection
+//! itself, driven by hand over rustls (`stream`), and a listener's live state: reloadable
+//! configuration, handshake bound and counters (`service`).
 
 mod certificate;
 mod error;
 mod server_config;
+mod service;
 mod settings;
 mod sni;
 mod stream;
@@ -16,6 +18,7 @@ mod tickets;
 pub use certificate::{LoadedCertificate, load_certificate};
 pub use error::TlsError;
 pub use server_config::{ALPN_HTTP1, server_config};
+pub use service::{CertificateSummary, TlsService, TlsStatus};
 pub use settings::{CertificateFiles, TlsSettings, UnknownSni};
 pub use sni::{SniCertificates, UnknownName};
 pub use stream::{HandshakeFailure, Negotiated, TlsStream, accept};

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::certificate::load_certificate;
+use crate::certificate::{LoadedCertificate, load_certificate};
 use crate::error::TlsError;
 use crate::server_config::server_config;
 use crate::sni::{SniCertificates, UnknownName};
@@ -44,6 +44,14 @@ pub struct TlsSettings {
     /// The lifetime a ticket announces, in seconds.
     #[serde(default = "default_ticket_lifetime")]
     pub ticket_lifetime_s: u32,
+    /// Handshakes in progress at once; past this, new connections are closed unanswered
+    /// (a handshake flood costs CPU, never the connections already established).
+    #[serde(default = "default_max_handshakes")]
+    pub max_handshakes: usize,
+}
+
+fn default_max_handshakes() -> usize {
+    1024
 }
 
 /// `unknown_sni` as written.
@@ -63,12 +71,22 @@ impl TlsSettings {
             unknown_sni: UnknownSni::Default,
             ticket_keys: None,
             ticket_lifetime_s: default_ticket_lifetime(),
+            max_handshakes: default_max_handshakes(),
         }
     }
 
     /// Read and check every file at time `now` and build the server configuration offering
     /// `alpn`; the error names the file that is wrong.
     pub fn load(&self, alpn: &[&[u8]], now: SystemTime) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        self.load_with_certificates(alpn, now).map(|(config, _)| config)
+    }
+
+    /// `load`, with the certificates as read.
+    pub fn load_with_certificates(
+        &self,
+        alpn: &[&[u8]],
+        now: SystemTime,
+    ) -> Result<(Arc<rustls::ServerConfig>, Vec<LoadedCertificate>), TlsError> {
         let certs = self
             .certificates
             .iter()
@@ -82,6 +100,7 @@ impl TlsSettings {
             Some(path) => Some(Arc::new(TicketKeys::from_file(path, self.ticket_lifetime_s)?)),
             None => None,
         };
-        server_config(SniCertificates::new(&certs, unknown)?, alpn, tickets)
+        let config = server_config(SniCertificates::new(&certs, unknown)?, alpn, tickets)?;
+        Ok((config, certs))
     }
 }

@@ -43,6 +43,8 @@ pub enum HandshakeFailure {
     Protocol(rustls::Error),
     /// The socket failed.
     Io(io::Error),
+    /// Too many handshakes were in progress: closed before reading anything.
+    Shed,
 }
 
 impl HandshakeFailure {
@@ -53,6 +55,7 @@ impl HandshakeFailure {
             HandshakeFailure::TimedOut => "timeout",
             HandshakeFailure::Closed => "closed",
             HandshakeFailure::Io(_) => "io",
+            HandshakeFailure::Shed => "shed",
             HandshakeFailure::Protocol(e) => protocol_reason(e),
         }
     }
@@ -81,6 +84,7 @@ impl std::fmt::Display for HandshakeFailure {
             HandshakeFailure::Closed => write!(f, "client closed during the handshake"),
             HandshakeFailure::Protocol(e) => write!(f, "handshake failed: {e}"),
             HandshakeFailure::Io(e) => write!(f, "handshake failed: {e}"),
+            HandshakeFailure::Shed => write!(f, "too many handshakes in progress"),
         }
     }
 }

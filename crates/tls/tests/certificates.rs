@@ -11,9 +11,8 @@ use std::time::SystemTime;
 use locus_tls::{
     ALPN_HTTP1, LoadedCertificate, SniCertificates, TlsError, UnknownName, load_certificate, server_config,
 };
-mod common;
 
-use common::write_pair;
+use locus_test_support::write_pair;
 
 fn now() -> SystemTime {
     SystemTime::now()

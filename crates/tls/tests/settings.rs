@@ -1,8 +1,6 @@
 //! A listener's `[tls]` table: parsed strictly, loaded into a server configuration, and a
 //! wrong file named in the error.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::SystemTime;
@@ -10,7 +8,7 @@ use std::time::SystemTime;
 use locus_tls::{ALPN_HTTP1, TlsSettings, UnknownSni};
 
 fn write_pair(dir: &Path) {
-    common::write_pair(dir, "a", &["a.example"], (2020, 2090));
+    locus_test_support::write_pair(dir, "a", &["a.example"], (2020, 2090));
 }
 
 #[derive(serde::Deserialize)]

@@ -4,14 +4,12 @@
 //! record refused with a reason, a ClientHello in one-byte segments accepted, a handshake that
 //! never completes timed out, an unknown name refused when so configured.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream as StdTcp;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{client_config, write_pair};
+use locus_test_support::{client_config, write_pair};
 use locus_tls::{
     ALPN_HTTP1, HandshakeFailure, SniCertificates, TlsStream, UnknownName, load_certificate, server_config,
 };

@@ -2,13 +2,11 @@
 //! rotation rule (the next-to-last of the last three keys seals, all three open), tickets
 //! refused when tampered with, and a client that resumes on a second server sharing the file.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
 use base64::Engine as _;
-use common::write_pair;
+use locus_test_support::write_pair;
 use locus_tls::{ALPN_HTTP1, SniCertificates, TicketKeys, UnknownName, load_certificate, server_config};
 use rustls::server::ProducesTickets;
 
@@ -110,7 +108,7 @@ fn a_client_resumes_on_a_second_server_that_shares_the_key_file() {
         let sni = SniCertificates::new(std::slice::from_ref(&loaded), UnknownName::Default).unwrap();
         server_config(sni, &[ALPN_HTTP1], Some(t)).unwrap()
     };
-    let client_config = common::client_config(&pem);
+    let client_config = locus_test_support::client_config(&pem);
     let connect = |config: Arc<rustls::ServerConfig>| {
         let mut c =
             rustls::ClientConnection::new(client_config.clone(), "a.example".try_into().unwrap()).unwrap();

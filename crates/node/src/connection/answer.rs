@@ -7,7 +7,6 @@ use std::io;
 
 use locus_core::Method;
 use locus_http::{BodyKind, BodyTracker, RequestHead, TargetForm};
-use locus_io::try_read_drained;
 use tokio::time::Instant;
 
 use super::buffer_pool::{ConnBuffers, RequestKeys};
@@ -206,7 +205,7 @@ impl Connection<'_> {
                 Wait::Ready => {}
                 _ => return Err(io::ErrorKind::TimedOut.into()),
             }
-            match try_read_drained(&self.stream, read) {
+            match self.stream.try_read(read) {
                 Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
                 Ok(n) => *end = n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}

@@ -1,5 +1,5 @@
 //! Response bodies that do not fit in the output queue, streamed on a connection: a cached
-//! body's shared pages with sendfile, a large file read from disk chunk by chunk, and the rest
+//! body's shared pages with sendfile (from memory over TLS), a large file read from disk chunk by chunk, and the rest
 //! of an origin response relayed as it comes.
 
 use std::io;
@@ -32,15 +32,20 @@ impl Connection<'_> {
         offset: u64,
         len: u64,
     ) -> io::Result<()> {
+        if self.stream.is_tls() {
+            // Encrypted in user space: the pages are mapped, so they are written from memory.
+            let body = &pages.as_ref()[offset as usize..(offset + len) as usize];
+            return self.send_copied(out, body).await;
+        }
         self.flush_with(out, true).await?;
         let counters = self.w.counters();
-        let socket = self.stream.as_raw_fd();
+        let socket = self.stream.tcp().as_raw_fd();
         let end = (offset + len) as libc::off_t;
         let mut pos = offset as libc::off_t;
         let mut deadline = None;
         while pos < end {
             let count = (end - pos) as usize;
-            let sent = self.stream.try_io(Interest::WRITABLE, || {
+            let sent = self.stream.tcp().try_io(Interest::WRITABLE, || {
                 // SAFETY: both descriptors are open for the duration of the call and `pos`
                 // is a valid offset variable that sendfile advances.
                 let n = unsafe { libc::sendfile(socket, pages.fd(), &mut pos, count) };
@@ -54,6 +59,26 @@ impl Connection<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Send what is queued, then `body` from memory through the transport.
+    async fn send_copied(&mut self, out: &mut OutQueue, body: &[u8]) -> io::Result<()> {
+        self.flush_with(out, true).await?;
+        let counters = self.w.counters();
+        let mut deadline = None;
+        let mut sent = 0;
+        while sent < body.len() {
+            match self.stream.try_write_vectored(&[io::IoSlice::new(&body[sent..])], false) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    counters.sent(n as u64);
+                    sent += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_for_room(&mut deadline).await?,
+                Err(e) => return Err(e),
+            }
+        }
+        self.drain_transport(&mut deadline).await
     }
 
     /// Stream `len` bytes of a large file from `offset`, reading the next chunk from disk

@@ -1,13 +1,15 @@
-//! What the TLS tests share: a self-signed certificate and its key written as an operator
-//! would give them.
+//! TLS material for tests: a self-signed certificate and its key written as an operator would
+//! give them (key mode 600), and a client configuration that trusts exactly that certificate.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rcgen::{CertificateParams, KeyPair, date_time_ymd};
 
-/// A self-signed ECDSA P-256 certificate for `names`, valid in `years`, written as
-/// `<stem>.crt` and `<stem>.key` (mode 600) under `dir`.
+/// A self-signed ECDSA P-256 certificate for `names`, valid from the first of January of
+/// `years.0` to that of `years.1`, written as `<stem>.crt` and `<stem>.key` (mode 600) under
+/// `dir`: the two paths and the certificate's PEM.
 pub fn write_pair(dir: &Path, stem: &str, names: &[&str], years: (i32, i32)) -> (PathBuf, PathBuf, String) {
     let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
     params.not_before = date_time_ymd(years.0, 1, 1);
@@ -22,19 +24,17 @@ pub fn write_pair(dir: &Path, stem: &str, names: &[&str], years: (i32, i32)) -> 
 }
 
 /// A rustls client configuration trusting only the certificate `pem`, offering HTTP/1.1.
-#[allow(dead_code)] // not every test file connects
-pub fn client_config(pem: &str) -> std::sync::Arc<rustls::ClientConfig> {
+pub fn client_config(pem: &str) -> Arc<rustls::ClientConfig> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()).unwrap();
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let mut config = config;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    std::sync::Arc::new(config)
+    Arc::new(config)
 }

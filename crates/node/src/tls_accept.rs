@@ -1,0 +1,53 @@
+//! A node's HTTPS connection before its first request: the TLS handshake under the header
+//! timeout (counted by the listener's `TlsService`), and cleartext HTTP sent to the TLS port
+//! answered 400 in cleartext, as NGINX does, instead of a handshake that hangs or an alert the
+//! client cannot read.
+
+use std::time::Duration;
+
+use locus_tls::{HandshakeFailure, TlsService, TlsStream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, timeout};
+
+use crate::context::NodeContext;
+
+/// How long the cleartext request is read for before it is answered.
+const CLEARTEXT_READ: Duration = Duration::from_millis(200);
+
+/// Handshake on `stream`: the session, or `None` when there is none to serve (the failure is
+/// counted, a cleartext request answered).
+pub async fn tls_handshake(tls: &TlsService, stream: TcpStream, node: &NodeContext) -> Option<TlsStream> {
+    match tls.accept(stream, Instant::now() + node.header_timeout).await {
+        Ok(session) => Some(session),
+        Err(HandshakeFailure::Cleartext(tcp)) => {
+            answer_cleartext(tcp, &node.node_headers).await;
+            None
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "TLS handshake failed");
+            None
+        }
+    }
+}
+
+/// The 400 a cleartext request on the TLS port gets.
+pub fn cleartext_answer(node_headers: &[u8]) -> Vec<u8> {
+    const BODY: &[u8] = b"400 Bad Request: this port speaks HTTPS\n";
+    let mut answer = b"HTTP/1.1 400 Bad Request\r\n".to_vec();
+    answer.extend_from_slice(node_headers);
+    answer.extend_from_slice(b"Content-Type: text/plain\r\n");
+    answer
+        .extend_from_slice(format!("Content-Length: {}\r\nConnection: close\r\n\r\n", BODY.len()).as_bytes());
+    answer.extend_from_slice(BODY);
+    answer
+}
+
+/// Take what the client sent (so closing does not reset the answer away), answer, close.
+async fn answer_cleartext(mut tcp: TcpStream, node_headers: &[u8]) {
+    let mut sink = [0u8; 4096];
+    let _ = timeout(CLEARTEXT_READ, tcp.read(&mut sink)).await;
+    let _ = timeout(CLEARTEXT_READ, tcp.write_all(&cleartext_answer(node_headers))).await;
+    let _ = tcp.shutdown().await;
+    let _ = timeout(CLEARTEXT_READ, tcp.read(&mut sink)).await;
+}

@@ -1,0 +1,164 @@
+//! `TlsService`: one TLS listener's live state — the server configuration new handshakes use
+//! (replaced whole by `reload`, so connections already open keep theirs), what its
+//! certificates say (names, expiry), the bound on handshakes in progress (a flood is shed at
+//! once, established connections untouched), and the handshake counters status and metrics
+//! show (full, resumed, failed by reason, versions, suites).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use crate::error::TlsError;
+use crate::settings::TlsSettings;
+use crate::stream::{HandshakeFailure, TlsStream, accept};
+
+/// What a loaded certificate says, for status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CertificateSummary {
+    pub file: String,
+    pub names: Vec<String>,
+    /// The end of its validity, in seconds since the Unix epoch.
+    pub not_after_unix: i64,
+}
+
+struct Loaded {
+    config: Arc<rustls::ServerConfig>,
+    certificates: Vec<CertificateSummary>,
+}
+
+/// Handshake counts since start.
+#[derive(Default)]
+struct Counters {
+    full: AtomicU64,
+    resumed: AtomicU64,
+    /// By `HandshakeFailure::reason`, and "shed" for those refused over the bound.
+    failed: Mutex<BTreeMap<&'static str, u64>>,
+    /// By version and by suite, of finished handshakes.
+    versions: Mutex<BTreeMap<&'static str, u64>>,
+    suites: Mutex<BTreeMap<&'static str, u64>>,
+    reloads: AtomicU64,
+}
+
+fn bump(map: &Mutex<BTreeMap<&'static str, u64>>, key: &'static str) {
+    *map.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_default() += 1;
+}
+
+fn copy(map: &Mutex<BTreeMap<&'static str, u64>>) -> BTreeMap<String, u64> {
+    map.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+/// The `tls` object of a status document.
+#[derive(Clone, Debug, Serialize)]
+pub struct TlsStatus {
+    pub handshakes_full: u64,
+    pub handshakes_resumed: u64,
+    pub handshakes_failed: BTreeMap<String, u64>,
+    pub handshakes_in_progress: usize,
+    pub versions: BTreeMap<String, u64>,
+    pub suites: BTreeMap<String, u64>,
+    pub certificates: Vec<CertificateSummary>,
+    /// Days until the first certificate expires (negative once one has).
+    pub days_to_first_expiry: Option<i64>,
+    pub reloads: u64,
+}
+
+/// A TLS listener's configuration, bound and counters.
+pub struct TlsService {
+    settings: TlsSettings,
+    alpn: Vec<Vec<u8>>,
+    current: RwLock<Arc<Loaded>>,
+    handshakes: Arc<Semaphore>,
+    max_handshakes: usize,
+    counters: Counters,
+}
+
+impl TlsService {
+    /// Read every file `settings` names (checked at `now`) for a listener offering `alpn`.
+    pub fn new(settings: TlsSettings, alpn: &[&[u8]], now: SystemTime) -> Result<TlsService, TlsError> {
+        let loaded = load(&settings, alpn, now)?;
+        let max = settings.max_handshakes.max(1);
+        Ok(TlsService {
+            alpn: alpn.iter().map(|p| p.to_vec()).collect(),
+            settings,
+            current: RwLock::new(Arc::new(loaded)),
+            handshakes: Arc::new(Semaphore::new(max)),
+            max_handshakes: max,
+            counters: Counters::default(),
+        })
+    }
+
+    /// Read the files again; on success new handshakes use them, on failure nothing changes
+    /// and the error names the file.
+    pub fn reload(&self, now: SystemTime) -> Result<(), TlsError> {
+        let alpn: Vec<&[u8]> = self.alpn.iter().map(Vec::as_slice).collect();
+        let loaded = load(&self.settings, &alpn, now)?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(loaded);
+        self.counters.reloads.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    fn config(&self) -> Arc<rustls::ServerConfig> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).config.clone()
+    }
+
+    /// Handshake on `tcp` until `deadline`, counting the outcome. Over the bound on
+    /// handshakes in progress the connection is refused at once (`Protocol` is not sent:
+    /// nothing has been read).
+    pub async fn accept(&self, tcp: TcpStream, deadline: Instant) -> Result<TlsStream, HandshakeFailure> {
+        let Ok(_permit) = self.handshakes.clone().try_acquire_owned() else {
+            bump(&self.counters.failed, "shed");
+            return Err(HandshakeFailure::Shed);
+        };
+        let outcome = accept(tcp, self.config(), deadline).await;
+        match &outcome {
+            Ok(stream) => {
+                let n = stream.negotiated();
+                let c = &self.counters;
+                if n.resumed { &c.resumed } else { &c.full }.fetch_add(1, Relaxed);
+                bump(&c.versions, n.version);
+                bump(&c.suites, n.suite);
+            }
+            Err(e) => bump(&self.counters.failed, e.reason()),
+        }
+        outcome
+    }
+
+    /// The counters and certificates at `now`.
+    pub fn status(&self, now: SystemTime) -> TlsStatus {
+        let c = &self.counters;
+        let certificates = self.current.read().unwrap_or_else(|p| p.into_inner()).certificates.clone();
+        let now_unix = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let days_to_first_expiry =
+            certificates.iter().map(|c| (c.not_after_unix - now_unix).div_euclid(86_400)).min();
+        TlsStatus {
+            handshakes_full: c.full.load(Relaxed),
+            handshakes_resumed: c.resumed.load(Relaxed),
+            handshakes_failed: copy(&c.failed),
+            handshakes_in_progress: self.max_handshakes - self.handshakes.available_permits(),
+            versions: copy(&c.versions),
+            suites: copy(&c.suites),
+            certificates,
+            days_to_first_expiry,
+            reloads: c.reloads.load(Relaxed),
+        }
+    }
+}
+
+fn load(settings: &TlsSettings, alpn: &[&[u8]], now: SystemTime) -> Result<Loaded, TlsError> {
+    let (config, certs) = settings.load_with_certificates(alpn, now)?;
+    let certificates = certs
+        .iter()
+        .map(|c| CertificateSummary {
+            file: c.cert_path.display().to_string(),
+            names: c.names.clone(),
+            not_after_unix: c.not_after_unix,
+        })
+        .collect();
+    Ok(Loaded { config, certificates })
+}
