@@ -67,6 +67,8 @@ pub struct NodeContext {
     pub shutting_down: AtomicBool,
     /// HTTPS on the client listener, when configured.
     pub tls: Option<Arc<locus_tls::TlsService>>,
+    /// Peers' addresses, whose cleartext requests the TLS listener serves.
+    pub cleartext_peers: Vec<std::net::IpAddr>,
 }
 
 impl NodeContext {

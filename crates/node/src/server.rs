@@ -50,7 +50,7 @@ use crate::open_files::shed_answer;
 use crate::origin::OriginAddr;
 use crate::peer_requests::PeerRequests;
 use crate::storage_model::{DiskSet, StorageModel};
-use crate::tls_accept::tls_handshake;
+use crate::tls_accept::{cleartext_peers, tls_handshake};
 
 /// A running node; see the module documentation. Dropping it shuts it down like `shutdown`.
 pub struct NodeServer {
@@ -176,7 +176,7 @@ impl Acceptor {
             let transport = match &w.node.tls {
                 None => Transport::Plain(stream),
                 Some(tls) => match tls_handshake(tls, stream, &w.node).await {
-                    Some(t) => Transport::Tls(Box::new(t)),
+                    Some(t) => t,
                     None => return drop(slot),
                 },
             };
@@ -359,6 +359,7 @@ fn node_context(
         coop,
         dc,
         shutting_down: Default::default(),
+        cleartext_peers: if config.tls.is_some() { cleartext_peers(config) } else { Vec::new() },
         tls: config
             .tls
             .clone()

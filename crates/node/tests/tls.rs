@@ -139,3 +139,15 @@ fn a_key_file_others_can_read_stops_the_node_from_starting_naming_the_file() {
     let e = NodeServer::start(config).err().expect("refused").to_string();
     assert!(e.contains("node.key"), "{e}");
 }
+
+#[test]
+fn cleartext_from_a_configured_peers_address_is_served_for_node_to_node_traffic() {
+    let (node, _keys, pem) = tls_node(|_, c| {
+        c.coop =
+            Some(locus_node::CoopConfig { peers: vec!["http://127.0.0.1:9".into()], ..Default::default() });
+    });
+    node.write("a.txt", b"a");
+    assert_eq!(node.get("/a.txt").text(), "a", "a peer on 127.0.0.1 speaks cleartext");
+    let mut c = Client::connect_tls(node.addr(), client_config(&pem), "localhost");
+    assert_eq!(c.get("/a.txt").text(), "a", "and clients HTTPS");
+}
