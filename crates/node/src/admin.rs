@@ -181,6 +181,9 @@ pub fn metrics_text(node: &NodeContext) -> String {
         }
         registry.register("disk_queue_length", "Modelled disk reads queued or in service", disks);
     }
+    if let Some(tls) = &node.tls {
+        tls.status(std::time::SystemTime::now()).register_metrics(&mut registry);
+    }
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &registry).is_err() {
         text.clear();

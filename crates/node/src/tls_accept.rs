@@ -5,19 +5,14 @@
 //! of a handshake that hangs or an alert the client cannot read.
 
 use std::net::{IpAddr, ToSocketAddrs};
-use std::time::Duration;
 
 use locus_tls::{HandshakeFailure, TlsService};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::time::{Instant, timeout};
+use tokio::time::Instant;
 
 use crate::config::NodeConfig;
 use crate::connection::Transport;
 use crate::context::NodeContext;
-
-/// How long the cleartext request is read for before it is answered.
-const CLEARTEXT_READ: Duration = Duration::from_millis(200);
 
 /// Handshake on `stream`: the session (or the socket itself, for a peer speaking
 /// cleartext), or `None` when there is nothing to serve (the failure is counted, a cleartext
@@ -29,7 +24,7 @@ pub async fn tls_handshake(tls: &TlsService, stream: TcpStream, node: &NodeConte
             if tcp.peer_addr().is_ok_and(|a| node.cleartext_peers.contains(&a.ip())) {
                 return Some(Transport::Plain(tcp));
             }
-            answer_cleartext(tcp, &node.node_headers).await;
+            locus_tls::answer_cleartext(tcp, &node.node_headers).await;
             None
         }
         Err(e) => {
@@ -60,25 +55,4 @@ pub fn cleartext_peers(config: &NodeConfig) -> Vec<IpAddr> {
     ips.sort();
     ips.dedup();
     ips
-}
-
-/// The 400 a cleartext request on the TLS port gets.
-pub fn cleartext_answer(node_headers: &[u8]) -> Vec<u8> {
-    const BODY: &[u8] = b"400 Bad Request: this port speaks HTTPS\n";
-    let mut answer = b"HTTP/1.1 400 Bad Request\r\n".to_vec();
-    answer.extend_from_slice(node_headers);
-    answer.extend_from_slice(b"Content-Type: text/plain\r\n");
-    answer
-        .extend_from_slice(format!("Content-Length: {}\r\nConnection: close\r\n\r\n", BODY.len()).as_bytes());
-    answer.extend_from_slice(BODY);
-    answer
-}
-
-/// Take what the client sent (so closing does not reset the answer away), answer, close.
-async fn answer_cleartext(mut tcp: TcpStream, node_headers: &[u8]) {
-    let mut sink = [0u8; 4096];
-    let _ = timeout(CLEARTEXT_READ, tcp.read(&mut sink)).await;
-    let _ = timeout(CLEARTEXT_READ, tcp.write_all(&cleartext_answer(node_headers))).await;
-    let _ = tcp.shutdown().await;
-    let _ = timeout(CLEARTEXT_READ, tcp.read(&mut sink)).await;
 }

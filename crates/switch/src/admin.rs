@@ -154,8 +154,25 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         "bytes_to_clients": c.bytes_to_clients.load(Relaxed),
         "bytes_to_nodes": c.bytes_to_nodes.load(Relaxed),
         "shutting_down": shared.is_shutting_down(),
+        "tls": tls_json(shared),
         "nodes": nodes,
     })
+}
+
+/// The `tls` object: the listener, how its requests are served and its handshake figures.
+fn tls_json(shared: &Shared) -> serde_json::Value {
+    let Some(tls) = &shared.tls else { return serde_json::Value::Null };
+    // Splice mode tunnels cleartext bytes: TLS clients are proxied.
+    let mode = match shared.config.mode {
+        crate::Mode::Splice => "proxy (splice relays cleartext only)",
+        m => m.as_str(),
+    };
+    let mut v = serde_json::to_value(tls.status(std::time::SystemTime::now())).unwrap_or_default();
+    v["listen"] = json!(shared.config.listen_tls);
+    v["https_port"] = json!(shared.https_port.get());
+    v["served_by"] = json!(mode);
+    v["redirect_to_https"] = json!(shared.config.redirect_to_https);
+    v
 }
 
 type Labels = Vec<(String, String)>;
@@ -204,6 +221,9 @@ pub fn metrics_text(shared: &Shared) -> String {
     reg.register("queued", "Requests waiting in the admission queue", gauge(snap.queued as i64));
     reg.register("mapping_entries", "Entries in the policy's target mapping", gauge(snap.mapping_len as i64));
     register_node_metrics(&mut reg, shared, &snap);
+    if let Some(tls) = &shared.tls {
+        tls.status(std::time::SystemTime::now()).register_metrics(&mut reg);
+    }
     if let Some(p) = shared.handoff.as_ref() {
         register_handoff_metrics(&mut reg, p);
     }

@@ -160,6 +160,9 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         if let Some(warning) = plan.warning() {
             eprintln!("warning: {warning}");
         }
+        if let Some(tls) = &config.tls {
+            tls.load(&[locus_tls::ALPN_HTTP1], std::time::SystemTime::now())?;
+        }
         args.file.report_check(&format!(
             "{} nodes, policy {}, at most {} connections (open-file limit {})",
             config.nodes.len(),
@@ -177,6 +180,9 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     println!("locus switch listening on {}", server.addr());
     if let Some(a) = server.admin_addr() {
         println!("admin on http://{a}/locus/status");
+    }
+    if let Some(a) = server.tls_addr() {
+        println!("HTTPS on https://{a}/");
     }
     let signal = signals.wait().context("waiting for SIGTERM or SIGINT")?;
     tracing::info!(signal, "shutting down");

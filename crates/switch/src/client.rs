@@ -3,13 +3,13 @@
 //! gives it itself: error responses, refusals, shedding, access-log lines.
 
 use crate::access_log::LogRecord;
+use crate::client_stream::ClientStream;
 use crate::dispatch::{Assignment, Candidates, DispatchError};
 use crate::forward::write_error_response;
 use crate::state::Shared;
 use crate::worker::Worker;
 use locus_core::{NodeId, RequestInfo};
 use locus_http::{BodyKind, RequestHead, ResponseHead};
-use locus_io::try_read_buf_drained;
 use std::cell::OnceCell;
 use std::io;
 use std::net::SocketAddr;
@@ -17,7 +17,6 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 /// What to do with the client connection after a request.
@@ -30,7 +29,7 @@ pub enum Next {
 /// The client side of a session.
 pub struct Client {
     pub worker: Rc<Worker>,
-    pub stream: TcpStream,
+    pub stream: ClientStream,
     pub peer: SocketAddr,
     /// Bytes read from the client: the current request head, then body bytes or pipelined
     /// requests.
@@ -44,7 +43,7 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr) -> Client {
+    pub fn new(worker: Rc<Worker>, stream: ClientStream, peer: SocketAddr) -> Client {
         Client {
             worker,
             stream,
@@ -86,7 +85,7 @@ impl Client {
     /// Read whatever client bytes are ready, without waiting.
     pub fn try_read(&mut self) -> io::Result<usize> {
         self.prepare_read();
-        try_read_buf_drained(&self.stream, &mut self.buf)
+        self.stream.try_read_buf(&mut self.buf)
     }
 
     /// The policy's view of the request in `buf`: its class and, for a policy that reads
@@ -100,7 +99,7 @@ impl Client {
     /// The client connection's round-trip time (TCP_INFO's smoothed `tcpi_rtt`, read once per
     /// connection; zero when the kernel has none).
     pub fn rtt(&self) -> Duration {
-        *self.rtt.get_or_init(|| crate::sniff::tcp_rtt(&self.stream).unwrap_or(Duration::ZERO))
+        *self.rtt.get_or_init(|| crate::sniff::tcp_rtt(self.stream.tcp()).unwrap_or(Duration::ZERO))
     }
 
     /// Tell the policy the request in `buf` was forwarded to `node` (the sniffer's view).
@@ -137,10 +136,39 @@ impl Client {
         let mut out = Vec::with_capacity(256);
         write_error_response(&mut out, status, close);
         self.worker.shared.counters.response(status);
+        self.send_own(&out, close).await;
+    }
+
+    /// Send a response the switch made itself (whole in `out`); shut down after it when
+    /// `close`.
+    pub async fn send_own(&mut self, out: &[u8], close: bool) {
         let t = self.worker.shared.config.limits.node_timeout();
-        if timeout(t, self.stream.write_all(&out)).await.is_ok() && close {
+        // A TLS stream may keep the last records queued after `write_all`: flushed too.
+        let sent = timeout(t, async {
+            self.stream.write_all(out).await?;
+            self.stream.flush().await
+        });
+        if matches!(sent.await, Ok(Ok(()))) && close {
             let _ = self.stream.shutdown().await;
         }
+    }
+
+    /// Answer a cleartext request with a redirect to the same URL on the HTTPS listener at
+    /// `port` (308: the method and body stay the same).
+    pub async fn redirect_to_https(&mut self, head: &RequestHead, port: u16) -> Next {
+        let host = match (head.authority, head.header(&self.buf, "host")) {
+            (Some(a), _) => String::from_utf8_lossy(a.get(&self.buf)).into_owned(),
+            (None, Some(h)) => String::from_utf8_lossy(h).into_owned(),
+            (None, None) => {
+                self.stream.tcp().local_addr().map_or_else(|_| "localhost".into(), |a| a.ip().to_string())
+            }
+        };
+        let out = crate::forward::https_redirect(&host, head.path_str(&self.buf), port);
+        self.worker.shared.counters.response(308);
+        let close = head.body != BodyKind::Empty || !head.keep_alive;
+        self.send_own(&out, close).await;
+        self.log(head, 308, 0);
+        if close { Next::Close } else { Next::Continue(head.head_len) }
     }
 
     /// Answer a request with an error from the switch itself.

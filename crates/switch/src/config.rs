@@ -172,6 +172,20 @@ pub struct SwitchConfig {
     /// Add the client address to `X-Forwarded-For` on requests to nodes.
     #[serde(default = "yes")]
     pub forwarded_for: bool,
+    /// Set `X-Forwarded-Proto` (`http` or `https`, as the client connected) on requests to
+    /// nodes, replacing any the client sent.
+    #[serde(default = "yes")]
+    pub forwarded_proto: bool,
+    /// A second client-facing listener speaking HTTPS with the `[tls]` settings.
+    #[serde(default)]
+    pub listen_tls: Option<SocketAddr>,
+    /// The TLS listener's certificates, ticket keys and bounds (`[tls]`); relative paths are
+    /// taken relative to the configuration file's directory.
+    #[serde(default)]
+    pub tls: Option<locus_tls::TlsSettings>,
+    /// Answer every cleartext request with a redirect (308) to the same URL over HTTPS.
+    #[serde(default)]
+    pub redirect_to_https: bool,
     /// Hosts an absolute-form request target may name besides the address the client
     /// connected to (see `target_check`); any other host is answered 404 by the switch.
     #[serde(default)]
@@ -229,6 +243,10 @@ impl Default for SwitchConfig {
             workers: 0,
             access_log: None,
             forwarded_for: true,
+            forwarded_proto: true,
+            listen_tls: None,
+            tls: None,
+            redirect_to_https: false,
             server_names: Vec::new(),
             policy: default_policy(),
             nodes: Vec::new(),
@@ -252,6 +270,8 @@ pub enum ConfigError {
     Parse { origin: String, message: String },
     #[error("invalid configuration: {0}")]
     Invalid(String),
+    #[error("TLS: {0}")]
+    Tls(#[from] locus_tls::TlsError),
 }
 
 impl SwitchConfig {
@@ -269,7 +289,12 @@ impl SwitchConfig {
             .map_err(|source| ConfigError::Io { path: path.to_path_buf(), error: source })?;
         let mut config = SwitchConfig::from_toml_str(&text, &path.display().to_string())?;
         let dir = path.parent().unwrap_or(Path::new(""));
-        for p in [&mut config.class_file, &mut config.site_root].into_iter().flatten() {
+        let tls_files = config.tls.iter_mut().flat_map(|t| {
+            let certs = t.certificates.iter_mut().flat_map(|c| [&mut c.cert, &mut c.key]);
+            certs.chain(t.ticket_keys.as_mut())
+        });
+        let files = [&mut config.class_file, &mut config.site_root].into_iter().flatten().chain(tls_files);
+        for p in files {
             if p.is_relative() {
                 *p = dir.join(&*p);
             }
@@ -308,7 +333,32 @@ impl SwitchConfig {
         crate::site::check_policy_needs(self, &names, site.inputs.classes.len())?;
         locus_policy::build_with(&self.policy, &self.weights(), &site.inputs)
             .map_err(|e| ConfigError::Invalid(format!("policy: {e}")))?;
+        self.validate_tls()?;
         self.validate_mode(&names)
+    }
+
+    /// `listen_tls` and `[tls]` come together, in a mode that terminates TLS at the switch.
+    fn validate_tls(&self) -> Result<(), ConfigError> {
+        let invalid = |m: &str| Err(ConfigError::Invalid(m.into()));
+        match (&self.listen_tls, &self.tls) {
+            (Some(_), None) => return invalid("listen_tls needs a [tls] table with the certificates"),
+            (None, Some(_)) => return invalid("[tls] is set but no listen_tls address serves it"),
+            (None, None) if self.redirect_to_https => {
+                return invalid("redirect_to_https needs listen_tls and [tls]: nothing would serve HTTPS");
+            }
+            (Some(_), Some(t)) if t.certificates.is_empty() => {
+                return invalid("[tls] has no certificates: add [[tls.certificates]] with cert and key");
+            }
+            _ => {}
+        }
+        if self.listen_tls.is_some() && matches!(self.mode, Mode::Handoff | Mode::L4) {
+            return invalid(&format!(
+                "mode = \"{}\" cannot serve listen_tls yet: a handed-off connection carries cleartext \
+                 HTTP, and moving TLS sessions comes with one-way HTTPS; use mode = \"proxy\"",
+                self.mode.as_str()
+            ));
+        }
+        Ok(())
     }
 
     /// The limits and health-check settings.

@@ -1,6 +1,7 @@
 //! Head rewriting at the switch: the request head sent to a node (origin-form target, HTTP/1.1,
-//! hop-by-hop headers and headers named by `Connection` dropped, `X-Forwarded-For` added), and
-//! the response head sent to a client when the node's head cannot pass through unchanged.
+//! hop-by-hop headers and headers named by `Connection` dropped, `X-Forwarded-For` and
+//! `X-Forwarded-Proto` added), the response head sent to a client when the node's head cannot
+//! pass through unchanged, and the switch's own responses (errors, the redirect to HTTPS).
 
 use locus_http::{RequestHead, ResponseHead, TargetForm, Version, has_token, is_hop_by_hop, reason_phrase};
 use std::io::Write;
@@ -30,6 +31,7 @@ pub fn write_request_head(
     head: &RequestHead,
     buf: &[u8],
     client_ip: Option<IpAddr>,
+    proto: Option<&str>,
     default_host: &str,
 ) {
     out.extend_from_slice(head.method_span.get(buf));
@@ -49,6 +51,10 @@ pub fn write_request_head(
             continue;
         }
         if has_connection_header && named_by_connection(head, buf, name) {
+            continue;
+        }
+        // The client's own claim is not passed on when the switch states the scheme.
+        if proto.is_some() && name.eq_ignore_ascii_case(b"x-forwarded-proto") {
             continue;
         }
         if name.eq_ignore_ascii_case(b"host") {
@@ -85,7 +91,25 @@ pub fn write_request_head(
     {
         let _ = write!(out, "X-Forwarded-For: {ip}\r\n");
     }
+    if let Some(proto) = proto {
+        let _ = write!(out, "X-Forwarded-Proto: {proto}\r\n");
+    }
     out.extend_from_slice(b"\r\n");
+}
+
+/// A 308 to `path` (with its query) on `host` (its port dropped) over HTTPS on `port`.
+pub fn https_redirect(host: &str, path: &str, port: u16) -> Vec<u8> {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => format!("[{}]", v6.split(']').next().unwrap_or("")),
+        None => host.split(':').next().unwrap_or("").to_string(),
+    };
+    let location =
+        if port == 443 { format!("https://{name}{path}") } else { format!("https://{name}:{port}{path}") };
+    let mut out = Vec::with_capacity(200 + location.len());
+    let _ = write!(out, "HTTP/1.1 308 Permanent Redirect\r\nServer: locus\r\nDate: ");
+    locus_http::http_date_now(&mut out);
+    let _ = write!(out, "\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n");
+    out
 }
 
 /// How the switch sends the node's response body on to the client.
@@ -157,7 +181,7 @@ mod tests {
         let mut head = RequestHead::default();
         assert!(parse_request(raw.as_bytes(), &Limits::default(), &mut head).unwrap());
         let mut out = Vec::new();
-        write_request_head(&mut out, &head, raw.as_bytes(), ip, "10.0.0.1:80");
+        write_request_head(&mut out, &head, raw.as_bytes(), ip, None, "10.0.0.1:80");
         String::from_utf8(out).unwrap()
     }
 
@@ -220,5 +244,30 @@ mod tests {
         assert!(text.starts_with("HTTP/1.1 503 Service Unavailable\r\n"));
         assert!(text.contains("Content-Length: 20\r\n"));
         assert!(text.ends_with("\r\n\r\nService Unavailable\n"));
+    }
+
+    #[test]
+    fn forwarded_proto_replaces_the_clients_own_claim() {
+        let raw = "GET /a HTTP/1.1\r\nHost: h\r\nX-Forwarded-Proto: https\r\n\r\n";
+        let mut head = RequestHead::default();
+        assert!(parse_request(raw.as_bytes(), &Limits::default(), &mut head).unwrap());
+        let mut out = Vec::new();
+        write_request_head(&mut out, &head, raw.as_bytes(), None, Some("http"), "n:80");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "GET /a HTTP/1.1\r\nHost: h\r\nX-Forwarded-Proto: http\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn the_https_redirect_keeps_path_and_query_and_swaps_the_port() {
+        let location = |host: &str, port: u16| {
+            let out = String::from_utf8(https_redirect(host, "/a/b?x=1", port)).unwrap();
+            assert!(out.starts_with("HTTP/1.1 308 "), "{out}");
+            out.lines().find_map(|l| l.strip_prefix("Location: ")).unwrap().to_string()
+        };
+        assert_eq!(location("example.com:8080", 443), "https://example.com/a/b?x=1");
+        assert_eq!(location("example.com", 8443), "https://example.com:8443/a/b?x=1");
+        assert_eq!(location("[::1]:80", 8443), "https://[::1]:8443/a/b?x=1");
     }
 }

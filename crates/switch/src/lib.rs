@@ -7,6 +7,7 @@ mod access_log;
 mod admin;
 pub mod cli;
 mod client;
+mod client_stream;
 mod config;
 mod dispatch;
 mod forward;

@@ -5,6 +5,7 @@
 //! before any response byte.
 
 use crate::client::{Client, Next};
+use crate::client_stream::ClientStream;
 use crate::dispatch::Candidates;
 use crate::forward::{BodyRelay, write_request_head, write_response_head};
 use crate::node_connection::{NodeFailure, node_connection, write_node};
@@ -70,7 +71,7 @@ pub async fn answer_expectation(client: &mut Client, head: &RequestHead) -> bool
         return true;
     }
     let t = client.worker.shared.config.limits.node_timeout();
-    matches!(timeout(t, client.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")).await, Ok(Ok(())))
+    write_client(&mut client.stream, b"HTTP/1.1 100 Continue\r\n\r\n", t).await.is_ok()
 }
 
 /// Proxy one request already dispatched (`candidates`, its expectation answered): exchange it
@@ -203,11 +204,13 @@ async fn send_request(
     }
     client.out.clear();
     let client_ip = shared.config.forwarded_for.then(|| client.peer.ip());
+    let proto = shared.config.forwarded_proto.then(|| client.stream.scheme());
     write_request_head(
         &mut client.out,
         head,
         &client.buf,
         client_ip,
+        proto,
         &shared.nodes[node.index()].host_header,
     );
     let start = head.head_len;
@@ -385,11 +388,13 @@ async fn relay_response_body(
     let t = client.worker.shared.config.limits.node_timeout();
     let splice_min = client.worker.shared.config.limits.splice_min_bytes;
     while !body.tracker.is_done() {
-        // Without a pipe (out of descriptors) the body goes through user space instead.
+        // Without a pipe (out of descriptors), or to a TLS client (its bytes are encrypted
+        // here), the body goes through user space instead.
         if splice_min > 0
             && !body.dechunk
             && let Some(run) = body.tracker.raw_remaining()
             && run >= splice_min
+            && client.stream.plain().is_some()
             && let Some(pipe) = take_pipe(client)
         {
             splice_run(client, conn, body, &pipe, run, t).await?;
@@ -433,7 +438,8 @@ async fn splice_run(
     run: u64,
     t: Duration,
 ) -> Result<(), ExchangeError> {
-    if let Err(e) = splice_exact(conn, &client.stream, pipe, run, t).await {
+    let Some(socket) = client.stream.plain() else { return Err(ExchangeError::Midstream) };
+    if let Err(e) = splice_exact(conn, socket, pipe, run, t).await {
         tracing::debug!(peer = %client.peer, "spliced relay stopped: {e}");
         return Err(ExchangeError::Midstream);
     }
@@ -457,8 +463,14 @@ fn take_pipe(client: &Client) -> Option<Pipe> {
     (!pipe.leaves_too_few_descriptors()).then_some(pipe)
 }
 
-async fn write_client(stream: &mut TcpStream, bytes: &[u8], t: Duration) -> Result<(), ExchangeError> {
-    match timeout(t, stream.write_all(bytes)).await {
+async fn write_client(stream: &mut ClientStream, bytes: &[u8], t: Duration) -> Result<(), ExchangeError> {
+    // A TLS stream may keep the last records queued after `write_all`: flushed here.
+    match timeout(t, async {
+        stream.write_all(bytes).await?;
+        stream.flush().await
+    })
+    .await
+    {
         Ok(Ok(())) => Ok(()),
         _ => Err(ExchangeError::ClientGone),
     }

@@ -9,7 +9,7 @@ use crate::access_log::{AccessLog, open_sink};
 use crate::config::SwitchConfig;
 use crate::forward::write_error_response;
 use crate::open_files::{MAX_REJECTING, shed_answer};
-use crate::session::serve;
+use crate::session::{serve, serve_tls};
 use crate::state::Shared;
 use crate::worker::Worker;
 use crate::{admin, health};
@@ -44,6 +44,7 @@ pub enum SwitchError {
 pub struct SwitchServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
+    tls_addr: Option<SocketAddr>,
     admin_addr: Option<SocketAddr>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -65,6 +66,21 @@ impl SwitchServer {
         let listeners = locus_io::bind_listeners(cfg.listen, workers, BindRetry::PATIENT)
             .map_err(|e| listen_err(cfg.listen, e))?;
         let addr = listeners[0].local_addr().map_err(|e| listen_err(cfg.listen, e))?;
+        let mut tls_listeners: Vec<Option<std::net::TcpListener>> = match cfg.listen_tls {
+            Some(a) => locus_io::bind_listeners(a, workers, BindRetry::PATIENT)
+                .map_err(|e| listen_err(a, e))?
+                .into_iter()
+                .map(Some)
+                .collect(),
+            None => (0..workers).map(|_| None).collect(),
+        };
+        let tls_addr = match (&tls_listeners[0], cfg.listen_tls) {
+            (Some(l), Some(a)) => Some(l.local_addr().map_err(|e| listen_err(a, e))?),
+            _ => None,
+        };
+        if let Some(a) = tls_addr {
+            let _ = shared.https_port.set(a.port());
+        }
         let admin_listener = match cfg.admin {
             Some(a) => Some(locus_io::bind_listener(a, false).map_err(|e| listen_err(a, e))?),
             None => None,
@@ -83,6 +99,7 @@ impl SwitchServer {
         let mut threads = Vec::new();
         let rejecting = ConnectionLimit::new(MAX_REJECTING);
         for (i, (listener, log)) in listeners.into_iter().zip(logs).enumerate() {
+            let listeners = (listener, tls_listeners[i].take());
             let shared = shared.clone();
             let rejecting = rejecting.clone();
             // Subscribed here, before `start` returns: a shutdown sent before the thread got
@@ -91,7 +108,7 @@ impl SwitchServer {
             let shutdown = shared.shutdown_tx.subscribe();
             let t = std::thread::Builder::new()
                 .name(format!("locus-switch-{i}"))
-                .spawn(move || worker_thread(shared, listener, log, rejecting, shutdown))
+                .spawn(move || worker_thread(shared, listeners, log, rejecting, shutdown))
                 .map_err(SwitchError::Thread)?;
             threads.push(t);
         }
@@ -102,12 +119,17 @@ impl SwitchServer {
             .map_err(SwitchError::Thread)?;
         threads.push(t);
         tracing::info!(%addr, workers, policy = shared.config.policy.name(), nodes = shared.nodes.len(), "switch started");
-        Ok(SwitchServer { shared, addr, admin_addr, threads })
+        Ok(SwitchServer { shared, addr, tls_addr, admin_addr, threads })
     }
 
     /// The client-facing address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The HTTPS address, if configured.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
     }
 
     /// The admin address, if configured.
@@ -152,7 +174,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn worker_thread(
     shared: Arc<Shared>,
-    listener: std::net::TcpListener,
+    (listener, tls_listener): (std::net::TcpListener, Option<std::net::TcpListener>),
     log: Option<AccessLog>,
     rejecting: Arc<ConnectionLimit>,
     shutdown: tokio::sync::watch::Receiver<bool>,
@@ -160,13 +182,14 @@ fn worker_thread(
     let rt = runtime();
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
-        let listener = match TcpListener::from_std(listener) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!("worker cannot use its listener: {e}");
-                return;
-            }
-        };
+        let (listener, tls_listener) =
+            match (TcpListener::from_std(listener), tls_listener.map(TcpListener::from_std).transpose()) {
+                (Ok(l), Ok(t)) => (l, t),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::error!("worker cannot use its listener: {e}");
+                    return;
+                }
+            };
         let worker = Rc::new(Worker::new(shared.clone(), log));
         crate::handoff::start_links(&worker, shutdown.clone());
         let sweeper = {
@@ -182,8 +205,15 @@ fn worker_thread(
                 }
             })
         };
-        let acceptor = Acceptor { worker: worker.clone(), rejecting };
-        acceptor.run(&listener, shutdown).await;
+        let acceptor = Acceptor { worker: worker.clone(), rejecting: rejecting.clone(), tls: None };
+        match &tls_listener {
+            None => acceptor.run(&listener, shutdown).await,
+            Some(tls_listener) => {
+                let tls = Acceptor { worker: worker.clone(), rejecting, tls: shared.tls.clone() };
+                tokio::join!(acceptor.run(&listener, shutdown.clone()), tls.run(tls_listener, shutdown));
+            }
+        }
+        drop(tls_listener);
         // Stop accepting and let the sessions finish, up to the drain timeout; the ones still
         // open then are closed with the worker's event loop.
         locus_io::drain(listener, &worker.sessions, shared.config.limits.drain_timeout()).await;
@@ -199,13 +229,16 @@ struct Acceptor {
     worker: Rc<Worker>,
     /// Over-limit connections being answered 503, across workers (at most `MAX_REJECTING`).
     rejecting: Arc<ConnectionLimit>,
+    /// On the TLS listener: its service (handshakes, counters).
+    tls: Option<Arc<locus_tls::TlsService>>,
 }
 
 impl Acceptor {
     /// Accept on `listener` until `shutdown` turns true.
     async fn run(&self, listener: &TcpListener, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         let shared = &self.worker.shared;
-        let mut shedding = Shedding::new(shed_answer());
+        // A TLS client could not read a cleartext 503: it is just closed.
+        let mut shedding = Shedding::new(if self.tls.is_some() { Vec::new() } else { shed_answer() });
         let mut backoff = AcceptBackoff::new();
         loop {
             let accepted = tokio::select! {
@@ -242,7 +275,10 @@ impl Acceptor {
         // Held by the session until it ends, however it ends.
         let Some(slot) = shared.connections.claim() else {
             shared.counters.rejected_over_limit.fetch_add(1, Relaxed);
-            if let Some(refusing) = self.rejecting.claim() {
+            // A TLS client could not read a cleartext 503: it is just closed.
+            if self.tls.is_none()
+                && let Some(refusing) = self.rejecting.claim()
+            {
                 tokio::task::spawn_local(async move {
                     refuse_over_limit(stream).await;
                     drop(refusing);
@@ -250,8 +286,13 @@ impl Acceptor {
             }
             return;
         };
-        let session = serve(self.worker.clone(), stream, peer, shutdown.clone(), slot);
-        self.worker.sessions.spawn_local(session);
+        let (worker, shutdown) = (self.worker.clone(), shutdown.clone());
+        match &self.tls {
+            None => self.worker.sessions.spawn_local(serve(worker, stream, peer, shutdown, slot)),
+            Some(tls) => {
+                self.worker.sessions.spawn_local(serve_tls(worker, stream, peer, shutdown, slot, tls.clone()))
+            }
+        };
     }
 }
 

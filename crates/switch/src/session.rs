@@ -5,6 +5,7 @@
 //! node (`handoff`, proxied when the handoff is not taken).
 
 use crate::client::{Client, Next};
+use crate::client_stream::ClientStream;
 use crate::dispatch::{Candidates, DetachedAssignment};
 use crate::handoff::{HandoffOutcome, HandoffWorker, WorkerLinks};
 use crate::mode::Mode;
@@ -15,6 +16,7 @@ use locus_io::ConnectionSlot;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 use tokio::net::TcpStream;
@@ -29,7 +31,31 @@ pub async fn serve(
     shutdown: watch::Receiver<bool>,
     slot: ConnectionSlot,
 ) {
-    serve_with(worker, stream, peer, shutdown, Restart::Fresh, slot).await
+    serve_with(worker, ClientStream::Plain(stream), peer, shutdown, Restart::Fresh, slot).await
+}
+
+/// Serve a connection accepted on a TLS listener: the handshake (under the header timeout,
+/// counted by `tls`), then HTTP as on any other connection. Cleartext HTTP is answered 400.
+pub async fn serve_tls(
+    worker: Rc<Worker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+    slot: ConnectionSlot,
+    tls: Arc<locus_tls::TlsService>,
+) {
+    let _ = stream.set_nodelay(true);
+    let deadline = tokio::time::Instant::now() + worker.shared.config.limits.header_timeout();
+    match tls.accept(stream, deadline).await {
+        Ok(session) => {
+            let stream = ClientStream::Tls(Box::new(session));
+            serve_with(worker, stream, peer, shutdown, Restart::Fresh, slot).await
+        }
+        Err(locus_tls::HandshakeFailure::Cleartext(tcp)) => {
+            locus_tls::answer_cleartext(tcp, b"Server: locus\r\n").await;
+        }
+        Err(e) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
+    }
 }
 
 /// How a session begins.
@@ -58,6 +84,7 @@ impl HandoffWorker for Worker {
     ) {
         let shutdown = self.shared.shutdown_tx.subscribe();
         let sessions = self.sessions.clone();
+        let stream = ClientStream::Plain(stream);
         sessions.spawn_local(serve_with(self, stream, peer, shutdown, Restart::Restored(dispatch), slot));
     }
 }
@@ -66,15 +93,16 @@ impl HandoffWorker for Worker {
 /// when the session ends (or its task is dropped at the end of a drain).
 async fn serve_with(
     worker: Rc<Worker>,
-    stream: TcpStream,
+    stream: ClientStream,
     peer: SocketAddr,
     shutdown: watch::Receiver<bool>,
     restart: Restart,
     slot: ConnectionSlot,
 ) {
-    let _ = stream.set_nodelay(true);
+    let _ = stream.tcp().set_nodelay(true);
     let (handoff_allowed, restored) = match restart {
-        Restart::Fresh => (true, None),
+        // Only cleartext connections can be handed off (a TLS session stays here).
+        Restart::Fresh => (stream.plain().is_some(), None),
         Restart::Restored(dispatch) => (false, dispatch),
     };
     let mut session = Session {
@@ -220,11 +248,21 @@ impl Session {
         let shared = self.client.worker.shared.clone();
         let restored = self.restored.take().map(|d| shared.dispatcher.reattach(d));
         if let Some(status) =
-            crate::target_check::refusal(head, &self.client.buf, &shared, &self.client.stream)
+            crate::target_check::refusal(head, &self.client.buf, &shared, self.client.stream.tcp())
         {
             return self.client.reject(head, status, true).await;
         }
-        let mode = shared.config.mode;
+        if shared.config.redirect_to_https
+            && self.client.stream.plain().is_some()
+            && let Some(&port) = shared.https_port.get()
+        {
+            return self.client.redirect_to_https(head, port).await;
+        }
+        let mode = match shared.config.mode {
+            // A tunnel relays the bytes as they are: TLS clients are proxied instead.
+            Mode::Splice if self.client.stream.plain().is_none() => Mode::Proxy,
+            mode => mode,
+        };
         let hand_off = mode == Mode::Handoff && self.handoff_allowed;
         if mode != Mode::Splice
             && !hand_off
@@ -262,15 +300,15 @@ impl Session {
         candidates: Candidates<'d>,
     ) -> Result<Next, Candidates<'d>> {
         let Some(links) = self.client.worker.links.clone() else { return Err(candidates) };
-        let Some(addrs) = crate::handoff::ConnectionAddrs::of(&self.client.stream, self.client.peer) else {
+        let Some(socket) = self.client.stream.plain() else { return Err(candidates) };
+        let Some(addrs) = crate::handoff::ConnectionAddrs::of(socket, self.client.peer) else {
             return Err(candidates);
         };
         let req = self.client.request_info(head);
         let rtt = self.client.rtt();
         let client = &self.client;
-        match crate::handoff::hand_off(&links, &client.stream, addrs, &client.buf, &req, rtt, candidates)
-            .await
-        {
+        let Some(socket) = client.stream.plain() else { return Err(candidates) };
+        match crate::handoff::hand_off(&links, socket, addrs, &client.buf, &req, rtt, candidates).await {
             HandoffOutcome::NotTried(candidates) => Err(candidates),
             HandoffOutcome::HandedOff => {
                 self.client.log(head, 0, 0);
@@ -279,7 +317,7 @@ impl Session {
             }
             HandoffOutcome::Restored(stream, dispatch) => {
                 // The old descriptor (dumped, disconnected) closes silently here.
-                self.client.stream = stream;
+                self.client.stream = ClientStream::Plain(stream);
                 self.client.buf.clear();
                 self.handoff_allowed = false;
                 self.restored = dispatch;

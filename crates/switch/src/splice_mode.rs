@@ -16,6 +16,10 @@ use tokio::net::TcpStream;
 /// tunnel. The connection always closes after.
 pub async fn serve_tunnel(client: &mut Client, head: &RequestHead, mut candidates: Candidates<'_>) -> Next {
     let shared = client.worker.shared.clone();
+    if client.stream.plain().is_none() {
+        // The session proxies TLS clients in splice mode; this is never reached with one.
+        return client.shed(head, "a tunnel carries cleartext only").await;
+    }
     if !has_tunnel_pipes(client) {
         return client.shed(head, "no pipes for the tunnel").await;
     }
@@ -26,7 +30,8 @@ pub async fn serve_tunnel(client: &mut Client, head: &RequestHead, mut candidate
     let t = shared.config.limits.node_timeout();
     let sent = (client.buf.len() - head.head_start) as u64;
     let idle = shared.config.limits.keepalive_timeout().max(t);
-    let result = tunnel(&client.stream, &conn, &client.worker.pipes, idle).await;
+    let Some(socket) = client.stream.plain() else { return Next::Close };
+    let result = tunnel(socket, &conn, &client.worker.pipes, idle).await;
     let (up, down) = match &result {
         Ok(b) => (b.client_to_node, b.node_to_client),
         Err(e) => {

@@ -107,6 +107,10 @@ pub struct Shared {
     pub shutdown_tx: watch::Sender<bool>,
     /// Handoff mode's plane (None in the other modes).
     pub handoff: Option<crate::handoff::HandoffPlane>,
+    /// The TLS listener's configuration, bound and counters, when `listen_tls` is set.
+    pub tls: Option<Arc<locus_tls::TlsService>>,
+    /// The TLS listener's port, once bound (`redirect_to_https` sends clients there).
+    pub https_port: std::sync::OnceLock<u16>,
 }
 
 impl Shared {
@@ -142,6 +146,13 @@ impl Shared {
         };
         let (shutdown_tx, _) = watch::channel(false);
         let connections = ConnectionLimit::new(config.limits.max_connections);
+        let tls = match &config.tls {
+            Some(t) => {
+                let alpn = [locus_tls::ALPN_HTTP1];
+                Some(Arc::new(locus_tls::TlsService::new(t.clone(), &alpn, std::time::SystemTime::now())?))
+            }
+            None => None,
+        };
         Ok(Shared {
             config,
             classifier: site.classifier,
@@ -153,6 +164,8 @@ impl Shared {
             shutting_down: AtomicBool::new(false),
             shutdown_tx,
             handoff: None,
+            tls,
+            https_port: std::sync::OnceLock::new(),
         })
     }
 

@@ -7,6 +7,7 @@
 //! configuration, handshake bound and counters (`service`).
 
 mod certificate;
+mod cleartext;
 mod error;
 mod server_config;
 mod service;
@@ -16,6 +17,7 @@ mod stream;
 mod tickets;
 
 pub use certificate::{LoadedCertificate, load_certificate};
+pub use cleartext::{answer_cleartext, cleartext_answer};
 pub use error::TlsError;
 pub use server_config::{ALPN_HTTP1, server_config};
 pub use service::{CertificateSummary, TlsService, TlsStatus};

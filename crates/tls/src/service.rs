@@ -2,13 +2,17 @@
 //! (replaced whole by `reload`, so connections already open keep theirs), what its
 //! certificates say (names, expiry), the bound on handshakes in progress (a flood is shed at
 //! once, established connections untouched), and the handshake counters status and metrics
-//! show (full, resumed, failed by reason, versions, suites).
+//! show (full, resumed, failed by reason, versions, suites), in JSON and as Prometheus metrics.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use serde::Serialize;
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
@@ -147,6 +151,62 @@ impl TlsService {
             days_to_first_expiry,
             reloads: c.reloads.load(Relaxed),
         }
+    }
+}
+
+type Labels = Vec<(String, String)>;
+
+/// A counter family with one member per entry of `values`, labelled `label`.
+fn counter_family(label: &str, values: &BTreeMap<String, u64>) -> Family<Labels, Counter<u64, AtomicU64>> {
+    let family = Family::<Labels, Counter<u64, AtomicU64>>::default();
+    for (k, v) in values {
+        family.get_or_create(&vec![(label.to_string(), k.clone())]).inc_by(*v);
+    }
+    family
+}
+
+impl TlsStatus {
+    /// Register these figures in `reg` (names prefixed `tls_` under the registry's prefix).
+    pub fn register_metrics(&self, reg: &mut Registry) {
+        let kinds = BTreeMap::from([
+            ("full".to_string(), self.handshakes_full),
+            ("resumed".to_string(), self.handshakes_resumed),
+        ]);
+        reg.register(
+            "tls_handshakes",
+            "TLS handshakes completed, full or resumed",
+            counter_family("kind", &kinds),
+        );
+        reg.register(
+            "tls_handshake_failures",
+            "TLS handshakes that failed, by reason",
+            counter_family("reason", &self.handshakes_failed),
+        );
+        reg.register(
+            "tls_versions",
+            "Completed handshakes by TLS version",
+            counter_family("version", &self.versions),
+        );
+        reg.register(
+            "tls_suites",
+            "Completed handshakes by cipher suite",
+            counter_family("suite", &self.suites),
+        );
+        let in_progress = Gauge::<i64>::default();
+        in_progress.set(self.handshakes_in_progress as i64);
+        reg.register("tls_handshakes_in_progress", "TLS handshakes in progress", in_progress);
+        let expiry = Family::<Labels, Gauge>::default();
+        for c in &self.certificates {
+            expiry.get_or_create(&vec![("file".to_string(), c.file.clone())]).set(c.not_after_unix);
+        }
+        reg.register(
+            "tls_certificate_not_after_seconds",
+            "End of each certificate's validity (Unix time)",
+            expiry,
+        );
+        let reloads = Counter::<u64>::default();
+        reloads.inc_by(self.reloads);
+        reg.register("tls_reloads", "Certificate and ticket-key reloads", reloads);
     }
 }
 
