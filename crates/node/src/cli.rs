@@ -228,17 +228,18 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         args.file.report_check(&summary);
         return Ok(());
     }
-    let signals = TerminationSignals::block().context("blocking SIGTERM and SIGINT")?;
+    let signals = TerminationSignals::block_with_reload().context("blocking SIGTERM, SIGINT and SIGHUP")?;
     let name = config.name.clone();
     let server = NodeServer::start(config).context("starting the node")?;
-    println!("locus node {name} listening on http://{}", server.addr());
+    let scheme = if server.serves_tls() { "https" } else { "http" };
+    println!("locus node {name} listening on {scheme}://{}", server.addr());
     if let Some(admin) = server.admin_addr() {
         println!("admin on http://{admin}/locus/status");
     }
     if let Some(handoff) = server.handoff_addr() {
         println!("handoff agent listening on {handoff}");
     }
-    let signal = signals.wait().context("waiting for SIGTERM or SIGINT")?;
+    let signal = signals.wait_reloading(|| server.reload()).context("waiting for signals")?;
     tracing::info!(signal, "shutting down");
     server.shutdown();
     Ok(())

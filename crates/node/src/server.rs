@@ -489,9 +489,23 @@ impl NodeServer {
         Ok(())
     }
 
-    /// The address the node serves HTTP on.
+    /// The address the node serves HTTP (or HTTPS) on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Whether the client listener speaks TLS.
+    pub fn serves_tls(&self) -> bool {
+        self.node.tls.is_some()
+    }
+
+    /// Read certificates and ticket keys again (SIGHUP): new handshakes use them, open
+    /// connections keep theirs; a file that is wrong leaves the old ones in place (logged).
+    pub fn reload(&self) {
+        match &self.node.tls {
+            Some(tls) => tls.reload_logged(),
+            None => tracing::info!("SIGHUP: nothing to reload (no TLS)"),
+        }
     }
 
     /// The admin listener's address, if configured.

@@ -175,7 +175,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     // Held from before the address is printed: a SIGTERM right after it (a supervisor or a
     // test that starts, uses and stops the switch at once) is taken by the wait below, never
     // by the default action, which would kill the switch without draining.
-    let signals = TerminationSignals::block().context("blocking SIGTERM and SIGINT")?;
+    let signals = TerminationSignals::block_with_reload().context("blocking SIGTERM, SIGINT and SIGHUP")?;
     let server = SwitchServer::start(config)?;
     println!("locus switch listening on {}", server.addr());
     if let Some(a) = server.admin_addr() {
@@ -184,7 +184,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     if let Some(a) = server.tls_addr() {
         println!("HTTPS on https://{a}/");
     }
-    let signal = signals.wait().context("waiting for SIGTERM or SIGINT")?;
+    let signal = signals.wait_reloading(|| server.reload()).context("waiting for signals")?;
     tracing::info!(signal, "shutting down");
     server.shutdown();
     Ok(())

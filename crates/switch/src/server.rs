@@ -127,6 +127,15 @@ impl SwitchServer {
         self.addr
     }
 
+    /// Read certificates and ticket keys again (SIGHUP): new handshakes use them, open
+    /// connections keep theirs; a file that is wrong leaves the old ones in place (logged).
+    pub fn reload(&self) {
+        match &self.shared.tls {
+            Some(tls) => tls.reload_logged(),
+            None => tracing::info!("SIGHUP: nothing to reload (no TLS)"),
+        }
+    }
+
     /// The HTTPS address, if configured.
     pub fn tls_addr(&self) -> Option<SocketAddr> {
         self.tls_addr

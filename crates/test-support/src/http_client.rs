@@ -102,6 +102,11 @@ impl Client<TcpStream> {
                 .complete_io(&mut stream.sock)
                 .unwrap_or_else(|e| panic!("TLS handshake with {addr}: {e}"));
         }
+        Client::from_tls_stream(stream)
+    }
+
+    /// A client on a TLS session already set up (its socket's timeouts as the test left them).
+    pub fn from_tls_stream(stream: TlsClientStream) -> Client<TlsClientStream> {
         Client { stream, buf: Vec::new() }
     }
 }

@@ -107,6 +107,19 @@ impl TlsService {
         Ok(())
     }
 
+    /// `reload` now, for a SIGHUP: the outcome is logged (a failure names the file and leaves
+    /// the running configuration in place).
+    pub fn reload_logged(&self) {
+        match self.reload(SystemTime::now()) {
+            Ok(()) => {
+                let n = self.settings.certificates.len();
+                let tickets = self.settings.ticket_keys.is_some();
+                tracing::info!(certificates = n, ticket_keys = tickets, "TLS files reloaded");
+            }
+            Err(e) => tracing::error!("TLS reload refused, the files in use stay: {e}"),
+        }
+    }
+
     fn config(&self) -> Arc<rustls::ServerConfig> {
         self.current.read().unwrap_or_else(|p| p.into_inner()).config.clone()
     }
