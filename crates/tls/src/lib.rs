@@ -23,5 +23,5 @@ pub use server_config::{ALPN_HTTP1, server_config};
 pub use service::{CertificateSummary, TlsService, TlsStatus};
 pub use settings::{CertificateFiles, TlsSettings, UnknownSni};
 pub use sni::{SniCertificates, UnknownName};
-pub use stream::{HandshakeFailure, Negotiated, TlsStream, accept};
+pub use stream::{HandshakeFailure, Negotiated, TlsStream, accept, connect};
 pub use tickets::{KEYS_USED, TicketKeys};

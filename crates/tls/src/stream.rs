@@ -1,5 +1,6 @@
 //! A TLS connection on a tokio `TcpStream`, driven by hand over rustls's buffered API: the
-//! handshake (`accept`, with a deadline, telling cleartext HTTP from a ClientHello), then
+//! handshake (`accept` for a server, with a deadline, telling cleartext HTTP from a
+//! ClientHello; `connect` for a client such as the load generator), then
 //! readiness-style `try_read`/`try_write`/`try_flush` for loops that wait on the socket
 //! themselves, and `AsyncRead`/`AsyncWrite` for the rest. Every byte comes off the socket
 //! through `read_tls` here, so what has been read is always known (a handoff needs that).
@@ -9,7 +10,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use rustls::{HandshakeKind, ServerConfig, ServerConnection};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection, Connection, HandshakeKind, ServerConfig, ServerConnection};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout_at};
@@ -17,10 +19,10 @@ use tokio::time::{Instant, timeout_at};
 /// The first byte of a TLS handshake record.
 const HANDSHAKE_RECORD: u8 = 0x16;
 
-/// A server-side TLS connection over `tcp`.
+/// A TLS connection over `tcp`, server side or client side.
 pub struct TlsStream {
     tcp: TcpStream,
-    tls: ServerConnection,
+    tls: Connection,
     /// Plaintext decrypted and not yet read.
     plaintext: usize,
     /// The peer closed (close_notify or end of stream): reads return 0 once `plaintext` is.
@@ -114,12 +116,19 @@ pub async fn accept(
         Ok(Ok(_)) => {}
     }
     let tls = ServerConnection::new(config).map_err(HandshakeFailure::Protocol)?;
-    let mut stream = TlsStream { tcp, tls, plaintext: 0, peer_closed: false, closing: false };
-    match timeout_at(deadline, stream.handshake()).await {
-        Err(_) => Err(HandshakeFailure::TimedOut),
-        Ok(Err(e)) => Err(e),
-        Ok(Ok(())) => Ok(stream),
-    }
+    TlsStream::handshake_within(tcp, tls.into(), deadline).await
+}
+
+/// Open a client session to `name` on `tcp`: handshake under `config` until done or
+/// `deadline`.
+pub async fn connect(
+    tcp: TcpStream,
+    config: Arc<ClientConfig>,
+    name: ServerName<'static>,
+    deadline: Instant,
+) -> Result<TlsStream, HandshakeFailure> {
+    let tls = ClientConnection::new(config, name).map_err(HandshakeFailure::Protocol)?;
+    TlsStream::handshake_within(tcp, tls.into(), deadline).await
 }
 
 /// `Read` and `Write` on a tokio socket without waiting: `WouldBlock` when it is not ready
@@ -146,6 +155,19 @@ fn would_block(e: &io::Error) -> bool {
 }
 
 impl TlsStream {
+    async fn handshake_within(
+        tcp: TcpStream,
+        tls: Connection,
+        deadline: Instant,
+    ) -> Result<TlsStream, HandshakeFailure> {
+        let mut stream = TlsStream { tcp, tls, plaintext: 0, peer_closed: false, closing: false };
+        match timeout_at(deadline, stream.handshake()).await {
+            Err(_) => Err(HandshakeFailure::TimedOut),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(())) => Ok(stream),
+        }
+    }
+
     /// Drive the handshake to its end, then send what it left queued (TLS 1.3 tickets).
     async fn handshake(&mut self) -> Result<(), HandshakeFailure> {
         while self.tls.is_handshaking() {
@@ -197,9 +219,12 @@ impl TlsStream {
         Negotiated { version, suite, resumed }
     }
 
-    /// The server name the client asked for, if any.
+    /// The server name the client asked for, if any (server side).
     pub fn server_name(&self) -> Option<&str> {
-        self.tls.server_name()
+        match &self.tls {
+            Connection::Server(s) => s.server_name(),
+            Connection::Client(_) => None,
+        }
     }
 
     /// Whether decrypted bytes wait to be read, or the peer's close does: a read will not

@@ -221,3 +221,25 @@ async fn an_unknown_name_is_refused_when_so_configured_and_served_the_default_ot
         }
     }
 }
+
+#[tokio::test]
+async fn a_client_session_from_connect_resumes_with_a_ticket_against_accept() {
+    let f = fixture(UnknownName::Default);
+    for resumed in [false, true] {
+        let (addr, task) = serve_one(f.server.clone(), Duration::from_secs(5)).await;
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let name = "a.example".try_into().unwrap();
+        let mut client = locus_tls::connect(tcp, f.client.clone(), name, deadline).await.unwrap();
+        let mut server = task.await.unwrap().unwrap();
+        assert_eq!((client.negotiated().resumed, server.negotiated().resumed), (resumed, resumed));
+        client.write_all(b"hello").await.unwrap();
+        client.flush().await.unwrap();
+        let mut got = [0u8; 5];
+        server.read_exact(&mut got).await.unwrap();
+        server.write_all(b"world").await.unwrap();
+        server.flush().await.unwrap();
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"world");
+    }
+}
