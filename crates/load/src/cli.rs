@@ -232,12 +232,26 @@ pub struct LoadArgs {
     /// A node's admin URL (repeatable): cache hit ratio during the run.
     #[arg(long, value_name = "URL")]
     pub node_admin: Vec<String>,
+    /// Speak TLS to every target (as if its URL said https://).
+    #[arg(long)]
+    pub tls: bool,
+    /// The certificate (or CA) to trust for https:// targets, in PEM.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// Resume TLS sessions with tickets (a full handshake only on a connection's first visit).
+    #[arg(long)]
+    pub resume: bool,
 }
 
 impl LoadArgs {
     /// The run these arguments describe.
     pub fn to_config(&self) -> anyhow::Result<LoadConfig> {
-        let targets = self.urls.iter().map(|u| u.parse::<TargetUrl>()).collect::<Result<Vec<_>, _>>()?;
+        let mut targets = self.urls.iter().map(|u| u.parse::<TargetUrl>()).collect::<Result<Vec<_>, _>>()?;
+        if self.tls {
+            for t in &mut targets {
+                t.tls = true;
+            }
+        }
         let workload = if self.surf {
             if targets.len() != 1 {
                 bail!("--surf takes one URL, the entry page (other servers go in --surf-hosts)");
@@ -297,6 +311,8 @@ impl LoadArgs {
             mismatch_samples: 10,
             hot_spot: self.hot_spot.clone(),
             dynamic: self.dynamic.clone(),
+            tls_ca: self.tls_ca.clone(),
+            tls_resume: self.resume,
         })
     }
 }

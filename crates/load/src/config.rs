@@ -154,6 +154,11 @@ pub struct LoadConfig {
     pub dynamic: Vec<DynamicTarget>,
     /// Mismatches kept for the report.
     pub mismatch_samples: usize,
+    /// `https://` targets: the certificates to trust (PEM).
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// `https://` targets: resume sessions with tickets (otherwise every connection makes a
+    /// full handshake).
+    pub tls_resume: bool,
 }
 
 impl Default for LoadConfig {
@@ -179,6 +184,8 @@ impl Default for LoadConfig {
             node_admins: Vec::new(),
             progress: false,
             mismatch_samples: 10,
+            tls_ca: None,
+            tls_resume: false,
             hot_spot: None,
             dynamic: Vec::new(),
         }
@@ -249,6 +256,19 @@ impl LoadConfig {
     /// Check that the settings make sense together.
     pub fn validate(&self) -> Result<(), LoadError> {
         let fail = |m: &str| Err(LoadError::config(m));
+        let tls = self.targets.iter().any(|t| t.tls);
+        if tls && self.tls_ca.is_none() {
+            return fail("https:// targets need --tls-ca FILE: the certificate (or CA) to trust, in PEM");
+        }
+        if tls && matches!(self.workload, Workload::Surf { .. }) {
+            return fail("the surfer speaks HTTP only: give http:// URLs with --surf");
+        }
+        if !tls && (self.tls_ca.is_some() || self.tls_resume) {
+            return fail("--tls-ca and --resume are for https:// targets (or --tls)");
+        }
+        if self.switch_admin.iter().chain(&self.node_admins).any(|a| a.tls) {
+            return fail("admin listeners are read over http://");
+        }
         if let Workload::Surf { session_requests, .. } = self.workload {
             if session_requests == 0 {
                 return fail("a surf session needs at least one request");

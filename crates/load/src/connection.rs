@@ -15,11 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 use crate::accounting::NotSentReason;
 use crate::exchange::{Fault, connect_within, count_response, read_response};
+use crate::load_stream::{LoadStream, TlsTarget};
 use crate::open_loop::ArrivalQueue;
 use crate::response_reader::{ResponseReader, ResponseSummary};
 use crate::stats::{ErrorKind, LiveCounters, ThreadStats};
@@ -33,8 +33,10 @@ pub struct ServerTarget {
     pub addr: SocketAddr,
     /// `Host: …\r\n`, `Connection: close\r\n` without keep-alive, and the blank line.
     pub head_tail: Box<[u8]>,
-    /// `http://host:port`, for mismatch reports.
+    /// `http://host:port` (or `https://`), for mismatch reports.
     pub base: String,
+    /// How to speak TLS to it (`https://` targets).
+    pub tls: Option<TlsTarget>,
 }
 
 /// Settings every connection of a run shares.
@@ -124,7 +126,7 @@ enum Flow {
 pub struct ClientConnection {
     slot: usize,
     shared: Rc<WorkerShared>,
-    stream: Option<TcpStream>,
+    stream: Option<LoadStream>,
     /// Responses completed on the current connection.
     served: u64,
     connects: usize,
@@ -426,6 +428,10 @@ impl ClientConnection {
         let addr = servers[self.server].addr;
         let (timeout, run_end) = (self.shared.settings.timeout, self.shared.timing.run_end);
         let stream = connect_within(addr, self.timer.as_mut(), timeout, run_end).await?;
+        let stream = match &servers[self.server].tls {
+            None => LoadStream::Plain(stream),
+            Some(tls) => self.handshake(stream, tls, timeout).await?,
+        };
         self.stream = Some(stream);
         self.served = 0;
         self.reader.reset();
@@ -433,14 +439,39 @@ impl ClientConnection {
         Ok(())
     }
 
-    /// Write `wbuf` whole.
+    /// The TLS handshake on a new connection (the connect timeout covers it too), counted
+    /// with its duration; a failed one is a connect error.
+    async fn handshake(
+        &self,
+        tcp: tokio::net::TcpStream,
+        tls: &TlsTarget,
+        timeout: Duration,
+    ) -> Result<LoadStream, Fault> {
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + timeout;
+        match locus_tls::connect(tcp, tls.config.clone(), tls.name.clone(), deadline).await {
+            Ok(session) => {
+                let us = started.elapsed().as_micros().try_into().unwrap_or(u64::MAX);
+                self.shared.stats.borrow_mut().handshakes.record(session.negotiated().resumed, us);
+                Ok(LoadStream::Tls(Box::new(session)))
+            }
+            Err(_) if self.run_over(Instant::now()) => Err(Fault::Stop),
+            Err(_) => Err(Fault::Error(ErrorKind::Connect)),
+        }
+    }
+
+    /// Write `wbuf` whole (over TLS, until no record is left queued).
     async fn write_out(&mut self) -> Result<(), Fault> {
         let Some(stream) = self.stream.as_mut() else { return Err(Fault::Error(ErrorKind::Closed)) };
         let mut written = 0;
         let mut armed = false;
-        while written < self.wbuf.len() {
-            match stream.try_write(&self.wbuf[written..]) {
-                Ok(0) => return Err(Fault::Error(ErrorKind::Closed)),
+        while written < self.wbuf.len() || stream.has_queued_output() {
+            let step = match self.wbuf.get(written..).filter(|rest| !rest.is_empty()) {
+                Some(rest) => stream.try_write(rest),
+                None => stream.try_flush().map(|()| 0),
+            };
+            match step {
+                Ok(0) if written < self.wbuf.len() => return Err(Fault::Error(ErrorKind::Closed)),
                 Ok(n) => {
                     written += n;
                     continue;

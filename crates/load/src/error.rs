@@ -36,6 +36,14 @@ pub enum LoadError {
         path: PathBuf,
         error: io::Error,
     },
+    /// The TLS trust file (`--tls-ca`) cannot be used.
+    #[error("TLS trust file {path}: {message}")]
+    Tls {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A worker thread or its runtime could not be started, or a worker died.
     #[error("load worker: {0}")]
     Worker(String),

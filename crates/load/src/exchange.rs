@@ -67,8 +67,8 @@ pub(crate) async fn connect_within(
 /// Read on `stream` into `reader` until `poll` completes a response (the client's and the live
 /// surfer's reads): the response, or why none came (`Timeout` at `timeout_at`, `Stop` once
 /// `run_end` passes).
-pub(crate) async fn read_response(
-    mut stream: Option<&mut TcpStream>,
+pub(crate) async fn read_response<S: tokio::io::AsyncRead + Unpin>(
+    mut stream: Option<&mut S>,
     reader: &mut ResponseReader,
     mut timer: Pin<&mut Sleep>,
     timeout_at: Instant,

@@ -14,6 +14,7 @@ mod config;
 mod connection;
 mod error;
 mod exchange;
+mod load_stream;
 mod mix;
 mod open_loop;
 mod progress;
@@ -39,7 +40,7 @@ pub use config::{
 };
 pub use error::LoadError;
 pub use open_loop::{Arrival, ArrivalQueue, OpenLoopSchedule};
-pub use report::{LoadReport, RunShape, SurfReport};
+pub use report::{LoadReport, RunShape, SurfReport, TlsReport};
 pub use response_reader::{BodyCapture, FramingError, ResponseReader, ResponseSummary};
 pub use rewrite_check::{OriginalPage, RewriteMismatch};
 pub use run::run_load;

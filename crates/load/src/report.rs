@@ -10,7 +10,9 @@ use serde::Serialize;
 
 use crate::accounting::{NotSentCounts, NotSentReason};
 use crate::admin_status::NodeRequests;
-use crate::stats::{ErrorCounts, ErrorKind, LatencyReport, MismatchCounts, SurfCounts, ThreadStats};
+use crate::stats::{
+    ErrorCounts, ErrorKind, HandshakeStats, LatencyReport, MismatchCounts, SurfCounts, ThreadStats,
+};
 use crate::verifier::Mismatch;
 
 /// How the run was driven.
@@ -111,9 +113,35 @@ pub struct LoadReport {
     pub warnings: Vec<String>,
     /// The live surfer's counts (null for other workloads).
     pub surf: Option<SurfReport>,
+    /// TLS handshakes (null without `https://` targets).
+    pub tls: Option<TlsReport>,
     /// The merged latency histogram.
     #[serde(skip)]
     pub latency: LatencyReport,
+}
+
+/// The TLS handshakes of a run (warm-up included).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TlsReport {
+    pub handshakes_full: u64,
+    pub handshakes_resumed: u64,
+    /// From the end of the TCP connect to the end of the handshake.
+    pub handshake_p50_ms: f64,
+    pub handshake_p99_ms: f64,
+    pub handshake_mean_ms: f64,
+}
+
+impl TlsReport {
+    /// The report of `h`; `None` when no handshake was made.
+    fn of(h: &HandshakeStats) -> Option<TlsReport> {
+        (h.full + h.resumed > 0).then(|| TlsReport {
+            handshakes_full: h.full,
+            handshakes_resumed: h.resumed,
+            handshake_p50_ms: h.latency.quantile_ms(0.5),
+            handshake_p99_ms: h.latency.quantile_ms(0.99),
+            handshake_mean_ms: h.latency.mean_ms(),
+        })
+    }
 }
 
 impl LoadReport {
@@ -172,6 +200,7 @@ impl LoadReport {
             hit_ratio: None,
             warnings: Vec::new(),
             surf: None,
+            tls: TlsReport::of(&stats.handshakes),
             latency: stats.latency,
         }
     }
@@ -232,6 +261,13 @@ impl LoadReport {
             if r.warmup_s > 0.0 { format!(" after {:.1} s warm-up", r.warmup_s) } else { String::new() },
         );
         let _ = writeln!(out, "  requests  {:>12}   {:>10.1} req/s", self.requests, self.rps);
+        if let Some(t) = &self.tls {
+            let _ = writeln!(
+                out,
+                "  TLS       {:>12} full, {} resumed handshakes; handshake p50 {:.2} ms, p99 {:.2} ms",
+                t.handshakes_full, t.handshakes_resumed, t.handshake_p50_ms, t.handshake_p99_ms
+            );
+        }
         if self.dynamic_requests > 0 {
             let _ = writeln!(out, "  dynamic   {:>12}", self.dynamic_requests);
         }

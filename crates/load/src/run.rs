@@ -10,6 +10,7 @@ use crate::admin_status::{CacheSnapshot, SwitchSnapshot, fetch_status, hit_ratio
 use crate::config::{LoadConfig, Workload};
 use crate::connection::{RequestBudget, RunSettings, RunTiming, ServerTarget};
 use crate::error::LoadError;
+use crate::load_stream::TlsTarget;
 use crate::progress::ProgressLine;
 use crate::report::{LoadReport, RunShape, SurfReport};
 use crate::stats::ThreadStats;
@@ -109,12 +110,21 @@ pub fn run_load(config: &LoadConfig) -> Result<LoadReport, LoadError> {
     let threads = config.worker_threads();
     let plan = Arc::new(WorkloadPlan::build(config, threads)?);
     let mut servers = Vec::with_capacity(config.targets.len());
+    let tls_config = match &config.tls_ca {
+        Some(ca) => Some(crate::load_stream::client_config(ca, config.tls_resume)?),
+        None => None,
+    };
     for t in &config.targets {
         let close = if config.keepalive { "" } else { "Connection: close\r\n" };
+        let tls = match (&tls_config, t.tls) {
+            (Some(c), true) => Some(TlsTarget { config: c.clone(), name: server_name(&t.host)? }),
+            _ => None,
+        };
         servers.push(ServerTarget {
             addr: t.resolve()?,
             head_tail: format!("Host: {}\r\n{close}\r\n", t.host_header()).into_bytes().into_boxed_slice(),
-            base: format!("http://{}", t.host_header()),
+            base: format!("{}://{}", t.scheme(), t.host_header()),
+            tls,
         });
     }
     let settings = Arc::new(RunSettings {
@@ -215,4 +225,10 @@ pub fn run_load(config: &LoadConfig) -> Result<LoadReport, LoadError> {
     report.trace_records_skipped = plan.skipped_records;
     watch.after(config, &mut report);
     Ok(report)
+}
+
+/// The name a TLS client asks for and checks the certificate against: the URL's host.
+fn server_name(host: &str) -> Result<rustls::pki_types::ServerName<'static>, LoadError> {
+    rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| LoadError::Url { url: host.to_string(), message: format!("not a TLS server name: {e}") })
 }

@@ -197,6 +197,33 @@ impl LatencyReport {
     }
 }
 
+/// The TLS handshakes a run's connections made: full or resumed, and how long each took
+/// from the end of the TCP connect to the handshake's end.
+#[derive(Clone, Debug, Default)]
+pub struct HandshakeStats {
+    pub full: u64,
+    pub resumed: u64,
+    pub latency: LatencyReport,
+}
+
+impl HandshakeStats {
+    /// Count one handshake of `us` microseconds.
+    pub fn record(&mut self, resumed: bool, us: u64) {
+        if resumed {
+            self.resumed += 1;
+        } else {
+            self.full += 1;
+        }
+        self.latency.record_us(us);
+    }
+
+    fn merge(&mut self, other: &HandshakeStats) {
+        self.full += other.full;
+        self.resumed += other.resumed;
+        self.latency.merge(&other.latency);
+    }
+}
+
 /// What the live surfer counted (measured requests only, except `sessions` started).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct SurfCounts {
@@ -267,6 +294,8 @@ pub struct ThreadStats {
     pub last_response: Option<Instant>,
     /// The live surfer's counts.
     pub surf: SurfCounts,
+    /// TLS handshakes (warm-up included).
+    pub handshakes: HandshakeStats,
     /// Where each measured request ended.
     pub accounting: RequestAccounting,
 }
@@ -313,6 +342,7 @@ impl ThreadStats {
         self.connections += other.connections;
         self.last_response = self.last_response.max(other.last_response);
         self.surf.merge(&other.surf);
+        self.handshakes.merge(&other.handshakes);
         self.accounting.merge(&other.accounting);
     }
 

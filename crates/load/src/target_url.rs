@@ -1,5 +1,5 @@
-//! `TargetUrl`: an `http://host[:port][/path]` URL the load is sent to (or an admin listener
-//! is read from), with its `Host` header value and its resolved socket address.
+//! `TargetUrl`: an `http://` or `https://host[:port][/path]` URL the load is sent to (or an
+//! admin listener is read from), with its `Host` header value and its resolved socket address.
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -7,22 +7,33 @@ use std::str::FromStr;
 
 use crate::error::LoadError;
 
-/// A parsed `http://` URL.
+/// A parsed `http://` or `https://` URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetUrl {
     /// Host name or address as written (IPv6 without brackets).
     pub host: String,
-    /// Port (80 when not written).
+    /// Port (80, or 443 for `https`, when not written).
     pub port: u16,
+    /// `https`: the requests go over TLS.
+    pub tls: bool,
     /// Path and query (origin-form, `/` when not written).
     pub path: String,
 }
 
 impl TargetUrl {
-    /// The `Host` header value: `host:port`, or just `host` for port 80.
+    /// The `Host` header value: `host:port`, or just `host` for the scheme's default port.
     pub fn host_header(&self) -> String {
         let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
-        if self.port == 80 { host } else { format!("{host}:{}", self.port) }
+        if self.port == self.default_port() { host } else { format!("{host}:{}", self.port) }
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls { "https" } else { "http" }
+    }
+
+    fn default_port(&self) -> u16 {
+        if self.tls { 443 } else { 80 }
     }
 
     /// Resolve the host to its first socket address (blocking name lookup).
@@ -44,7 +55,7 @@ impl TargetUrl {
 impl fmt::Display for TargetUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
-        write!(f, "http://{host}:{}{}", self.port, self.path)
+        write!(f, "{}://{host}:{}{}", self.scheme(), self.port, self.path)
     }
 }
 
@@ -53,12 +64,14 @@ impl FromStr for TargetUrl {
 
     fn from_str(url: &str) -> Result<TargetUrl, LoadError> {
         let bad = |message: &str| LoadError::Url { url: url.to_string(), message: message.to_string() };
-        let rest = if url.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://")) {
-            &url[7..]
+        let (tls, rest) = if url.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://")) {
+            (false, &url[7..])
+        } else if url.get(..8).is_some_and(|s| s.eq_ignore_ascii_case("https://")) {
+            (true, &url[8..])
         } else if url.contains("://") {
-            return Err(bad("only http:// URLs are supported"));
+            return Err(bad("only http:// and https:// URLs are supported"));
         } else {
-            url
+            (false, url)
         };
         let (authority, path) = match rest.find(['/', '?']) {
             Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], &rest[i..]),
@@ -96,10 +109,11 @@ impl FromStr for TargetUrl {
             return Err(bad("the host has characters a host name or address cannot have"));
         }
         let port = match port {
+            None if tls => 443,
             None => 80,
             Some(p) => p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| bad("invalid port"))?,
         };
-        Ok(TargetUrl { host: host.to_string(), port, path })
+        Ok(TargetUrl { host: host.to_string(), port, tls, path })
     }
 }
 
@@ -118,12 +132,19 @@ mod tests {
         assert_eq!((u.host.as_str(), u.port), ("::1", 9000));
         assert_eq!(u.host_header(), "[::1]:9000");
         assert_eq!(u.to_string(), "http://[::1]:9000/");
+        let u: TargetUrl = "https://example.com/x".parse().unwrap();
+        assert_eq!((u.tls, u.port, u.host_header().as_str()), (true, 443, "example.com"));
+        let u: TargetUrl = "HTTPS://h:8443".parse().unwrap();
+        assert_eq!(
+            (u.tls, u.host_header().as_str(), u.to_string().as_str()),
+            (true, "h:8443", "https://h:8443/")
+        );
     }
 
     #[test]
     fn bad_urls_are_refused_with_a_reason() {
         for bad in [
-            "https://x:1/",
+            "ftp://x:1/",
             "http://:80/",
             "http://h:0/",
             "http://h:99999/",

@@ -1,0 +1,99 @@
+//! What a simulated client's connection runs over: the TCP socket, or a TLS session on it
+//! (`https://` targets; rustls through `locus_tls::TlsStream`), with the non-blocking writes
+//! and the reads the connection loop uses, and the client TLS settings of a run (the
+//! certificate to trust, whether sessions are resumed with tickets).
+
+use std::io;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use locus_tls::TlsStream;
+use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::net::TcpStream;
+
+use crate::error::LoadError;
+
+/// A client connection's byte stream.
+pub enum LoadStream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream>),
+}
+
+/// How a run speaks TLS to a server: the client configuration and the name it asks for.
+#[derive(Clone, Debug)]
+pub struct TlsTarget {
+    pub config: Arc<rustls::ClientConfig>,
+    pub name: ServerName<'static>,
+}
+
+/// The client configuration of a run: trust the certificates in `ca` (PEM: the servers' own
+/// self-signed certificates, or the CA that signed them), offer HTTP/1.1, and resume sessions
+/// with tickets only when `resume` (otherwise every connection is a full handshake).
+pub fn client_config(ca: &Path, resume: bool) -> Result<Arc<rustls::ClientConfig>, LoadError> {
+    let bad = |message: String| LoadError::Tls { path: ca.display().to_string(), message };
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(ca).map_err(|e| bad(e.to_string()))?;
+    for cert in certs {
+        roots.add(cert.map_err(|e| bad(e.to_string()))?).map_err(|e| bad(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(bad("no certificate in the file".into()));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![locus_tls::ALPN_HTTP1.to_vec()];
+    if !resume {
+        config.resumption = rustls::client::Resumption::disabled();
+    }
+    Ok(Arc::new(config))
+}
+
+impl LoadStream {
+    /// Write from `data` without waiting: the bytes taken (TLS may queue some; see
+    /// `try_flush`), `WouldBlock` when none were.
+    pub fn try_write(&mut self, data: &[u8]) -> io::Result<usize> {
+        match self {
+            LoadStream::Plain(s) => s.try_write(data),
+            LoadStream::Tls(t) => t.try_write(data),
+        }
+    }
+
+    /// Send what TLS still queues: `WouldBlock` while some remains.
+    pub fn try_flush(&mut self) -> io::Result<()> {
+        match self {
+            LoadStream::Plain(_) => Ok(()),
+            LoadStream::Tls(t) => t.try_flush(),
+        }
+    }
+
+    /// Whether bytes taken by a write are not sent yet.
+    pub fn has_queued_output(&self) -> bool {
+        match self {
+            LoadStream::Plain(_) => false,
+            LoadStream::Tls(t) => t.has_queued_output(),
+        }
+    }
+
+    pub async fn writable(&self) -> io::Result<()> {
+        match self {
+            LoadStream::Plain(s) => s.writable().await,
+            LoadStream::Tls(t) => t.writable().await,
+        }
+    }
+}
+
+impl AsyncRead for LoadStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            LoadStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            LoadStream::Tls(t) => Pin::new(&mut **t).poll_read(cx, buf),
+        }
+    }
+}
