@@ -213,11 +213,19 @@ impl<'n> LabCluster<'n> {
             }
             SwitchKind::Haproxy => {
                 let balance = haproxy_balance(&spec.policy).ok_or_else(|| unknown("HAProxy"))?;
-                Some(servers::haproxy(net, scratch, listen, &named, balance, &spec.haproxy, spec.workers)?)
+                Some(servers::haproxy(
+                    net,
+                    scratch,
+                    listen.into(),
+                    &named,
+                    balance,
+                    &spec.haproxy,
+                    spec.workers,
+                )?)
             }
             SwitchKind::Nginx => {
                 let balance = nginx_balance(&spec.policy).ok_or_else(|| unknown("NGINX"))?;
-                Some(servers::nginx_proxy(net, scratch, listen, &named, balance, spec.workers)?)
+                Some(servers::nginx_proxy(net, scratch, listen.into(), &named, balance, spec.workers)?)
             }
             SwitchKind::Dc => None,
         };

@@ -97,7 +97,8 @@ impl HandoffLab {
         for i in 1..=nodes {
             let role = format!("node{i}");
             let upstream = if nginx {
-                let s = locus_rig::servers::nginx_static(&net, scratch.path(), &role, &site).expect("nginx");
+                let s = locus_rig::servers::nginx_static(&net, scratch.path(), &role, &site, None)
+                    .expect("nginx");
                 let addr = s.addr;
                 servers.push(s);
                 Some(addr)

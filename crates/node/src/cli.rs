@@ -127,6 +127,10 @@ pub struct NodeArgs {
     /// The private key of --tls-cert (PEM; readable by its owner only).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Session-ticket keys shared with the rest of the cluster (HAProxy's tls-ticket-keys
+    /// format: base64 keys a line, the last three used, the next-to-last sealing).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_ticket_keys: Option<PathBuf>,
     #[command(flatten)]
     pub dc: DcArgs,
 }
@@ -212,7 +216,9 @@ impl NodeArgs {
         }
         self.dc.apply(&mut c.dc);
         if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
-            c.tls = Some(locus_tls::TlsSettings::single(cert.clone(), key.clone()));
+            let mut tls = locus_tls::TlsSettings::single(cert.clone(), key.clone());
+            tls.ticket_keys = self.tls_ticket_keys.clone();
+            c.tls = Some(tls);
         }
         c.validate()?;
         Ok(c)

@@ -136,7 +136,7 @@ fn direct(env: &Env<'_>) -> anyhow::Result<Started> {
 }
 
 fn nginx_static(env: &Env<'_>) -> anyhow::Result<Started> {
-    let s = servers::nginx_static(env.net, env.scratch, &env.nodes[0].0, env.root)?;
+    let s = servers::nginx_static(env.net, env.scratch, &env.nodes[0].0, env.root, None)?;
     Ok(Started { addr: s.addr, servers: vec![s] })
 }
 
@@ -280,7 +280,7 @@ fn haproxy(env: &Env<'_>) -> anyhow::Result<Started> {
     let s = servers::haproxy(
         env.net,
         env.scratch,
-        listen,
+        listen.into(),
         env.nodes,
         HaproxyBalance::UriChashBounded,
         &HaproxyTuning::default(),
@@ -294,7 +294,7 @@ fn nginx_proxy(env: &Env<'_>) -> anyhow::Result<Started> {
     let scratch = env.scratch.join("nginx-proxy");
     std::fs::create_dir_all(&scratch)?;
     let listen = env.net.listen_addr("switch", 83)?;
-    let s = servers::nginx_proxy(env.net, &scratch, listen, env.nodes, NginxBalance::UriChash, 1)?;
+    let s = servers::nginx_proxy(env.net, &scratch, listen.into(), env.nodes, NginxBalance::UriChash, 1)?;
     Ok(Started { addr: s.addr, servers: vec![s] })
 }
 

@@ -9,6 +9,7 @@ use crate::error::RigError;
 use crate::network::Net;
 use crate::process::{CpuCgroup, give_open_files};
 use crate::servers::server::{Server, start};
+use crate::servers::tls_files::TlsFiles;
 
 /// How to start a `locus node`.
 #[derive(Clone, Debug)]
@@ -55,6 +56,8 @@ pub struct NodeSpec {
     pub coop_peers: Vec<SocketAddr>,
     /// DC mode: the cluster, this node's name in it, its quota and method.
     pub dc: Option<DcNodeSpec>,
+    /// Serve HTTPS with this certificate and these ticket keys.
+    pub tls: Option<TlsFiles>,
 }
 
 impl NodeSpec {
@@ -82,6 +85,7 @@ impl NodeSpec {
             handoff_upstream: None,
             coop_peers: Vec::new(),
             dc: None,
+            tls: None,
         }
     }
 }
@@ -146,6 +150,10 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
     if let Some(dc) = &spec.dc {
         cmd.args(dc.args());
     }
+    if let Some(tls) = &spec.tls {
+        cmd.arg("--tls-cert").arg(&tls.cert).arg("--tls-key").arg(&tls.key);
+        cmd.arg("--tls-ticket-keys").arg(&tls.ticket_keys);
+    }
     let agent = match &spec.handoff_key_file {
         Some(key) => {
             let agent = net.listen_addr(&spec.role, spec.agent_port.unwrap_or(AGENT_PORT))?;
@@ -209,6 +217,8 @@ pub struct SwitchSpec {
     pub site_root: Option<PathBuf>,
     /// The nodes' admin listeners (in node order), for policies fed by node reports.
     pub node_admins: Vec<SocketAddr>,
+    /// A TLS listener at this address with this certificate and these ticket keys.
+    pub tls: Option<(TlsFiles, SocketAddr)>,
 }
 
 impl SwitchSpec {
@@ -229,6 +239,7 @@ impl SwitchSpec {
             class_file: None,
             site_root: None,
             node_admins: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -253,6 +264,13 @@ pub fn locus_switch(
     let mut file = spec.policy_table.clone().unwrap_or_default();
     if let Some(bytes) = spec.splice_min_bytes {
         file.push_str(&format!("[limits]\nsplice_min_bytes = {bytes}\n"));
+    }
+    if let Some((tls, addr)) = &spec.tls {
+        file.insert_str(0, &format!("listen_tls = \"{addr}\"\n"));
+        file.push_str(&format!(
+            "[tls]\nticket_keys = {:?}\n[[tls.certificates]]\ncert = {:?}\nkey = {:?}\n",
+            tls.ticket_keys, tls.cert, tls.key
+        ));
     }
     if !file.is_empty() {
         let path = scratch.join("locus-switch.toml");

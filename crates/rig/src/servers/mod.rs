@@ -5,6 +5,7 @@
 mod locus;
 mod server;
 mod third_party;
+mod tls_files;
 
 pub use locus::{
     ADMIN_PORT, AGENT_PORT, DcNodeSpec, HTTP_PORT, NodeSpec, SwitchSpec, is_one_way_mode, locus_node,
@@ -12,6 +13,7 @@ pub use locus::{
 };
 pub use server::Server;
 pub use third_party::{
-    HaproxyBalance, HaproxyTuning, NginxBalance, check_haproxy_config, check_nginx_config, haproxy,
+    HaproxyBalance, HaproxyTuning, Listen, NginxBalance, check_haproxy_config, check_nginx_config, haproxy,
     haproxy_config, nginx_proxy, nginx_proxy_config, nginx_static,
 };
+pub use tls_files::{CertKind, TlsFiles, write_tls_files};

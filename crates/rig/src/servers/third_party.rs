@@ -3,7 +3,8 @@
 //! hashing with a bounded load, round robin, least connections or `random(2)`, with the knobs
 //! an operator tunes: balance factor, `avalanche`, weights, per-server `maxconn` with a queue)
 //! and NGINX as a keep-alive reverse proxy (`hash $request_uri consistent`, round robin, least
-//! connections or `random two least_conn`) or as a static server with sendfile on a node's host.
+//! connections or `random two least_conn`) or as a static server with sendfile on a node's host;
+//! each can listen with TLS instead (OpenSSL, the lab's certificate and shared ticket keys).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,20 @@ use crate::error::RigError;
 use crate::network::Net;
 use crate::programs::require_program;
 use crate::servers::server::{Server, start};
+use crate::servers::tls_files::TlsFiles;
+
+/// Where a proxy listens: an address, with TLS when `tls` is given.
+#[derive(Clone, Copy, Debug)]
+pub struct Listen<'a> {
+    pub addr: SocketAddr,
+    pub tls: Option<&'a TlsFiles>,
+}
+
+impl From<SocketAddr> for Listen<'_> {
+    fn from(addr: SocketAddr) -> Self {
+        Listen { addr, tls: None }
+    }
+}
 
 /// How HAProxy picks a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,9 +103,10 @@ impl HaproxyBalance {
     }
 }
 
-/// The HAProxy configuration for a keep-alive HTTP proxy in front of `nodes`.
+/// The HAProxy configuration for a keep-alive HTTP proxy in front of `nodes`, listening with
+/// TLS when `tls` is given.
 pub fn haproxy_config(
-    listen: SocketAddr,
+    listen: Listen<'_>,
     nodes: &[(String, SocketAddr)],
     balance: HaproxyBalance,
     tuning: &HaproxyTuning,
@@ -107,12 +123,24 @@ pub fn haproxy_config(
         nodes.iter().map(|(name, addr)| format!("  server {name} {addr}{server_options}\n")).collect();
     // A queued request waits as long as the load generator would (its timeout is at most 10 s).
     let queue = if tuning.maxconn.is_some() { "  timeout queue 10s\n" } else { "" };
+    let (global_tls, bind_tls) = match listen.tls {
+        Some(t) => (
+            "  ssl-default-bind-options ssl-min-ver TLSv1.2\n  tune.ssl.cachesize 100000\n".to_string(),
+            format!(
+                " ssl crt {} alpn http/1.1 tls-ticket-keys {}",
+                t.bundle.display(),
+                t.ticket_keys.display()
+            ),
+        ),
+        None => (String::new(), String::new()),
+    };
     // maxconn is bounded by the 20,000-descriptor limit of these machines (two per connection).
     format!(
-        "global\n  nbthread {threads}\n  maxconn 9000\n\
+        "global\n  nbthread {threads}\n  maxconn 9000\n{global_tls}\
          defaults\n  mode http\n  timeout connect 5s\n  timeout client 60s\n  timeout server 60s\n  timeout http-keep-alive 60s\n  option http-keep-alive\n\
-         frontend lab\n  bind {listen}\n  default_backend nodes\n\
+         frontend lab\n  bind {}{bind_tls}\n  default_backend nodes\n\
          backend nodes\n{}{queue}{servers}",
+        listen.addr,
         balance.config(tuning)
     )
 }
@@ -121,7 +149,7 @@ pub fn haproxy_config(
 pub fn haproxy(
     net: &Net,
     scratch: &Path,
-    listen: SocketAddr,
+    listen: Listen<'_>,
     nodes: &[(String, SocketAddr)],
     balance: HaproxyBalance,
     tuning: &HaproxyTuning,
@@ -133,7 +161,7 @@ pub fn haproxy(
         .map_err(|e| RigError::io(&path, e))?;
     let mut cmd = net.command("switch", &bin)?;
     cmd.arg("-db").arg("-f").arg(&path);
-    start(net, "switch", "haproxy", cmd, listen, None, scratch)
+    start(net, "switch", "haproxy", cmd, listen.addr, None, scratch)
 }
 
 /// Check an HAProxy configuration with `haproxy -c` before a run depends on it: the error
@@ -147,7 +175,7 @@ pub fn check_haproxy_config(
     let bin = require_program("haproxy", "haproxy")?;
     let path = scratch.join("haproxy-check.cfg");
     let nodes = [("node1".to_string(), SocketAddr::from(([127, 0, 0, 1], 1)))];
-    let text = haproxy_config(SocketAddr::from(([127, 0, 0, 1], 2)), &nodes, balance, tuning, threads);
+    let text = haproxy_config(SocketAddr::from(([127, 0, 0, 1], 2)).into(), &nodes, balance, tuning, threads);
     std::fs::write(&path, text).map_err(|e| RigError::io(&path, e))?;
     let mut cmd = std::process::Command::new(bin);
     cmd.arg("-c").arg("-f").arg(&path);
@@ -160,7 +188,8 @@ pub fn check_nginx_config(scratch: &Path, balance: NginxBalance, workers: u32) -
     let dir = nginx_prefix(&scratch.join("nginx-check"))?;
     let path = dir.join("nginx.conf");
     let nodes = [("node1".to_string(), SocketAddr::from(([127, 0, 0, 1], 1)))];
-    let text = nginx_proxy_config(&dir, SocketAddr::from(([127, 0, 0, 1], 2)), &nodes, balance, workers);
+    let text =
+        nginx_proxy_config(&dir, SocketAddr::from(([127, 0, 0, 1], 2)).into(), &nodes, balance, workers);
     std::fs::write(&path, text).map_err(|e| RigError::io(&path, e))?;
     let mut cmd = std::process::Command::new(bin);
     cmd.arg("-t").arg("-c").arg(&path).arg("-p").arg(&dir);
@@ -200,10 +229,28 @@ fn nginx_http_common(dir: &str) -> String {
     )
 }
 
-/// The NGINX configuration of a reverse proxy with keep-alive connections to `nodes`.
+/// A `server` block's `listen` lines: cleartext, or TLS with the certificate, a shared session
+/// cache and the shared ticket key.
+fn nginx_listen(listen: Listen<'_>) -> String {
+    let addr = listen.addr;
+    match listen.tls {
+        None => format!("    listen {addr};\n"),
+        Some(t) => format!(
+            "    listen {addr} ssl;\n    ssl_certificate {};\n    ssl_certificate_key {};\n\
+             \x20   ssl_protocols TLSv1.2 TLSv1.3;\n    ssl_session_cache shared:SSL:64m;\n\
+             \x20   ssl_session_tickets on;\n    ssl_session_ticket_key {};\n",
+            t.cert.display(),
+            t.key.display(),
+            t.ticket_key_nginx.display()
+        ),
+    }
+}
+
+/// The NGINX configuration of a reverse proxy with keep-alive connections to `nodes`,
+/// listening with TLS when `tls` is given.
 pub fn nginx_proxy_config(
     dir: &Path,
-    listen: SocketAddr,
+    listen: Listen<'_>,
     nodes: &[(String, SocketAddr)],
     balance: NginxBalance,
     workers: u32,
@@ -221,8 +268,9 @@ pub fn nginx_proxy_config(
          events {{ worker_connections 8192; }}\n\
          http {{\n{}\
          \x20 upstream nodes {{\n{hash}{servers}    keepalive 256;\n    keepalive_requests 1000000;\n  }}\n\
-         \x20 server {{\n    listen {listen};\n    location / {{\n      proxy_pass http://nodes;\n      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n      proxy_set_header Host $host;\n      proxy_buffers 32 16k;\n      proxy_max_temp_file_size 0;\n    }}\n  }}\n}}\n",
-        nginx_http_common(&d)
+         \x20 server {{\n{}    location / {{\n      proxy_pass http://nodes;\n      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n      proxy_set_header Host $host;\n      proxy_buffers 32 16k;\n      proxy_max_temp_file_size 0;\n    }}\n  }}\n}}\n",
+        nginx_http_common(&d),
+        nginx_listen(listen)
     )
 }
 
@@ -230,7 +278,7 @@ pub fn nginx_proxy_config(
 pub fn nginx_proxy(
     net: &Net,
     scratch: &Path,
-    listen: SocketAddr,
+    listen: Listen<'_>,
     nodes: &[(String, SocketAddr)],
     balance: NginxBalance,
     workers: u32,
@@ -242,7 +290,7 @@ pub fn nginx_proxy(
         .map_err(|e| RigError::io(&path, e))?;
     let mut cmd = net.command("switch", &bin)?;
     cmd.arg("-c").arg(&path).arg("-p").arg(&dir);
-    start(net, "switch", "nginx", cmd, listen, None, scratch)
+    start(net, "switch", "nginx", cmd, listen.addr, None, scratch)
 }
 
 /// NGINX's folder in `scratch`, made and given as an absolute path: NGINX takes a relative
@@ -255,10 +303,16 @@ fn nginx_prefix(scratch: &Path) -> Result<PathBuf, RigError> {
 }
 
 /// NGINX with one worker process, sendfile and an open-file cache, serving `root` on `role`'s
-/// host (port 8080 in the lab).
-pub fn nginx_static(net: &Net, scratch: &Path, role: &str, root: &Path) -> Result<Server, RigError> {
+/// host (port 8080 in the lab, 8443 with TLS).
+pub fn nginx_static(
+    net: &Net,
+    scratch: &Path,
+    role: &str,
+    root: &Path,
+    tls: Option<&TlsFiles>,
+) -> Result<Server, RigError> {
     let bin = require_program("nginx", "nginx")?;
-    let addr = net.listen_addr(role, 8080)?;
+    let addr = net.listen_addr(role, if tls.is_some() { 8443 } else { 8080 })?;
     let dir = nginx_prefix(scratch)?;
     let root = std::path::absolute(root).map_err(|e| RigError::io(root, e))?;
     let d = dir.display().to_string();
@@ -266,8 +320,9 @@ pub fn nginx_static(net: &Net, scratch: &Path, role: &str, root: &Path) -> Resul
         "master_process off;\ndaemon off;\nworker_processes 1;\nerror_log {d}/error.log;\npid {d}/nginx.pid;\n\
          events {{ worker_connections 16384; }}\n\
          http {{\n{}  sendfile on;\n  tcp_nopush on;\n  open_file_cache max=10000 inactive=60s;\n\
-         \x20 server {{\n    listen {addr};\n    root {};\n  }}\n}}\n",
+         \x20 server {{\n{}    root {};\n  }}\n}}\n",
         nginx_http_common(&d),
+        nginx_listen(Listen { addr, tls }),
         root.display()
     );
     let path = dir.join("nginx.conf");
@@ -290,24 +345,30 @@ mod tests {
 
     #[test]
     fn haproxy_configs_hash_the_uri_with_bounded_loads_or_go_round_robin() {
-        let listen = "10.253.0.100:80".parse().unwrap();
-        let c =
-            haproxy_config(listen, &nodes(), HaproxyBalance::UriChashBounded, &HaproxyTuning::default(), 2);
+        let listen: SocketAddr = "10.253.0.100:80".parse().unwrap();
+        let c = haproxy_config(
+            listen.into(),
+            &nodes(),
+            HaproxyBalance::UriChashBounded,
+            &HaproxyTuning::default(),
+            2,
+        );
         for line in ["balance uri", "hash-type consistent\n", "hash-balance-factor 150", "nbthread 2"] {
             assert!(c.contains(line), "{line} missing:\n{c}");
         }
         assert!(c.contains("server node2 10.253.0.12:80\n") && c.contains("bind 10.253.0.100:80"));
         assert!(!c.contains("timeout queue"), "no queue without maxconn");
-        let rr = haproxy_config(listen, &nodes(), HaproxyBalance::RoundRobin, &HaproxyTuning::default(), 1);
+        let rr =
+            haproxy_config(listen.into(), &nodes(), HaproxyBalance::RoundRobin, &HaproxyTuning::default(), 1);
         assert!(rr.contains("balance roundrobin") && !rr.contains("hash-type"));
     }
 
     #[test]
     fn haproxy_tuning_sets_the_factor_avalanche_weights_and_a_queue_and_describes_what_differs() {
-        let listen = "10.253.0.100:80".parse().unwrap();
+        let listen: SocketAddr = "10.253.0.100:80".parse().unwrap();
         let t =
             HaproxyTuning { hash_balance_factor: 125, avalanche: true, weight: Some(100), maxconn: Some(8) };
-        let c = haproxy_config(listen, &nodes(), HaproxyBalance::UriChashBounded, &t, 2);
+        let c = haproxy_config(listen.into(), &nodes(), HaproxyBalance::UriChashBounded, &t, 2);
         for line in [
             "hash-type consistent sdbm avalanche\n",
             "hash-balance-factor 125\n",
@@ -323,7 +384,8 @@ mod tests {
             "no hash knobs off the hash"
         );
         assert_eq!(HaproxyTuning::default().describe(HaproxyBalance::UriChashBounded), "");
-        let r = haproxy_config(listen, &nodes(), HaproxyBalance::Random2, &HaproxyTuning::default(), 2);
+        let r =
+            haproxy_config(listen.into(), &nodes(), HaproxyBalance::Random2, &HaproxyTuning::default(), 2);
         assert!(r.contains("balance random(2)\n"), "{r}");
     }
 
@@ -331,7 +393,7 @@ mod tests {
     fn nginx_proxy_keeps_upstream_connections_alive_and_hashes_the_uri() {
         let c = nginx_proxy_config(
             Path::new("/tmp/x"),
-            "10.253.0.100:80".parse().unwrap(),
+            SocketAddr::from(([10, 253, 0, 100], 80)).into(),
             &nodes(),
             NginxBalance::UriChash,
             2,
@@ -348,7 +410,7 @@ mod tests {
         }
         let rr = nginx_proxy_config(
             Path::new("/tmp/x"),
-            "10.253.0.100:80".parse().unwrap(),
+            SocketAddr::from(([10, 253, 0, 100], 80)).into(),
             &nodes(),
             NginxBalance::RoundRobin,
             1,
@@ -356,7 +418,7 @@ mod tests {
         assert!(!rr.contains("hash "));
         let p2 = nginx_proxy_config(
             Path::new("/tmp/x"),
-            "10.253.0.100:80".parse().unwrap(),
+            SocketAddr::from(([10, 253, 0, 100], 80)).into(),
             &nodes(),
             NginxBalance::RandomTwoLeastConn,
             1,
