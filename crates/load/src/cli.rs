@@ -241,6 +241,12 @@ pub struct LoadArgs {
     /// Resume TLS sessions with tickets (a full handshake only on a connection's first visit).
     #[arg(long)]
     pub resume: bool,
+    /// The TLS server name to ask for and check (default: the URL's host).
+    #[arg(long, value_name = "NAME")]
+    pub tls_name: Option<String>,
+    /// Offer only this TLS cipher suite (e.g. TLS13_AES_128_GCM_SHA256).
+    #[arg(long, value_name = "SUITE")]
+    pub tls_suite: Option<String>,
 }
 
 impl LoadArgs {
@@ -313,6 +319,8 @@ impl LoadArgs {
             dynamic: self.dynamic.clone(),
             tls_ca: self.tls_ca.clone(),
             tls_resume: self.resume,
+            tls_name: self.tls_name.clone(),
+            tls_suite: self.tls_suite.clone(),
         })
     }
 }

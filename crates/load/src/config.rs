@@ -159,6 +159,11 @@ pub struct LoadConfig {
     /// `https://` targets: resume sessions with tickets (otherwise every connection makes a
     /// full handshake).
     pub tls_resume: bool,
+    /// `https://` targets: the name asked for (SNI) and checked, instead of the URL's host.
+    pub tls_name: Option<String>,
+    /// `https://` targets: offer only this cipher suite (rustls's name, e.g.
+    /// `TLS13_AES_128_GCM_SHA256`).
+    pub tls_suite: Option<String>,
 }
 
 impl Default for LoadConfig {
@@ -186,6 +191,8 @@ impl Default for LoadConfig {
             mismatch_samples: 10,
             tls_ca: None,
             tls_resume: false,
+            tls_name: None,
+            tls_suite: None,
             hot_spot: None,
             dynamic: Vec::new(),
         }
@@ -263,8 +270,12 @@ impl LoadConfig {
         if tls && matches!(self.workload, Workload::Surf { .. }) {
             return fail("the surfer speaks HTTP only: give http:// URLs with --surf");
         }
-        if !tls && (self.tls_ca.is_some() || self.tls_resume) {
-            return fail("--tls-ca and --resume are for https:// targets (or --tls)");
+        let tls_options =
+            self.tls_ca.is_some() || self.tls_resume || self.tls_name.is_some() || self.tls_suite.is_some();
+        if !tls && tls_options {
+            return fail(
+                "--tls-ca, --resume, --tls-name and --tls-suite are for https:// targets (or --tls)",
+            );
         }
         if self.switch_admin.iter().chain(&self.node_admins).any(|a| a.tls) {
             return fail("admin listeners are read over http://");

@@ -30,9 +30,14 @@ pub struct TlsTarget {
 }
 
 /// The client configuration of a run: trust the certificates in `ca` (PEM: the servers' own
-/// self-signed certificates, or the CA that signed them), offer HTTP/1.1, and resume sessions
-/// with tickets only when `resume` (otherwise every connection is a full handshake).
-pub fn client_config(ca: &Path, resume: bool) -> Result<Arc<rustls::ClientConfig>, LoadError> {
+/// self-signed certificates, or the CA that signed them), offer HTTP/1.1 and `suite` alone if
+/// named, and resume sessions with tickets only when `resume` (otherwise every connection is
+/// a full handshake).
+pub fn client_config(
+    ca: &Path,
+    resume: bool,
+    suite: Option<&str>,
+) -> Result<Arc<rustls::ClientConfig>, LoadError> {
     let bad = |message: String| LoadError::Tls { path: ca.display().to_string(), message };
     let mut roots = rustls::RootCertStore::empty();
     let certs = CertificateDer::pem_file_iter(ca).map_err(|e| bad(e.to_string()))?;
@@ -42,7 +47,21 @@ pub fn client_config(ca: &Path, resume: bool) -> Result<Arc<rustls::ClientConfig
     if roots.is_empty() {
         return Err(bad("no certificate in the file".into()));
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut provider = rustls::crypto::ring::default_provider();
+    if let Some(name) = suite {
+        provider.cipher_suites.retain(|s| s.suite().as_str() == Some(name));
+        if provider.cipher_suites.is_empty() {
+            let known: Vec<&str> = rustls::crypto::ring::DEFAULT_CIPHER_SUITES
+                .iter()
+                .filter_map(|s| s.suite().as_str())
+                .collect();
+            return Err(LoadError::config(format!(
+                "unknown TLS suite `{name}`: use one of {}",
+                known.join(", ")
+            )));
+        }
+    }
+    let provider = Arc::new(provider);
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| bad(e.to_string()))?

@@ -111,13 +111,18 @@ pub fn run_load(config: &LoadConfig) -> Result<LoadReport, LoadError> {
     let plan = Arc::new(WorkloadPlan::build(config, threads)?);
     let mut servers = Vec::with_capacity(config.targets.len());
     let tls_config = match &config.tls_ca {
-        Some(ca) => Some(crate::load_stream::client_config(ca, config.tls_resume)?),
+        Some(ca) => {
+            Some(crate::load_stream::client_config(ca, config.tls_resume, config.tls_suite.as_deref())?)
+        }
         None => None,
     };
     for t in &config.targets {
         let close = if config.keepalive { "" } else { "Connection: close\r\n" };
         let tls = match (&tls_config, t.tls) {
-            (Some(c), true) => Some(TlsTarget { config: c.clone(), name: server_name(&t.host)? }),
+            (Some(c), true) => {
+                let name = server_name(config.tls_name.as_deref().unwrap_or(&t.host))?;
+                Some(TlsTarget { config: c.clone(), name })
+            }
             _ => None,
         };
         servers.push(ServerTarget {

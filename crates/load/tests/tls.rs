@@ -67,3 +67,24 @@ fn https_without_a_trust_file_is_refused_before_any_connection() {
     let e = run_load(&LoadConfig::new(vec![url])).unwrap_err().to_string();
     assert!(e.contains("--tls-ca"), "{e}");
 }
+
+#[test]
+fn a_named_server_and_a_single_suite_are_what_the_handshakes_use() {
+    let (root, keys) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(root.path().join("a.bin"), b"abc").unwrap();
+    let (node, ca) = tls_node(root.path(), keys.path());
+    let by_address = format!("https://127.0.0.1:{}/a.bin", node.addr().port()).parse().unwrap();
+    let named = LoadConfig {
+        tls_name: Some("localhost".into()),
+        tls_suite: Some("TLS13_AES_128_GCM_SHA256".into()),
+        ..LoadConfig { targets: vec![by_address], ..config(&node, &ca, root.path()) }
+    };
+    let report = run_load(&named).unwrap();
+    assert_eq!((report.requests, report.errors), (60, 0));
+    let suites = node.status()["tls"]["suites"].clone();
+    assert_eq!(suites, serde_json::json!({"TLS13_AES_128_GCM_SHA256": 2}), "{suites}");
+    let bad = LoadConfig { tls_suite: Some("TLS_NOPE".into()), ..config(&node, &ca, root.path()) };
+    let e = run_load(&bad).unwrap_err().to_string();
+    assert!(e.contains("TLS_NOPE") && e.contains("TLS13_AES_128_GCM_SHA256"), "{e}");
+    node.shutdown();
+}
