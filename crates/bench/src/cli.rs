@@ -9,6 +9,9 @@ use std::path::PathBuf;
 pub enum BenchCommand {
     /// Throughput through the switch beside HAProxy and NGINX, and idle-connection memory.
     Proxy(ProxyArgs),
+    /// HTTPS: handshakes, keep-alive throughput and CPU per request through the switch, a TLS
+    /// node, HAProxy and NGINX; idle TLS connection memory.
+    Tls(TlsArgs),
     /// The load generator against wrk on one cached URL, with verification on.
     Load(LoadBenchArgs),
     /// Latency of one TCP handoff (dump → HandOver → restore → Ready) on loopback.
@@ -19,6 +22,57 @@ pub enum BenchCommand {
     Rehandoff(crate::rehandoff::RehandoffArgs),
     /// The real node's CPU time per connection, request and KiB, fitted into a `--cpu` spec.
     NodeCost(crate::node_cost::NodeCostArgs),
+}
+
+/// Flags of `locus bench tls`.
+#[derive(clap::Args, Debug)]
+pub struct TlsArgs {
+    /// Print one JSON object per measurement.
+    #[arg(long)]
+    pub json: bool,
+    /// Certificates, comma-separated: ecdsa (P-256), rsa (2,048 bits).
+    #[arg(long, value_delimiter = ',', default_value = "ecdsa,rsa")]
+    pub certs: Vec<locus_rig::servers::CertKind>,
+    /// Seconds per load run.
+    #[arg(long, default_value_t = 3)]
+    pub seconds: u32,
+    /// Client connections per run.
+    #[arg(long, default_value_t = 32)]
+    pub connections: u32,
+    /// Rounds, interleaved: every path once per measure per round, the order rotating.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// Worker threads of every TLS server (switch, HAProxy, NGINX, the TLS node).
+    #[arg(long, default_value_t = 1)]
+    pub workers: u32,
+    /// Idle TLS keep-alive connections held against each balancer (0 to skip).
+    #[arg(long, default_value_t = 10_000)]
+    pub idle_connections: usize,
+    /// Paths, comma-separated (default: all): direct, direct-nginx, locus, haproxy, nginx.
+    #[arg(long, value_delimiter = ',')]
+    pub paths: Vec<String>,
+    /// Keep configurations, certificates and server logs in this folder.
+    #[arg(long)]
+    pub keep: Option<PathBuf>,
+    /// Network: namespaces (needs root), loopback, or auto.
+    #[arg(long, default_value = "auto")]
+    pub net: crate::proxy::NetChoice,
+}
+
+impl TlsArgs {
+    fn options(&self) -> crate::tls_bench::TlsBenchOptions {
+        crate::tls_bench::TlsBenchOptions {
+            certs: self.certs.clone(),
+            seconds: self.seconds.max(1),
+            connections: self.connections.max(1),
+            rounds: self.rounds.max(1),
+            workers: self.workers.max(1),
+            idle_connections: self.idle_connections,
+            paths: self.paths.clone(),
+            keep: self.keep.clone(),
+            net: self.net,
+        }
+    }
 }
 
 /// Flags of `locus bench load`.
@@ -153,6 +207,17 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string(&c)?);
             } else {
                 print!("{}", c.render_text());
+            }
+            Ok(())
+        }
+        BenchCommand::Tls(a) => {
+            let rows = crate::tls_bench::run_tls_bench(&a.options(), |line| eprintln!("{line}"))?;
+            if a.json {
+                for r in &rows {
+                    println!("{}", serde_json::to_string(r)?);
+                }
+            } else {
+                print!("{}", crate::tls_bench::tls_markdown(&rows));
             }
             Ok(())
         }

@@ -11,11 +11,13 @@ pub mod clubweb;
 pub mod handoff;
 pub mod handoff_latency;
 mod idle;
+mod idle_tls;
 mod lab_rig;
 pub mod load_vs_wrk;
 pub mod node_cost;
 mod proxy;
 pub mod rehandoff;
+pub mod tls_bench;
 pub mod wrk;
 
 pub use proxy::{ProxyBenchOptions, ProxyRow, run_proxy_bench};

@@ -76,7 +76,7 @@ impl std::str::FromStr for NetChoice {
 }
 
 impl NetChoice {
-    fn make(self) -> anyhow::Result<Net> {
+    pub(crate) fn make(self) -> anyhow::Result<Net> {
         Ok(match self {
             NetChoice::Loopback => Net::Loopback,
             NetChoice::Namespaces => Net::Namespaces(LabNetwork::create(2)?),

@@ -39,6 +39,7 @@ pub use config::{
     TraceSource, Verification, Workload,
 };
 pub use error::LoadError;
+pub use load_stream::client_config as tls_client_config;
 pub use open_loop::{Arrival, ArrivalQueue, OpenLoopSchedule};
 pub use report::{LoadReport, RunShape, SurfReport, TlsReport};
 pub use response_reader::{BodyCapture, FramingError, ResponseReader, ResponseSummary};

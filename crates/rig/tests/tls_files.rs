@@ -61,3 +61,24 @@ fn both_certificate_kinds_load_in_haproxy_nginx_and_locus() {
         check(cmd, &format!("nginx -t with {kind:?}"));
     }
 }
+
+#[test]
+fn a_rustls_client_accepts_the_certificate_as_a_servers_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_tls_files(dir.path(), CertKind::EcdsaP256, "locus.test").unwrap();
+    let loaded = locus_tls::load_certificate(&files.cert, &files.key, std::time::SystemTime::now()).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(loaded.certified.cert[0].clone()).unwrap();
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        std::sync::Arc::new(roots),
+        std::sync::Arc::new(rustls::crypto::ring::default_provider()),
+    )
+    .build()
+    .unwrap();
+    let name = rustls::pki_types::ServerName::try_from("locus.test").unwrap();
+    let now = rustls::pki_types::UnixTime::now();
+    use rustls::client::danger::ServerCertVerifier;
+    verifier
+        .verify_server_cert(&loaded.certified.cert[0], &[], &name, &[], now)
+        .expect("an end-entity certificate for locus.test");
+}

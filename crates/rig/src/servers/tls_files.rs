@@ -80,6 +80,9 @@ pub fn write_tls_files(dir: &Path, kind: CertKind, name: &str) -> Result<TlsFile
     cmd.args(["req", "-x509", "-nodes", "-days", "3650"]).args(kind.newkey());
     cmd.arg("-keyout").arg(&key).arg("-out").arg(&cert);
     cmd.args(["-subj", &format!("/CN={name}"), "-addext", &format!("subjectAltName=DNS:{name}")]);
+    // An end-entity certificate: OpenSSL's default extensions would make it a CA, which
+    // webpki (rustls) refuses to accept as a server's own certificate.
+    cmd.args(["-addext", "basicConstraints=critical,CA:FALSE", "-addext", "extendedKeyUsage=serverAuth"]);
     let out = cmd.output().map_err(|e| command_error(e.to_string()))?;
     if !out.status.success() {
         return Err(command_error(String::from_utf8_lossy(&out.stderr).trim().to_string()));
