@@ -1,11 +1,13 @@
 //! `DocGraph`: one home's documents (id, path, size, version) and, for each HTML page, its
 //! rewriting plan whose slots point at other documents of the graph — built once from
 //! `SourceDoc`s the caller read (no I/O here), streaming: each page is parsed as it is added.
+//! Links are read in the site's `Scheme` (`http` unless the builder is told otherwise).
 
 use std::collections::HashMap;
 
 use crate::html_links::{SlotKind, scan_page};
 use crate::rewrite::{PlanError, RewritePlan};
+use crate::scheme::Scheme;
 
 /// A document's index in its `DocGraph`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -73,15 +75,26 @@ pub enum DocGraphError {
 /// need not hold every page in memory).
 #[derive(Debug)]
 pub struct DocGraphBuilder {
+    scheme: Scheme,
     home_authority: String,
     docs: Vec<(Doc, Option<Result<RewritePlan, PlanError>>)>,
     ids: HashMap<String, DocId>,
 }
 
 impl DocGraphBuilder {
-    /// A builder for the home reached at `home_authority` (`host:port`).
+    /// A builder for the `http` home reached at `home_authority` (`host:port`).
     pub fn new(home_authority: &str) -> DocGraphBuilder {
-        DocGraphBuilder { home_authority: home_authority.to_string(), docs: Vec::new(), ids: HashMap::new() }
+        DocGraphBuilder::with_scheme(Scheme::Http, home_authority)
+    }
+
+    /// A builder for the home reached at `home_authority` and served with `scheme`.
+    pub fn with_scheme(scheme: Scheme, home_authority: &str) -> DocGraphBuilder {
+        DocGraphBuilder {
+            scheme,
+            home_authority: home_authority.to_string(),
+            docs: Vec::new(),
+            ids: HashMap::new(),
+        }
     }
 
     /// Add one document; its id is the number of documents added before it.
@@ -92,7 +105,7 @@ impl DocGraphBuilder {
         let id = DocId(u32::try_from(self.docs.len()).map_err(|_| DocGraphError::TooMany)?);
         let plan = source.html.map(|html| {
             let links = scan_page(html)?;
-            RewritePlan::new(&links, html.len(), source.path, &self.home_authority)
+            RewritePlan::new(&links, html.len(), source.path, self.scheme, &self.home_authority)
         });
         let doc = Doc {
             path: source.path.to_string(),
@@ -107,7 +120,12 @@ impl DocGraphBuilder {
 
     /// Link every page's slots to the documents they name.
     pub fn finish(self) -> DocGraph {
-        let mut graph = DocGraph { home_authority: self.home_authority, docs: Vec::new(), ids: self.ids };
+        let mut graph = DocGraph {
+            scheme: self.scheme,
+            home_authority: self.home_authority,
+            docs: Vec::new(),
+            ids: self.ids,
+        };
         for (mut doc, plan) in self.docs {
             doc.page = match plan {
                 None => DocPage::NotHtml,
@@ -123,13 +141,14 @@ impl DocGraphBuilder {
 /// One home's documents and their links.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DocGraph {
+    scheme: Scheme,
     home_authority: String,
     docs: Vec<Doc>,
     ids: HashMap<String, DocId>,
 }
 
 impl DocGraph {
-    /// Build from all documents at once.
+    /// Build from all documents at once (an `http` home).
     pub fn build<'a>(
         home_authority: &str,
         sources: impl IntoIterator<Item = SourceDoc<'a>>,
@@ -189,7 +208,7 @@ impl DocGraph {
     /// Plan a copy of one of this home's pages as a co-op received it (parsed once per copy),
     /// with its slots linked to this graph.
     pub fn plan_for_copy(&self, bytes: &[u8], path: &str) -> Result<PagePlan, PlanError> {
-        Ok(self.link(RewritePlan::for_copy(bytes, path, &self.home_authority)?))
+        Ok(self.link(RewritePlan::for_copy_with_scheme(self.scheme, bytes, path, &self.home_authority)?))
     }
 
     fn link(&self, mut plan: RewritePlan) -> PagePlan {
@@ -254,6 +273,23 @@ mod tests {
     fn duplicate_paths_are_refused() {
         let err = DocGraph::build(HOME, [doc("/a", None), doc("/a", None)]).unwrap_err();
         assert_eq!(err, DocGraphError::DuplicatePath("/a".into()));
+    }
+
+    #[test]
+    fn an_https_graph_links_https_references_to_its_documents() {
+        let html = "<a href=https://h1/d/p.html>p</a><img src=HTTPS://H1:443/logo.gif>";
+        let mut builder = DocGraphBuilder::with_scheme(Scheme::Https, "h1");
+        for source in [doc("/index.html", Some(html)), doc("/logo.gif", None), doc("/d/p.html", None)] {
+            builder.add(source).unwrap();
+        }
+        let g = builder.finish();
+        let (index, logo, page) =
+            (g.id("/index.html").unwrap(), g.id("/logo.gif").unwrap(), g.id("/d/p.html").unwrap());
+        assert_eq!(g.slots(index).collect::<Vec<_>>(), [(page, SlotKind::Link), (logo, SlotKind::Embed)]);
+        let copy = g.plan_for_copy(html.as_bytes(), "/index.html").unwrap();
+        assert_eq!(&copy, g.plan(index).unwrap());
+        assert_eq!(copy.plan.base_for_copy("h1").as_deref(), Some("https://h1/index.html"));
+        assert_eq!(site().slots(site().id("/index.html").unwrap()).count(), 3, "http: as before");
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod doc_graph;
 pub mod html_links;
 pub mod replica_url;
 pub mod rewrite;
+pub mod scheme;
 pub mod site_names;
 pub mod site_path;
 
@@ -26,3 +27,4 @@ pub mod selector;
 pub mod membership;
 
 pub use membership::{Membership, MembershipError, Server, ServerId};
+pub use scheme::Scheme;

@@ -1,7 +1,9 @@
-//! Replica and original URLs: `http://<coop>/~migrate/<version>/<home-name>/<path>` names the
-//! co-op's copy of a home's document at one version (the original's mtime in seconds);
-//! `http://<home>/<path>` the original. `ReplicaTarget::parse` reads a request target safely.
+//! Replica and original URLs: `<scheme>://<coop>/~migrate/<version>/<home-name>/<path>` names
+//! the co-op's copy of a home's document at one version (the original's mtime in seconds);
+//! `<scheme>://<home>/<path>` the original, in the site's scheme (`http` or `https`).
+//! `ReplicaTarget::parse` reads a request target safely.
 
+use crate::scheme::Scheme;
 use crate::site_path::{Unusable, canonical_segment};
 
 /// The prefix of every replica request target.
@@ -72,17 +74,34 @@ impl ReplicaTarget {
     }
 }
 
-/// `http://<coop_authority>/~migrate/<version>/<home_name><path>`; `path` is a site path
+/// `<scheme>://<coop_authority>/~migrate/<version>/<home_name><path>`; `path` is a site path
 /// starting with `/`.
-pub fn replica_url(coop_authority: &str, version: u64, home_name: &str, path: &str) -> String {
+pub fn replica_url_for(
+    scheme: Scheme,
+    coop_authority: &str,
+    version: u64,
+    home_name: &str,
+    path: &str,
+) -> String {
     let slash = if path.starts_with('/') { "" } else { "/" };
-    format!("http://{coop_authority}{MIGRATE_PREFIX}{version}/{home_name}{slash}{path}")
+    let scheme = scheme.as_str();
+    format!("{scheme}://{coop_authority}{MIGRATE_PREFIX}{version}/{home_name}{slash}{path}")
 }
 
-/// `http://<home_authority><path>`; `path` is a site path starting with `/`.
-pub fn original_url(home_authority: &str, path: &str) -> String {
+/// `<scheme>://<home_authority><path>`; `path` is a site path starting with `/`.
+pub fn original_url_for(scheme: Scheme, home_authority: &str, path: &str) -> String {
     let slash = if path.starts_with('/') { "" } else { "/" };
-    format!("http://{home_authority}{slash}{path}")
+    format!("{}://{home_authority}{slash}{path}", scheme.as_str())
+}
+
+/// `replica_url_for` a site served over `http`.
+pub fn replica_url(coop_authority: &str, version: u64, home_name: &str, path: &str) -> String {
+    replica_url_for(Scheme::Http, coop_authority, version, home_name, path)
+}
+
+/// `original_url_for` a site served over `http`.
+pub fn original_url(home_authority: &str, path: &str) -> String {
+    original_url_for(Scheme::Http, home_authority, path)
 }
 
 /// The same rule as `Membership` names.
@@ -191,6 +210,18 @@ mod tests {
         );
         assert_eq!(original_url("10.0.0.2:80", "/d/a.gif"), "http://10.0.0.2:80/d/a.gif");
         assert_eq!(original_url("h", "x"), "http://h/x");
+    }
+
+    #[test]
+    fn replica_and_original_urls_use_the_sites_scheme() {
+        assert_eq!(
+            replica_url_for(Scheme::Https, "10.0.0.3:443", 42, "s1", "/d/a.gif"),
+            "https://10.0.0.3:443/~migrate/42/s1/d/a.gif"
+        );
+        assert_eq!(original_url_for(Scheme::Https, "h:8443", "/d/a.gif"), "https://h:8443/d/a.gif");
+        assert_eq!(original_url_for(Scheme::Https, "h", "x"), "https://h/x");
+        assert_eq!(replica_url_for(Scheme::Http, "c", 1, "s1", "/x"), replica_url("c", 1, "s1", "/x"));
+        assert_eq!(original_url_for(Scheme::Http, "h", "/x"), original_url("h", "/x"));
     }
 
     proptest! {

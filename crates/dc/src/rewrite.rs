@@ -1,12 +1,14 @@
 //! `RewritePlan`: what of one HTML page may be rewritten — its local link slots (value byte
 //! ranges and target site paths) and its BASE (present, or where to insert one) — and its
 //! rendering with per-slot choices into file segments and generated text, with the exact
-//! content length known before sending and without parsing the page again.
+//! content length known before sending and without parsing the page again. Links and the BASE
+//! are read and written in the site's `Scheme`.
 
 use std::ops::Range;
 
 use crate::html_links::{HtmlError, PageLinks, Quote, SlotKind, scan_page};
-use crate::replica_url::original_url;
+use crate::replica_url::original_url_for;
+use crate::scheme::Scheme;
 use crate::site_path::{PageBase, Resolved, names_authority};
 
 /// One rewritable slot: a reference to a document of the page's own home.
@@ -36,7 +38,8 @@ pub enum BasePlan {
 /// What a present BASE names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BaseHrefKind {
-    /// `http://<home>/…` or `//<home>/…`: right wherever the page is served.
+    /// `http://<home>/…`, `https://<home>/…` or `//<home>/…` (as `PageBase` reads them):
+    /// right wherever the page is served.
     AbsoluteToHome,
     /// A relative reference to this site path of the home: a co-op must make it absolute.
     RelativeLocal { path: String },
@@ -101,6 +104,7 @@ pub enum RenderError {
 /// The rewriting plan of one page.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RewritePlan {
+    scheme: Scheme,
     page_path: String,
     page_len: usize,
     slots: Vec<PlanSlot>,
@@ -109,16 +113,17 @@ pub struct RewritePlan {
 
 impl RewritePlan {
     /// The plan of a page of `page_len` bytes at `page_path` of the home reached at
-    /// `home_authority`, from its scan. Only slots resolving to the home's own documents
-    /// (`Resolved::Local`) are kept.
+    /// `home_authority` and served with `scheme`, from its scan. Only slots resolving to the
+    /// home's own documents (`Resolved::Local`) are kept.
     pub fn new(
         links: &PageLinks,
         page_len: usize,
         page_path: &str,
+        scheme: Scheme,
         home_authority: &str,
     ) -> Result<RewritePlan, PlanError> {
         let base_value = links.base.as_ref().map(|b| b.value.as_str());
-        let page_base = PageBase::new(page_path, base_value, home_authority);
+        let page_base = PageBase::with_scheme(scheme, page_path, base_value, home_authority);
         let slots: Vec<PlanSlot> = links
             .slots
             .iter()
@@ -137,7 +142,7 @@ impl RewritePlan {
             None => BasePlan::Absent { insert_at: links.head_insert },
             Some(b) => {
                 let (range, quote) = b.located.clone().ok_or(PlanError::BaseNotLocated)?;
-                let top = PageBase::new(page_path, None, home_authority);
+                let top = PageBase::with_scheme(scheme, page_path, None, home_authority);
                 let href = match top.resolve(&b.value) {
                     Resolved::Local { .. } if names_authority(&b.value) => BaseHrefKind::AbsoluteToHome,
                     Resolved::Local { path, .. } => BaseHrefKind::RelativeLocal { path },
@@ -147,14 +152,25 @@ impl RewritePlan {
                 BasePlan::Present { range, quote, href }
             }
         };
-        let plan = RewritePlan { page_path: page_path.to_string(), page_len, slots, base };
+        let plan = RewritePlan { scheme, page_path: page_path.to_string(), page_len, slots, base };
         plan.check_ranges()?;
         Ok(plan)
     }
 
-    /// Scan a page's bytes and plan it: how a co-op plans a copy it received from the home.
+    /// Scan a page's bytes and plan it: how a co-op plans a copy it received from the home
+    /// (an `http` site).
     pub fn for_copy(bytes: &[u8], page_path: &str, home_authority: &str) -> Result<RewritePlan, PlanError> {
-        RewritePlan::new(&scan_page(bytes)?, bytes.len(), page_path, home_authority)
+        RewritePlan::for_copy_with_scheme(Scheme::Http, bytes, page_path, home_authority)
+    }
+
+    /// `RewritePlan::for_copy` for a site served with `scheme`.
+    pub fn for_copy_with_scheme(
+        scheme: Scheme,
+        bytes: &[u8],
+        page_path: &str,
+        home_authority: &str,
+    ) -> Result<RewritePlan, PlanError> {
+        RewritePlan::new(&scan_page(bytes)?, bytes.len(), page_path, scheme, home_authority)
     }
 
     fn check_ranges(&self) -> Result<(), PlanError> {
@@ -200,13 +216,13 @@ impl RewritePlan {
     }
 
     /// The BASE href a co-op serving this page must render so verbatim relative links reach
-    /// the home: the page's original URL if it has no BASE, the absolute form of a relative
-    /// local BASE, else `None` (leave it).
+    /// the home: the page's original URL (in the plan's scheme) if it has no BASE, the absolute
+    /// form of a relative local BASE, else `None` (leave it).
     pub fn base_for_copy(&self, home_authority: &str) -> Option<String> {
         match &self.base {
-            BasePlan::Absent { .. } => Some(original_url(home_authority, &self.page_path)),
+            BasePlan::Absent { .. } => Some(original_url_for(self.scheme, home_authority, &self.page_path)),
             BasePlan::Present { href: BaseHrefKind::RelativeLocal { path }, .. } => {
-                Some(original_url(home_authority, path))
+                Some(original_url_for(self.scheme, home_authority, path))
             }
             BasePlan::Present { .. } => None,
         }
@@ -302,7 +318,7 @@ fn attribute_text(url: &str, quote: Quote) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replica_url::{ReplicaTarget, replica_url};
+    use crate::replica_url::{ReplicaTarget, original_url_for, replica_url_for};
     use proptest::prelude::*;
 
     const HOME: &str = "h1:8080";
@@ -382,6 +398,33 @@ mod tests {
     }
 
     #[test]
+    fn an_https_site_plans_its_https_links_and_writes_an_https_base() {
+        let html = "<head></head><a href='https://H1:8080/s.html'><a href=http://h1:8080/p.html>\
+            <img src=x.gif><a href=https://else/>";
+        let p = RewritePlan::for_copy_with_scheme(Scheme::Https, html.as_bytes(), "/d/p.html", HOME).unwrap();
+        let targets: Vec<&str> = p.slots().iter().map(|s| s.target_path.as_str()).collect();
+        assert_eq!(targets, ["/s.html", "/p.html", "/d/x.gif"]);
+        assert_eq!(p.base_for_copy(HOME).as_deref(), Some("https://h1:8080/d/p.html"));
+
+        let html = "<base href=/docs/><a href=x.html>";
+        let p = RewritePlan::for_copy_with_scheme(Scheme::Https, html.as_bytes(), "/d/p.html", HOME).unwrap();
+        assert_eq!(p.base_for_copy(HOME).as_deref(), Some("https://h1:8080/docs/"));
+        let html = "<base href='https://h1:8080/docs/'><a href=x.html>";
+        let p = RewritePlan::for_copy_with_scheme(Scheme::Https, html.as_bytes(), "/d/p.html", HOME).unwrap();
+        assert!(matches!(p.base(), BasePlan::Present { href: BaseHrefKind::AbsoluteToHome, .. }));
+        assert_eq!(p.slots()[0].target_path, "/docs/x.html");
+        assert_eq!(p.base_for_copy(HOME), None);
+    }
+
+    #[test]
+    fn an_http_site_leaves_https_links_to_the_home_alone() {
+        let p = plan("<head></head><a href='https://h1:8080/s.html'><img src=x.gif>", "/p.html");
+        let targets: Vec<&str> = p.slots().iter().map(|s| s.target_path.as_str()).collect();
+        assert_eq!(targets, ["/x.gif"]);
+        assert_eq!(p.base_for_copy(HOME).as_deref(), Some("http://h1:8080/p.html"));
+    }
+
+    #[test]
     fn render_refuses_wrong_choice_count_and_page_length() {
         let p = plan("<a href=x>", "/p.html");
         assert_eq!(p.render(&[], None), Err(RenderError::ChoiceCount { expected: 1, got: 0 }));
@@ -425,6 +468,7 @@ mod tests {
             "/abs/x.gif",
             "sub/p.html?q=1&amp;r=2#f",
             "http://h1:8080/abs.html",
+            "HTTPS://h1:8080/s.html",
             "//other/x",
             "mailto:m@x",
             "#frag",
@@ -463,15 +507,19 @@ mod tests {
         })
     }
 
-    /// Per slot: verbatim, the home's original URL or a replica URL, as `picks` (0, 1, 2) say.
-    fn mixed_choices(p: &RewritePlan, picks: &[u8]) -> Vec<SlotChoice> {
+    /// Per slot: verbatim, the home's original URL or a replica URL in `scheme`, as `picks`
+    /// (0, 1, 2) say.
+    fn mixed_choices(p: &RewritePlan, scheme: Scheme, picks: &[u8]) -> Vec<SlotChoice> {
         p.slots()
             .iter()
             .zip(picks.iter().cycle())
-            .map(|(s, k)| match k {
-                0 => SlotChoice::Verbatim,
-                1 => SlotChoice::Url(format!("{}{}", original_url(HOME, &s.target_path), s.suffix)),
-                _ => SlotChoice::Url(format!("{}{}", replica_url(COOP, 7, "s1", &s.target_path), s.suffix)),
+            .map(|(s, k)| {
+                let url = match k {
+                    0 => return SlotChoice::Verbatim,
+                    1 => original_url_for(scheme, HOME, &s.target_path),
+                    _ => replica_url_for(scheme, COOP, 7, "s1", &s.target_path),
+                };
+                SlotChoice::Url(format!("{url}{}", s.suffix))
             })
             .collect()
     }
@@ -486,7 +534,7 @@ mod tests {
             let p = plan(&html, "/d/page.html");
             let verbatim = vec![SlotChoice::Verbatim; p.slots().len()];
             prop_assert_eq!(p.render_to_vec(html.as_bytes(), &verbatim, None).unwrap(), html.as_bytes());
-            let choices = mixed_choices(&p, &picks);
+            let choices = mixed_choices(&p, Scheme::Http, &picks);
             let base = if with_base { p.base_for_copy(HOME) } else { None };
             let out = p.render_to_vec(html.as_bytes(), &choices, base.as_deref()).unwrap();
             prop_assert_eq!(out.len() as u64, p.render(&choices, base.as_deref()).unwrap().content_length);
@@ -494,24 +542,27 @@ mod tests {
 
         #[test]
         fn rescanned_rewrite_has_the_same_slots_resolving_to_the_same_targets(
-            html in page(), picks in proptest::collection::vec(0u8..3, 12), with_base: bool,
+            html in page(), picks in proptest::collection::vec(0u8..3, 12), with_base: bool, https: bool,
         ) {
+            let scheme = Scheme::for_tls(https);
             let before = scan_page(html.as_bytes()).unwrap();
-            let p = plan(&html, "/d/page.html");
-            let choices = mixed_choices(&p, &picks);
+            let p = RewritePlan::for_copy_with_scheme(scheme, html.as_bytes(), "/d/page.html", HOME).unwrap();
+            let choices = mixed_choices(&p, scheme, &picks);
             let base = if with_base { p.base_for_copy(HOME) } else { None };
             let out = p.render_to_vec(html.as_bytes(), &choices, base.as_deref()).unwrap();
             let after = scan_page(&out).unwrap();
             prop_assert_eq!(after.slots.len(), before.slots.len());
-            let old_base = PageBase::new("/d/page.html", before.base.as_ref().map(|b| b.value.as_str()), HOME);
-            let new_base = PageBase::new("/d/page.html", after.base.as_ref().map(|b| b.value.as_str()), HOME);
+            let page_base = |links: &PageLinks| {
+                PageBase::with_scheme(scheme, "/d/page.html", links.base.as_ref().map(|b| b.value.as_str()), HOME)
+            };
+            let (old_base, new_base) = (page_base(&before), page_base(&after));
             for (old, new) in before.slots.iter().zip(&after.slots) {
                 prop_assert_eq!(old.kind, new.kind);
                 let Resolved::Local { path, suffix } = old_base.resolve(&old.value) else {
                     prop_assert_eq!(&old.value, &new.value);
                     continue;
                 };
-                if let Some(t) = new.value.strip_prefix(&format!("http://{COOP}")) {
+                if let Some(t) = new.value.strip_prefix(&format!("{}://{COOP}", scheme.as_str())) {
                     let target = ReplicaTarget::parse(t.split('?').next().unwrap().split('#').next().unwrap());
                     prop_assert_eq!(target.unwrap().unwrap().path, path);
                 } else {

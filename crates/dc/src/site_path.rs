@@ -1,7 +1,10 @@
 //! Resolving a reference written in a page (an `href`/`src` value, already HTML-decoded) against
 //! the page's site path and its BASE: `Resolved::Local` (a canonical site path such as
 //! `/a%20b/c.gif` plus the `?query#fragment` kept verbatim), `External` (never rewritten) or
-//! `Unusable` (cannot name a document of the site safely).
+//! `Unusable` (cannot name a document of the site safely). The site's `Scheme` says which
+//! absolute links name the home (see `PageBase`).
+
+use crate::scheme::Scheme;
 
 /// What a reference names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -10,7 +13,8 @@ pub enum Resolved {
     /// percent-encoded (as the document tree names files); `suffix` is `?query#fragment` as
     /// written (possibly empty).
     Local { path: String, suffix: String },
-    /// Another scheme (`mailto:`, `javascript:`, `https:` …) or another host: left alone.
+    /// Another scheme (`mailto:`, `javascript:`, `https:` on an `http` site …) or another
+    /// host: left alone.
     External,
     /// Cannot be resolved safely; left alone.
     Unusable(Unusable),
@@ -36,9 +40,19 @@ pub enum Unusable {
 }
 
 /// Where relative references of one page resolve: its site path, or its BASE.
+///
+/// An absolute reference names the home when it is scheme-relative (`//<home>/…`) or written
+/// in the site's scheme (`http` or `https`, any case) with the home's authority. On an `https`
+/// site `http://<home>/…` names the home too: the same documents, and a rewrite of it only
+/// upgrades it to `https`. On an `http` site `https://<home>/…` stays `External`: the node
+/// serves no TLS there, and a rewrite would downgrade a link its author made secure. An
+/// authority without a port means the site scheme's default port (80 or 443) whichever of the
+/// two schemes is written, so on an `https` site at `example.org`, `http://example.org/x` is
+/// local and `http://example.org:80/x` is not.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageBase {
     base: EffectiveBase,
+    scheme: Scheme,
     home_authority: String,
 }
 
@@ -50,11 +64,22 @@ enum EffectiveBase {
 }
 
 impl PageBase {
-    /// The base of the page at `page_path` (a canonical site path) of the home reached at
-    /// `home_authority`, with its first `<base href>` value if it has one.
+    /// The base of the page at `page_path` (a canonical site path) of the `http` home reached
+    /// at `home_authority`, with its first `<base href>` value if it has one.
     pub fn new(page_path: &str, base_href: Option<&str>, home_authority: &str) -> PageBase {
+        PageBase::with_scheme(Scheme::Http, page_path, base_href, home_authority)
+    }
+
+    /// `PageBase::new` for a home served with `scheme`.
+    pub fn with_scheme(
+        scheme: Scheme,
+        page_path: &str,
+        base_href: Option<&str>,
+        home_authority: &str,
+    ) -> PageBase {
         let page = PageBase {
             base: EffectiveBase::Local(page_path.to_string()),
+            scheme,
             home_authority: home_authority.to_string(),
         };
         let Some(href) = base_href else { return page };
@@ -84,7 +109,7 @@ impl PageBase {
         let cut = cleaned.find(['?', '#']).unwrap_or(cleaned.len());
         let (rest, suffix) = cleaned.split_at(cut);
         if let Some(scheme) = scheme_of(rest) {
-            if !scheme.eq_ignore_ascii_case("http") {
+            if !Scheme::parse(scheme).is_some_and(|written| self.may_name_home(written)) {
                 return Resolved::External;
             }
             return match rest[scheme.len() + 1..].strip_prefix("//") {
@@ -119,10 +144,15 @@ impl PageBase {
         if authority.is_empty() || authority.contains(['\\', '\0']) {
             return Resolved::Unusable(Unusable::BadAuthority);
         }
-        if !same_authority(authority, &self.home_authority) {
+        if !same_server(authority, &self.home_authority, self.scheme.default_port()) {
             return Resolved::External;
         }
         local(path, suffix)
+    }
+
+    /// Whether a reference written with `written` may name the home (see the type's doc).
+    fn may_name_home(&self, written: Scheme) -> bool {
+        written == self.scheme || (written, self.scheme) == (Scheme::Http, Scheme::Https)
     }
 }
 
@@ -147,13 +177,18 @@ pub fn names_authority(reference: &str) -> bool {
 /// Whether two `host[:port]` authorities are the same server: hosts compared ASCII
 /// case-insensitively, a missing or empty port meaning 80. Userinfo never matches.
 pub fn same_authority(a: &str, b: &str) -> bool {
-    match (split_authority(a), split_authority(b)) {
+    same_server(a, b, Scheme::Http.default_port())
+}
+
+/// `same_authority` with a missing or empty port meaning `default_port`.
+fn same_server(a: &str, b: &str, default_port: u16) -> bool {
+    match (split_authority(a, default_port), split_authority(b, default_port)) {
         (Some((ha, pa)), Some((hb, pb))) => pa == pb && ha.eq_ignore_ascii_case(hb),
         _ => false,
     }
 }
 
-fn split_authority(a: &str) -> Option<(&str, u16)> {
+fn split_authority(a: &str, default_port: u16) -> Option<(&str, u16)> {
     if a.contains('@') || a.is_empty() {
         return None;
     }
@@ -171,7 +206,7 @@ fn split_authority(a: &str) -> Option<(&str, u16)> {
         }
     };
     let port = match port {
-        None | Some("") => 80,
+        None | Some("") => default_port,
         Some(p) if p.bytes().all(|b| b.is_ascii_digit()) => p.parse().ok()?,
         Some(_) => return None,
     };
@@ -384,6 +419,55 @@ mod tests {
         assert_eq!(at("/page.html", "//cdn.example/x.js"), Resolved::External);
         assert_eq!(at("/page.html", "#top"), Resolved::Unusable(Unusable::FragmentOnly));
         assert_eq!(at("/page.html", "javascript:void(0)"), Resolved::External);
+    }
+
+    fn on_https(reference: &str, home: &str) -> Resolved {
+        PageBase::with_scheme(Scheme::Https, "/a/page.html", None, home).resolve(reference)
+    }
+
+    #[test]
+    fn an_https_link_to_the_home_is_local_on_an_https_site() {
+        assert_eq!(on_https("https://10.0.0.2:8080/x/../y.html?q", HOME), local("/y.html", "?q"));
+        assert_eq!(on_https("HTTPS://10.0.0.2:8080/z", HOME), local("/z", ""));
+        assert_eq!(on_https("//10.0.0.2:8080/z", HOME), local("/z", ""));
+        assert_eq!(on_https("b.gif", HOME), local("/a/b.gif", ""));
+        assert_eq!(on_https("https://example.org/x", "EXAMPLE.org:443"), local("/x", ""));
+        assert_eq!(on_https("https://example.org:443/x", "example.org"), local("/x", ""));
+    }
+
+    #[test]
+    fn an_http_link_to_the_home_is_local_on_an_https_site_and_not_the_reverse() {
+        assert_eq!(on_https("http://10.0.0.2:8080/x", HOME), local("/x", ""));
+        assert_eq!(on_https("Http://example.org/x", "example.org"), local("/x", ""));
+        assert_eq!(r("https://10.0.0.2:8080/x"), Resolved::External);
+        assert_eq!(r("HTTPS://10.0.0.2:8080/x"), Resolved::External);
+    }
+
+    #[test]
+    fn an_authority_without_a_port_means_the_sites_default_port() {
+        assert_eq!(on_https("https://example.org:80/x", "example.org"), Resolved::External);
+        assert_eq!(on_https("http://example.org:80/x", "example.org"), Resolved::External);
+        assert_eq!(on_https("https://example.org/x", "example.org:80"), Resolved::External);
+        assert_eq!(on_https("https://10.0.0.2/x", HOME), Resolved::External);
+        assert_eq!(on_https("https://other:8080/x", HOME), Resolved::External);
+        assert!(same_authority("h", "h:80") && !same_authority("h", "h:443"));
+    }
+
+    #[test]
+    fn other_schemes_stay_external_on_an_https_site() {
+        for e in ["mailto:x@y", "ftp://10.0.0.2:8080/x", "javascript:void(0)", "httpx://10.0.0.2:8080/"] {
+            assert_eq!(on_https(e, HOME), Resolved::External, "{e}");
+        }
+        assert_eq!(on_https("https:x.html", HOME), Resolved::Unusable(Unusable::BadAuthority));
+    }
+
+    #[test]
+    fn an_https_base_to_the_home_is_local_on_an_https_site() {
+        let with =
+            |scheme, base| PageBase::with_scheme(scheme, "/a/page.html", Some(base), HOME).resolve("x.gif");
+        assert_eq!(with(Scheme::Https, "https://10.0.0.2:8080/d/"), local("/d/x.gif", ""));
+        assert_eq!(with(Scheme::Https, "http://10.0.0.2:8080/d/"), local("/d/x.gif", ""));
+        assert_eq!(with(Scheme::Http, "https://10.0.0.2:8080/d/"), Resolved::External);
     }
 
     #[test]
