@@ -402,9 +402,7 @@ impl NodeServer {
             None => None,
         };
         let dc = match &config.dc {
-            Some(c) => Some(Arc::new(
-                DcNode::new(c, addr, &config.root, &config.name).map_err(ConfigError::Invalid)?,
-            )),
+            Some(c) => Some(Arc::new(DcNode::new(c, addr, &config).map_err(ConfigError::Invalid)?)),
             None => None,
         };
         let node = Arc::new(node_context(&config, workers, origin.clone(), coop.clone(), dc.clone())?);

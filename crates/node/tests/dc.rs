@@ -1,8 +1,8 @@
 //! DC mode between in-process nodes on 127.0.0.1 (members named by their real authorities):
 //! a loaded home's pages rewritten to co-ops, replicas with the original bytes and a BASE,
 //! bad replica requests and broken homes answered without a crash, the quota, deletion
-//! notices, co-op validation, home invalidation and update, and control requests refused to
-//! strangers.
+//! notices, co-op validation, home invalidation and update, control requests refused to
+//! strangers, and `https://` links, redirects and BASE from members serving TLS.
 
 mod dc_support;
 
@@ -10,7 +10,8 @@ use std::net::SocketAddr;
 
 use dc_support::*;
 use locus_dc::balancer::QuotaMethod;
-use locus_test_support::{Client, get};
+use locus_test_support::{Client, client_config, get, write_pair};
+use locus_tls::TlsSettings;
 
 const INDEX: &str = "<!DOCTYPE html><html><head><title>t</title></head><body>\
     <img src=\"a.gif\"><img src=\"/img/b.gif\"><a href=\"page2.html\">next</a>\
@@ -319,4 +320,30 @@ fn home_invalidation_drops_or_refreshes_the_coops_copy() {
         }
         wait_until("the home counted it sent", || dc_figure(&c.nodes[0], "invalidations_sent") >= 1.0);
     }
+}
+
+#[test]
+fn members_serving_https_write_https_replica_links_redirects_and_base() {
+    let keys = tempfile::tempdir().unwrap();
+    let (crt, key, pem) = write_pair(keys.path(), "node", &["localhost"], (2020, 2090));
+    let tls = TlsSettings::single(crt, key);
+    let c =
+        cluster_of_nodes(2, &site(), |_, dc| dc.replicate = false, |_, node| node.tls = Some(tls.clone()));
+    // A client speaks TLS; the members fetch from each other in cleartext.
+    let get_tls =
+        |i: usize, target: &str| Client::connect_tls(c.addr(i), client_config(&pem), "localhost").get(target);
+    let (home, coop) = (c.addr(0), c.addr(1));
+    assert!(c.nodes[0].dc_place("/a.gif", "s1"));
+    let replica = format!("\"https://{coop}/~migrate/{VERSION}/s0/a.gif\"");
+    wait_until("the home links a.gif to the co-op over https", || {
+        get_tls(0, "/index.html").text().contains(&replica)
+    });
+    let page = get_tls(0, "/index.html").text();
+    assert!(!page.contains("\"http://127.0.0.1"), "{page}");
+    let r = get_tls(1, &replica_target("s0", "/a.gif"));
+    assert_eq!((r.status, r.body), (200, pattern(3000, 1)));
+    let copy = get_tls(1, &replica_target("s0", "/page2.html")).text();
+    assert!(copy.contains(&format!("<base href=\"https://{home}/page2.html\">")), "{copy}");
+    let r = get_tls(1, &replica_target("s1", "/a.gif"));
+    assert_eq!((r.status, r.header("location")), (301, Some(format!("https://{coop}/a.gif").as_str())));
 }

@@ -128,7 +128,7 @@ pub async fn fetch_from_home(
 pub fn make_copy(dc: &DcNode, home: ServerId, path: &str, body: Bytes, content_type: String) -> ReplicaCopy {
     let html = content_type.to_ascii_lowercase().starts_with("text/html");
     let (plan, unmodifiable) = if html {
-        match RewritePlan::for_copy(&body, path, dc.authority(home)) {
+        match RewritePlan::for_copy_with_scheme(dc.scheme, &body, path, dc.authority(home)) {
             Ok(plan) => (Some(plan), false),
             Err(e) => {
                 tracing::debug!(path, error = %e, "DC: copy served unmodified");

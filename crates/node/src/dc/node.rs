@@ -1,12 +1,11 @@
-//! `DcNode`: what every thread of a DC node shares — the membership and this node's id, its
-//! own documents (`HomeSite`), every home's replica map with the versions of the others'
-//! replicated documents, the load table with the replica selector, this node's load, the
-//! balancer, the replica store of copies of other homes' documents, the queue of messages
-//! for the background task, and the counters. Times given to `locus_dc` are ns since start.
+//! `DcNode`: what every thread of a DC node shares — the membership, this node's id and the
+//! scheme of the URLs it writes, its own documents (`HomeSite`), every home's replica map with
+//! the versions of the others' replicated documents, the load table with the replica selector,
+//! this node's load, the balancer, the replica store, the outbox for the background task, and
+//! the counters. Times given to `locus_dc` are ns since start.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -17,13 +16,14 @@ use locus_dc::consistency::Consistency;
 use locus_dc::load_table::{LoadTable, format_load_header, fresh_for, parse_load_header};
 use locus_dc::replica_map::{ClusterMaps, DocKey};
 use locus_dc::replica_store::ReplicaStore;
-use locus_dc::replica_url::replica_url;
+use locus_dc::replica_url::replica_url_for;
 use locus_dc::rewrite::{PlanSlot, RewritePlan, SlotChoice};
 use locus_dc::selector::{Selector, SelectorConfig};
-use locus_dc::{Membership, ServerId};
+use locus_dc::{Membership, Scheme, ServerId};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
 
+use crate::config::NodeConfig;
 use crate::dc::config::{DcConfig, check_self};
 use crate::dc::fetch::FetchFlights;
 use crate::dc::site::HomeSite;
@@ -73,6 +73,9 @@ pub struct DcNode {
     pub membership: Membership,
     pub me: ServerId,
     pub config: DcConfig,
+    /// How clients reach every member (this node's scheme: `https` when it serves TLS): the
+    /// scheme of replica links, redirects and BASE hrefs, and of the links read as local.
+    pub scheme: Scheme,
     pub consistency: Consistency,
     pub site: HomeSite,
     addrs: Vec<OriginAddr>,
@@ -99,9 +102,11 @@ pub struct DcNode {
 }
 
 impl DcNode {
-    /// The state for `config` on a node listening on `listen` (bound) over `root` (walked
-    /// now, blocking).
-    pub fn new(config: &DcConfig, listen: SocketAddr, root: &Path, name: &str) -> Result<DcNode, String> {
+    /// The state for `config` on the node `node` listening on `listen` (bound): its root is
+    /// walked now (blocking), its scheme is `https` if it serves TLS.
+    pub fn new(config: &DcConfig, listen: SocketAddr, node: &NodeConfig) -> Result<DcNode, String> {
+        let (root, name) = (&node.root, &node.name);
+        let scheme = Scheme::for_tls(node.tls.is_some());
         let (membership, me) = config.membership()?;
         check_self(&membership, me, listen)?;
         let mut addrs = Vec::with_capacity(membership.len());
@@ -118,7 +123,7 @@ impl DcNode {
             addrs.push(addr);
         }
         let authority = membership.get(me).map(|s| s.authority.clone()).unwrap_or_default();
-        let site = HomeSite::load(root, &authority)
+        let site = HomeSite::load(root, scheme, &authority)
             .map_err(|e| format!("dc: reading the document root {}: {e}", root.display()))?;
         let epoch_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64);
         let maps = ClusterMaps::new(me, epoch_ms, membership.ids());
@@ -145,6 +150,7 @@ impl DcNode {
             membership,
             me,
             config: config.clone(),
+            scheme,
             consistency,
             site,
             addrs,
@@ -312,7 +318,8 @@ impl DcNode {
                 match selector.choose(servers, table, self.me, own, now) {
                     Some(s) if s != home => {
                         let version = self.version_of(&key);
-                        let mut url = replica_url(self.authority(s), version, self.name(home), &key.path);
+                        let (coop, home_name) = (self.authority(s), self.name(home));
+                        let mut url = replica_url_for(self.scheme, coop, version, home_name, &key.path);
                         url.push_str(&slot.suffix);
                         SlotChoice::Url(url)
                     }

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use locus_dc::ServerId;
 use locus_dc::consistency::CopyDecision;
 use locus_dc::replica_map::DocKey;
-use locus_dc::replica_url::{MIGRATE_PREFIX, ReplicaTarget, original_url};
+use locus_dc::replica_url::{MIGRATE_PREFIX, ReplicaTarget, original_url_for};
 use locus_dc::rewrite::{Piece, RewritePlan, SlotChoice};
 use std::sync::Arc;
 
@@ -156,7 +156,8 @@ pub async fn serve_replica(
         return reply.simple(dc, DcKind::Replica, 404, b"");
     };
     if home == dc.me {
-        let location = format!("Location: {}\r\n", original_url(dc.authority(home), &target.path));
+        let location =
+            format!("Location: {}\r\n", original_url_for(dc.scheme, dc.authority(home), &target.path));
         return reply.simple(dc, DcKind::Home, 301, location.as_bytes());
     }
     let key = DocKey::new(home, &target.path);

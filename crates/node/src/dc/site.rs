@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::UNIX_EPOCH;
 
 use bytes::Bytes;
+use locus_dc::Scheme;
 use locus_dc::doc_graph::{DocGraph, DocGraphBuilder, DocId, DocPage, PagePlan, SourceDoc};
 use locus_dc::site_names::canonical_file_name;
 use parking_lot::RwLock;
@@ -89,13 +90,14 @@ fn is_html(name: &str) -> bool {
 }
 
 impl HomeSite {
-    /// Walk `root` (blocking) and build the site of the home reached at `home_authority`.
-    pub fn load(root: &Path, home_authority: &str) -> std::io::Result<HomeSite> {
+    /// Walk `root` (blocking) and build the site of the home reached at `home_authority` and
+    /// served with `scheme`.
+    pub fn load(root: &Path, scheme: Scheme, home_authority: &str) -> std::io::Result<HomeSite> {
         let mut found = Vec::new();
         let mut skipped = 0;
         walk(root, "", "", 0, &mut found, &mut skipped)?;
         found.sort_by(|a, b| a.canonical.cmp(&b.canonical));
-        let mut builder = DocGraphBuilder::new(home_authority);
+        let mut builder = DocGraphBuilder::with_scheme(scheme, home_authority);
         let mut pages = Vec::with_capacity(found.len());
         for f in &found {
             let source =

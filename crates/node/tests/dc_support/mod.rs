@@ -29,6 +29,18 @@ pub fn start_dc(
     members: Vec<String>,
     configure: impl FnOnce(&mut DcConfig),
 ) -> NodeServer {
+    start_dc_node(me, port, root, members, configure, |_| {})
+}
+
+/// `start_dc` with `edit` applied to the node's configuration after the DC table (e.g. TLS).
+pub fn start_dc_node(
+    me: &str,
+    port: u16,
+    root: &Path,
+    members: Vec<String>,
+    configure: impl FnOnce(&mut DcConfig),
+    edit: impl FnOnce(&mut NodeConfig),
+) -> NodeServer {
     let mut dc = DcConfig {
         servers: members,
         self_name: me.into(),
@@ -37,7 +49,7 @@ pub fn start_dc(
         ..DcConfig::default()
     };
     configure(&mut dc);
-    let config = NodeConfig {
+    let mut config = NodeConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], port)),
         admin: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         root: root.to_path_buf(),
@@ -47,6 +59,7 @@ pub fn start_dc(
         dc: Some(dc),
         ..NodeConfig::default()
     };
+    edit(&mut config);
     NodeServer::start(config).unwrap_or_else(|e| panic!("starting {me}: {e}"))
 }
 
@@ -59,13 +72,26 @@ pub struct Cluster {
 
 /// Write the documents (`rel`, bytes) into root 0 first, then start `n` nodes.
 pub fn cluster(n: usize, docs: &[(&str, Vec<u8>)], configure: impl Fn(usize, &mut DcConfig)) -> Cluster {
+    cluster_of_nodes(n, docs, configure, |_, _| {})
+}
+
+/// `cluster` with `edit(i, node)` applied to node i's configuration after its DC table.
+pub fn cluster_of_nodes(
+    n: usize,
+    docs: &[(&str, Vec<u8>)],
+    configure: impl Fn(usize, &mut DcConfig),
+    edit: impl Fn(usize, &mut NodeConfig),
+) -> Cluster {
     let roots: Vec<_> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
     for (rel, data) in docs {
         write_doc(roots[0].path(), rel, data, VERSION);
     }
     let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
     let nodes = (0..n)
-        .map(|i| start_dc(&format!("s{i}"), ports[i], roots[i].path(), servers(&ports), |c| configure(i, c)))
+        .map(|i| {
+            let (name, members) = (format!("s{i}"), servers(&ports));
+            start_dc_node(&name, ports[i], roots[i].path(), members, |c| configure(i, c), |c| edit(i, c))
+        })
         .collect();
     Cluster { nodes, roots, ports }
 }
