@@ -43,6 +43,8 @@ pub struct ClusterSpec {
     pub haproxy: HaproxyTuning,
     /// The class file the Locus switch reads, when it differs from the nodes' (costs scaled).
     pub switch_class_file: Option<std::path::PathBuf>,
+    /// The balancer terminates TLS with these files (clients speak HTTPS to it on 443).
+    pub tls: Option<servers::TlsFiles>,
 }
 
 /// The started servers of one point.
@@ -52,6 +54,8 @@ pub struct LabCluster<'n> {
     nodes: Vec<Server>,
     /// The switch; `None` for DC rows, whose clients talk to the nodes.
     switch: Option<Server>,
+    /// Where clients speak HTTPS, when the balancer terminates TLS.
+    https: Option<SocketAddr>,
 }
 
 /// One node's counters at one moment.
@@ -79,6 +83,10 @@ pub struct ClusterSnapshot {
 
 /// Port of the l4 service and of its cloning nodes.
 const L4_PORT: u16 = 86;
+/// Where a balancer terminating TLS listens.
+const HTTPS_PORT: u16 = 443;
+/// The name on the lab's certificate, asked for by the load whatever address it connects to.
+pub const TLS_NAME: &str = "locus.test";
 
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -188,6 +196,15 @@ impl<'n> LabCluster<'n> {
         }
         let named: Vec<(String, SocketAddr)> = nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
         let listen = net.switch_addr(port)?;
+        let https = match &spec.tls {
+            Some(_) => Some(net.switch_addr(HTTPS_PORT)?),
+            None => None,
+        };
+        // HAProxy and NGINX listen with TLS alone; the Locus switch keeps its cleartext one.
+        let proxy_listen = match (&spec.tls, https) {
+            (Some(tls), Some(addr)) => servers::Listen { addr, tls: Some(tls) },
+            _ => listen.into(),
+        };
         let unknown = |what: &str| LabError::Point {
             point: format!("{} {}", spec.switch.name(), spec.policy),
             message: format!("unknown {what} policy"),
@@ -203,6 +220,7 @@ impl<'n> LabCluster<'n> {
                     class_file: spec.switch_class_file.clone().or_else(|| spec.class_file.clone()),
                     site_root: spec.class_file.as_ref().map(|_| spec.root.clone()),
                     node_admins: nodes.iter().filter_map(|n| n.admin).collect(),
+                    tls: spec.tls.clone().zip(https),
                     ..SwitchSpec::new(&spec.policy, &spec.mode, spec.workers, 9000)
                 };
                 let switch = servers::locus_switch(net, locus, scratch, listen, &named, &s)?;
@@ -216,7 +234,7 @@ impl<'n> LabCluster<'n> {
                 Some(servers::haproxy(
                     net,
                     scratch,
-                    listen.into(),
+                    proxy_listen,
                     &named,
                     balance,
                     &spec.haproxy,
@@ -225,17 +243,20 @@ impl<'n> LabCluster<'n> {
             }
             SwitchKind::Nginx => {
                 let balance = nginx_balance(&spec.policy).ok_or_else(|| unknown("NGINX"))?;
-                Some(servers::nginx_proxy(net, scratch, listen.into(), &named, balance, spec.workers)?)
+                Some(servers::nginx_proxy(net, scratch, proxy_listen, &named, balance, spec.workers)?)
             }
             SwitchKind::Dc => None,
         };
-        Ok(LabCluster { net, kind: spec.switch, nodes, switch })
+        Ok(LabCluster { net, kind: spec.switch, nodes, switch, https })
     }
 
     /// The URL clients send requests to (the virtual IP in the lab; node1, the home, without
     /// a switch).
     pub fn switch_url(&self) -> String {
-        format!("http://{}/", self.switch_addr())
+        match self.https {
+            Some(a) => format!("https://{a}/"),
+            None => format!("http://{}/", self.switch_addr()),
+        }
     }
 
     /// The switch's address (node1's without a switch).

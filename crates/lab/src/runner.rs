@@ -23,6 +23,7 @@ use locus_rig::Net;
 use locus_rig::ScratchFolder;
 use locus_rig::cpu_us_per_request;
 use locus_rig::require_program;
+use locus_rig::servers::{CertKind, write_tls_files};
 use locus_rig::{LabNetwork, RigError};
 
 /// How to run an experiment.
@@ -526,10 +527,20 @@ fn run_point(
         dc_balance_ms: point.dc_balance_ms,
         haproxy: point.haproxy,
         switch_class_file: switch_class_file(experiment, point, site, &scratch)?,
+        tls: match experiment.workloads[point.workload].tls {
+            true => {
+                Some(write_tls_files(&scratch.join("tls"), CertKind::EcdsaP256, crate::cluster::TLS_NAME)?)
+            }
+            false => None,
+        },
     };
     let in_point = |e: LabError| LabError::Point { point: point.label(), message: e.to_string() };
     let mut cluster = LabCluster::start(net, &options.locus, &scratch, &spec).map_err(in_point)?;
-    let config = load_config(experiment, point, site, &cluster)?;
+    let mut config = load_config(experiment, point, site, &cluster)?;
+    if let Some(tls) = &spec.tls {
+        config.tls_ca = Some(tls.cert.clone());
+        config.tls_name = Some(crate::cluster::TLS_NAME.into());
+    }
     let (load, before, after) = measure(&cluster, &config).map_err(in_point)?;
     cluster.check_running().map_err(in_point)?;
     drop(cluster);

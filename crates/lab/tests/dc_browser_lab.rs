@@ -48,6 +48,7 @@ fn dc_cluster<'n>(net: &'n Net, site: &LabSite, scratch: &Path) -> LabCluster<'n
         dc_balance_ms: Some(500),
         haproxy: Default::default(),
         switch_class_file: None,
+        tls: None,
     };
     LabCluster::start(net, &locus_binary(), scratch, &spec).unwrap()
 }

@@ -63,6 +63,7 @@ impl SmallLab {
             dc_balance_ms: None,
             haproxy: Default::default(),
             switch_class_file: None,
+            tls: None,
         };
         let scratch = self.dir.path().join(format!("logs-{policy}-{splice_min_bytes:?}"));
         LabCluster::start(&self.net, &self.locus, &scratch, &spec).unwrap()
@@ -219,6 +220,38 @@ fn a_run_measures_every_point_and_writes_results_json_and_the_report() {
     assert!(md.contains("**TCP congestion control**: cubic on every lab connection"), "{md}");
     assert!(md.contains("### Throughput (requests/s)") && md.contains("small-throughput.svg"), "{md}");
     assert!(out.path().join("small-hit-ratio.svg").is_file());
+}
+
+#[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
+fn a_tls_workload_runs_over_https_through_each_balancer_with_every_byte_checked() {
+    require_namespaces("the lab's network namespaces");
+    watchdog("a_tls_workload_runs_over_https", Duration::from_secs(300), tear_down_everything);
+    let mut text = String::from(
+        "name = \"https\"\nnodes = [2]\nwarmup_s = 0.5\nmeasure_s = 20\nmeasure_requests = 200\n\
+         [node]\ncache = \"2MiB\"\n\
+         [[switch]]\nkind = \"locus\"\npolicies = [\"lard\"]\nmodes = [\"proxy\", \"splice\"]\nworkers = 1\n",
+    );
+    for (program, kind, policy) in
+        [("haproxy", "haproxy", "uri-chash-bounded"), ("nginx", "nginx", "uri-chash")]
+    {
+        if find_program(program).is_some() {
+            text.push_str(&format!(
+                "[[switch]]\nkind = \"{kind}\"\npolicies = [\"{policy}\"]\nworkers = 1\n"
+            ));
+        }
+    }
+    text.push_str("[[workload]]\nname = \"small\"\nfiles = 80\nclients = 4\nload_threads = 1\ntls = true\n");
+    let experiment = Experiment::from_toml(&text, "https").unwrap();
+    let out = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let options = LabOptions { locus: locus_binary(), out_dir: out.path().to_path_buf(), site_dir: None };
+    let run = run_experiment(&experiment, &options, &mut |line| eprintln!("{line}")).unwrap();
+    assert!(run.error.is_none(), "{:?}", run.error);
+    assert_eq!(run.report.points.len(), experiment.points().len());
+    for p in &run.report.points {
+        assert_eq!((p.errors, p.mismatches), (0, 0), "{p:?}");
+        assert!(p.requests >= 200, "{p:?}");
+    }
 }
 
 /// A `locus` stand-in for the lab: `locus switch` (not `--check`) fails at once for policy

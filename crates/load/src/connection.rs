@@ -127,6 +127,8 @@ pub struct ClientConnection {
     slot: usize,
     shared: Rc<WorkerShared>,
     stream: Option<LoadStream>,
+    /// Each server's TLS settings as this client holds them (its own session store).
+    tls: Vec<Option<TlsTarget>>,
     /// Responses completed on the current connection.
     served: u64,
     connects: usize,
@@ -157,6 +159,7 @@ impl ClientConnection {
         ClientConnection {
             slot,
             stream: None,
+            tls: settings.servers.iter().map(|s| s.tls.as_ref().map(TlsTarget::for_one_client)).collect(),
             served: 0,
             connects: 0,
             server: slot % settings.servers.len().max(1),
@@ -428,7 +431,7 @@ impl ClientConnection {
         let addr = servers[self.server].addr;
         let (timeout, run_end) = (self.shared.settings.timeout, self.shared.timing.run_end);
         let stream = connect_within(addr, self.timer.as_mut(), timeout, run_end).await?;
-        let stream = match &servers[self.server].tls {
+        let stream = match &self.tls[self.server] {
             None => LoadStream::Plain(stream),
             Some(tls) => self.handshake(stream, tls, timeout).await?,
         };

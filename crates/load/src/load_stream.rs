@@ -27,6 +27,26 @@ pub enum LoadStream {
 pub struct TlsTarget {
     pub config: Arc<rustls::ClientConfig>,
     pub name: ServerName<'static>,
+    /// Sessions are resumed (`--resume`).
+    pub resume: bool,
+}
+
+/// Tickets one simulated client keeps per server (a browser keeps a few).
+const TICKETS_PER_CLIENT: usize = 16;
+
+impl TlsTarget {
+    /// The target as one simulated client sees it: with resumption, a session store of its
+    /// own, as every browser has. One store shared by all connections would hold at most eight
+    /// TLS 1.3 tickets per server name (rustls's bound), so with more connections than that
+    /// most of them would find none and make a full handshake, a client artefact.
+    pub fn for_one_client(&self) -> TlsTarget {
+        if !self.resume {
+            return self.clone();
+        }
+        let mut config = (*self.config).clone();
+        config.resumption = rustls::client::Resumption::in_memory_sessions(TICKETS_PER_CLIENT);
+        TlsTarget { config: Arc::new(config), ..self.clone() }
+    }
 }
 
 /// The client configuration of a run: trust the certificates in `ca` (PEM: the servers' own

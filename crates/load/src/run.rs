@@ -121,7 +121,7 @@ pub fn run_load(config: &LoadConfig) -> Result<LoadReport, LoadError> {
         let tls = match (&tls_config, t.tls) {
             (Some(c), true) => {
                 let name = server_name(config.tls_name.as_deref().unwrap_or(&t.host))?;
-                Some(TlsTarget { config: c.clone(), name })
+                Some(TlsTarget { config: c.clone(), name, resume: config.tls_resume })
             }
             _ => None,
         };

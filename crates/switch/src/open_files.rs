@@ -27,7 +27,10 @@ pub fn descriptor_budget(config: &SwitchConfig) -> DescriptorBudget {
     let pipe_fds_kept = 2 * PIPES_KEPT as u64 * workers;
     let budget = DescriptorBudget::new()
         .fixed("standard streams", 3)
-        .fixed("listeners", workers + u64::from(config.admin.is_some()))
+        .fixed(
+            "listeners",
+            workers * (1 + u64::from(config.listen_tls.is_some())) + u64::from(config.admin.is_some()),
+        )
         .fixed("event loops", 2 * (workers + 1))
         .fixed("spare descriptors", workers)
         .fixed("health checks", nodes)

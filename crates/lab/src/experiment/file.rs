@@ -265,6 +265,13 @@ impl Experiment {
                 return Err(format!("workload: no [[switch]] row runs on `{}`", w.name));
             }
         }
+        for (i, row) in self.switches.iter().enumerate() {
+            if let Some(w) = self.workloads.iter().find(|w| w.tls && row.runs_on(&w.name))
+                && let Some(why) = row.cannot_terminate_tls()
+            {
+                return Err(format!("switch[{i}] runs on `{}`, which has tls = true, but {why}", w.name));
+            }
+        }
         Ok(())
     }
 
@@ -494,6 +501,32 @@ files = 100
         let err = Experiment::from_toml("nodes = [1]\n", "x").unwrap_err().to_string();
         assert!(err.contains("switch"), "missing rows are named: {err}");
         assert!(Experiment::from_toml("not toml at all [", "x").is_err());
+    }
+
+    #[test]
+    fn a_tls_workload_needs_rows_that_terminate_tls_and_no_surfers() {
+        let tls = SMALL.replace("files = 100", "files = 100\ntls = true");
+        let e = Experiment::from_toml(&tls, "x").unwrap();
+        assert!(e.workloads[0].tls && e.to_toml().contains("tls = true"));
+        let handoff =
+            tls.replace("policies = [\"wrr\", \"lard\"]", "policies = [\"lard\"]\nmodes = [\"handoff\"]");
+        let err = Experiment::from_toml(&handoff, "x").unwrap_err().to_string();
+        assert!(
+            err.contains("switch[0]") && err.contains("`handoff`") && err.contains("tls = true"),
+            "{err}"
+        );
+        let dc = tls.replace(
+            "kind = \"haproxy\"\npolicies = [\"uri-chash-bounded\"]",
+            "kind = \"dc\"\npolicies = [\"off\"]",
+        );
+        let err = Experiment::from_toml(&dc, "x").unwrap_err().to_string();
+        assert!(err.contains("switch[1]") && err.contains("DC"), "{err}");
+        let surf = format!("{tls}[workload.surf]\n");
+        let err = Experiment::from_toml(&surf, "x").unwrap_err().to_string();
+        assert!(err.contains("workload[0].tls") && err.contains("surf"), "{err}");
+        assert!(
+            !SMALL.contains("tls") && !Experiment::from_toml(SMALL, "x").unwrap().to_toml().contains("tls")
+        );
     }
 
     #[test]

@@ -197,6 +197,16 @@ impl SwitchRow {
     pub fn runs_on(&self, name: &str) -> bool {
         self.workloads.is_empty() || self.workloads.iter().any(|w| w == name)
     }
+
+    /// Why this row cannot terminate TLS for a `tls = true` workload, if it cannot: DC nodes
+    /// face the clients without a balancer, and the one-way modes hand connections to nodes.
+    pub fn cannot_terminate_tls(&self) -> Option<String> {
+        if self.kind == SwitchKind::Dc {
+            return Some("a DC row has no balancer to terminate TLS".into());
+        }
+        let one_way = self.modes.iter().find(|m| locus_rig::servers::is_one_way_mode(m))?;
+        Some(format!("mode `{one_way}` moves connections to the nodes and cannot terminate TLS yet"))
+    }
 }
 
 impl SwitchRow {

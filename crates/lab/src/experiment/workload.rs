@@ -88,6 +88,10 @@ pub struct WorkloadSpec {
     /// with them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dynamic: Vec<DynamicSpec>,
+    /// Clients speak HTTPS to the balancer, which terminates TLS (the Locus switch in proxy or
+    /// splice mode, HAProxy, NGINX) before cleartext nodes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tls: bool,
 }
 
 fn default_session_requests() -> u32 {
@@ -192,6 +196,7 @@ impl WorkloadSpec {
             node: None,
             hot_spot: None,
             dynamic: Vec::new(),
+            tls: false,
         }
     }
 
@@ -225,6 +230,9 @@ impl WorkloadSpec {
         }
         self.size_model().sampler().map_err(|e| format!("sizes: {e}"))?;
         self.validate_timing()?;
+        if self.tls && self.surf.is_some() {
+            return Err("tls: the surfer speaks HTTP only; drop tls or [workload.surf]".into());
+        }
         if let Some(node) = &self.node {
             node.validate().map_err(|m| format!("node.{m}"))?;
         }
