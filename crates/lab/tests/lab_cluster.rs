@@ -252,6 +252,18 @@ fn a_tls_workload_runs_over_https_through_each_balancer_with_every_byte_checked(
         assert_eq!((p.errors, p.mismatches), (0, 0), "{p:?}");
         assert!(p.requests >= 200, "{p:?}");
     }
+    // Every balancer was configured to terminate TLS (the load spoke HTTPS to each).
+    let configs: Vec<String> = std::fs::read_dir(out.path().join("logs"))
+        .unwrap()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().path())
+        .filter(|f| f.extension().is_some_and(|e| e == "toml" || e == "cfg"))
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    assert!(configs.iter().filter(|c| c.contains("listen_tls")).count() == 2, "{configs:?}");
+    if find_program("haproxy").is_some() {
+        assert!(configs.iter().any(|c| c.contains(" ssl crt ")), "{configs:?}");
+    }
 }
 
 /// A `locus` stand-in for the lab: `locus switch` (not `--check`) fails at once for policy

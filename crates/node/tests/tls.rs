@@ -1,7 +1,7 @@
 //! A node serving HTTPS (`[tls]`): files of every path (in the output queue, cached pages,
 //! streamed from disk) arrive byte for byte over keep-alive and pipelined requests; cleartext
 //! HTTP on the port is answered 400 in cleartext; garbage and stalled handshakes are closed
-//! and counted by reason; a handshake flood is shed at its bound while an established
+//! and counted by reason; a renegotiation is refused; a handshake flood is shed at its bound while an established
 //! connection is still served; a key file others can read stops the node from starting.
 
 mod common;
@@ -151,4 +151,31 @@ fn cleartext_from_a_configured_peers_address_is_served_for_node_to_node_traffic(
     assert_eq!(node.get("/a.txt").text(), "a", "a peer on 127.0.0.1 speaks cleartext");
     let mut c = Client::connect_tls(node.addr(), client_config(&pem), "localhost");
     assert_eq!(c.get("/a.txt").text(), "a", "and clients HTTPS");
+}
+
+#[test]
+fn a_renegotiation_attempt_is_refused_and_the_node_serves_on() {
+    let (node, _keys, pem) = tls_node(|_, _| {});
+    node.write("a.txt", b"a");
+    // OpenSSL's client renegotiates when it reads a line `R` (TLS 1.2; 1.3 has none).
+    let mut client = std::process::Command::new("openssl")
+        .args(["s_client", "-connect", &node.addr().to_string(), "-tls1_2", "-servername", "localhost"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("openssl (./quickstart installs it)");
+    let mut stdin = client.stdin.take().unwrap();
+    stdin.write_all(b"R\n").unwrap();
+    let out = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        drop(stdin);
+    });
+    let output = client.wait_with_output().unwrap();
+    out.join().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string() + &String::from_utf8_lossy(&output.stderr);
+    assert!(text.contains("RENEGOTIATING") && text.contains("no renegotiation"), "{text}");
+    let mut fresh = Client::connect_tls(node.addr(), client_config(&pem), "localhost");
+    assert_eq!(fresh.get("/a.txt").text(), "a", "the node serves on");
+    assert_eq!(tls_status(&node)["versions"]["TLSv1.2"], 1, "the refused session was TLS 1.2");
 }
