@@ -1,8 +1,8 @@
 //! A node serving HTTPS (`[tls]`): files of every path (in the output queue, cached pages,
 //! streamed from disk) arrive byte for byte over keep-alive and pipelined requests; cleartext
 //! HTTP on the port is answered 400 in cleartext; garbage and stalled handshakes are closed
-//! and counted by reason; a renegotiation is refused; a handshake flood is shed at its bound while an established
-//! connection is still served; a key file others can read stops the node from starting.
+//! and counted by reason; a renegotiation is refused; a handshake flood is shed at its bound
+//! while an established connection is still served; a key file others can read stops the node.
 
 mod common;
 
