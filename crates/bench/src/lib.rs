@@ -6,6 +6,7 @@
 //! handoff in the lab's namespaces; and the node's CPU cost per connection, request and KiB
 //! (`node-cost`), the calibration of its CPU model.
 
+mod bench_files;
 pub mod cli;
 pub mod clubweb;
 pub mod handoff;

@@ -12,7 +12,7 @@ mod table;
 use crate::idle::hold_idle_connections;
 use crate::wrk::{WrkLoad, WrkResult, run_wrk};
 use anyhow::Context;
-use locus_rig::{LabNetwork, Net, NodeSpec, ScratchFolder, find_program, rss_mb, servers};
+use locus_rig::{LabNetwork, Net, NodeSpec, find_program, rss_mb, servers};
 pub use paths::{DIRECT, IDLE_PATH, PATHS, PathKind, resolve_paths};
 pub use plot::write_plot;
 use serde::Serialize;
@@ -340,20 +340,12 @@ pub fn run_proxy_bench(
     anyhow::ensure!(!opts.sizes.is_empty() && !opts.keepalive.is_empty(), "no sizes or keep-alive settings");
     let wrk = find_program("wrk").context("wrk not found (apt-get install wrk)")?;
     let locus = std::env::current_exe().context("locating the locus executable")?;
-    let scratch_dir = ScratchFolder::new("bench-proxy")?;
-    let scratch = match &opts.keep {
-        Some(p) => {
-            std::fs::create_dir_all(p)?;
-            p.clone()
-        }
-        None => scratch_dir.path().to_path_buf(),
-    };
-    let root = scratch.join("www");
-    std::fs::create_dir_all(&root)?;
-    for &size in &opts.sizes {
-        let body: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
-        std::fs::write(root.join(format!("{size}.bin")), body)?;
-    }
+    let files = crate::bench_files::BenchFiles::create(
+        "bench-proxy",
+        opts.keep.as_ref(),
+        opts.sizes.iter().copied(),
+    )?;
+    let (scratch, root) = (files.scratch.clone(), files.root.clone());
     let rounds = opts.rounds.max(1);
     let per_round = round_order(kinds.len(), 0).len();
     let runs = opts.sizes.len() * opts.keepalive.len() * per_round * rounds as usize;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::Context;
 use locus_load::{Expectation, LoadConfig, Verification, run_load};
 use locus_rig::servers::{CertKind, TlsFiles, write_tls_files};
-use locus_rig::{Net, NodeSpec, ScratchFolder, Server, cpu_us_per_request, process_tree_cpu, servers};
+use locus_rig::{Net, NodeSpec, Server, cpu_us_per_request, process_tree_cpu, servers};
 pub use paths::{TLS_PATHS, TlsPath, resolve_tls_paths};
 use serde::Serialize;
 pub use table::tls_markdown;
@@ -186,20 +186,8 @@ impl Bench<'_> {
 pub fn run_tls_bench(opts: &TlsBenchOptions, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec<TlsRow>> {
     let kinds = resolve_tls_paths(&opts.paths)?;
     let locus = std::env::current_exe().context("locating the locus executable")?;
-    let scratch_dir = ScratchFolder::new("bench-tls")?;
-    let scratch = match &opts.keep {
-        Some(p) => {
-            std::fs::create_dir_all(p)?;
-            p.clone()
-        }
-        None => scratch_dir.path().to_path_buf(),
-    };
-    let root = scratch.join("www");
-    std::fs::create_dir_all(&root)?;
-    for m in MEASURES {
-        let body: Vec<u8> = (0..m.size).map(|i| b'a' + (i % 26) as u8).collect();
-        std::fs::write(root.join(format!("{}.bin", m.size)), body)?;
-    }
+    let files = crate::bench_files::BenchFiles::create("bench-tls", opts.keep.as_ref(), [1024, 65536])?;
+    let (scratch, root) = (files.scratch.clone(), files.root.clone());
     let runs = opts.certs.len() * opts.rounds.max(1) as usize * MEASURES.len() * kinds.len();
     progress(&format!(
         "{runs} load runs of {} s: about {:.1} min of load",
