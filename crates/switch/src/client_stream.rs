@@ -51,13 +51,8 @@ impl ClientStream {
         match self {
             ClientStream::Plain(s) => try_read_buf_drained(s, buf),
             ClientStream::Tls(t) => {
-                // At most a record's worth: the spare room is zeroed to be read into.
-                let start = buf.len();
-                let room = (buf.capacity() - start).clamp(1, MAX_TLS_READ);
-                buf.resize(start + room, 0);
-                let read = t.try_read(&mut buf[start..]);
-                buf.truncate(start + *read.as_ref().unwrap_or(&0));
-                read
+                let room = (buf.capacity() - buf.len()).clamp(1, MAX_TLS_READ);
+                t.try_read_append(buf, room)
             }
         }
     }

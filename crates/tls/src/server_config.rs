@@ -11,6 +11,9 @@ use crate::error::TlsError;
 use crate::sni::SniCertificates;
 use crate::tickets::TicketKeys;
 
+/// Sessions the stateful resumption cache holds (the oldest go first).
+pub const SESSION_CACHE: usize = 20_000;
+
 /// ALPN's name of HTTP/1.1.
 pub const ALPN_HTTP1: &[u8] = b"http/1.1";
 
@@ -29,6 +32,9 @@ pub fn server_config(
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     // 0-RTT data can be replayed: never accepted.
     config.max_early_data_size = 0;
+    // Stateful resumption (TLS 1.2 session ids; TLS 1.3 without ticket keys): a bounded
+    // in-process cache, about 200 bytes a session.
+    config.session_storage = rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE);
     if let Some(t) = tickets {
         config.ticketer = t;
     }

@@ -5,7 +5,7 @@
 //! themselves, and `AsyncRead`/`AsyncWrite` for the rest. Every byte comes off the socket
 //! through `read_tls` here, so what has been read is always known (a handoff needs that).
 
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -236,9 +236,32 @@ impl TlsStream {
     /// Read decrypted bytes without waiting: `Ok(0)` when the client closed (with or
     /// without close_notify), `WouldBlock` when nothing can be read yet.
     pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.try_read_with(|chunk| {
+            let n = chunk.len().min(buf.len());
+            buf[..n].copy_from_slice(&chunk[..n]);
+            n
+        })
+    }
+
+    /// `try_read` appending at most `max` bytes to `out` (no zeroed room to read into).
+    pub fn try_read_append(&mut self, out: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+        self.try_read_with(|chunk| {
+            let n = chunk.len().min(max);
+            out.extend_from_slice(&chunk[..n]);
+            n
+        })
+    }
+
+    /// Read without waiting: `take` is given decrypted bytes (one record's worth at most) and
+    /// says how many it took; `Ok(0)` at the end of the stream.
+    fn try_read_with(&mut self, mut take: impl FnMut(&[u8]) -> usize) -> io::Result<usize> {
         loop {
-            match self.tls.reader().read(buf) {
-                Ok(n) => {
+            let mut reader = self.tls.reader();
+            match reader.fill_buf() {
+                Ok(chunk) => {
+                    // Empty: the peer's close_notify.
+                    let n = if chunk.is_empty() { 0 } else { take(chunk) };
+                    reader.consume(n);
                     self.plaintext = self.plaintext.saturating_sub(n);
                     return Ok(n);
                 }
@@ -332,11 +355,13 @@ impl AsyncRead for TlsStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         loop {
-            match this.try_read(buf.initialize_unfilled()) {
-                Ok(n) => {
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
-                }
+            let read = this.try_read_with(|chunk| {
+                let n = chunk.len().min(buf.remaining());
+                buf.put_slice(&chunk[..n]);
+                n
+            });
+            match read {
+                Ok(_) => return Poll::Ready(Ok(())),
                 Err(e) if would_block(&e) => ready!(this.tcp.poll_read_ready(cx))?,
                 Err(e) => return Poll::Ready(Err(e)),
             }

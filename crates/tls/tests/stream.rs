@@ -243,3 +243,41 @@ async fn a_client_session_from_connect_resumes_with_a_ticket_against_accept() {
         assert_eq!(&got, b"world");
     }
 }
+
+#[tokio::test]
+async fn a_tls_1_2_client_without_tickets_resumes_from_the_session_cache() {
+    let f = fixture(UnknownName::Default);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = {
+        let mut r = rustls::RootCertStore::empty();
+        let pem = std::fs::read_to_string(f._dir.path().join("a.crt")).unwrap();
+        use rustls::pki_types::pem::PemObject;
+        r.add(rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()).unwrap();
+        r
+    };
+    let mut tls12 = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls12.resumption = rustls::client::Resumption::in_memory_sessions(4)
+        .tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
+    let tls12 = Arc::new(tls12);
+    for resumed in [false, true] {
+        let (addr, task) = serve_one(f.server.clone(), Duration::from_secs(5)).await;
+        let cfg = tls12.clone();
+        let client = std::thread::spawn(move || {
+            let mut c = client(&cfg, addr, "a.example");
+            c.write_all(b"x").unwrap();
+            let mut one = [0u8; 1];
+            c.read_exact(&mut one).unwrap();
+        });
+        let mut s = task.await.unwrap().unwrap();
+        assert_eq!((s.negotiated().version, s.negotiated().resumed), ("TLSv1.2", resumed));
+        let mut x = [0u8; 1];
+        s.read_exact(&mut x).await.unwrap();
+        s.write_all(b"y").await.unwrap();
+        s.flush().await.unwrap();
+        client.join().unwrap();
+    }
+}
