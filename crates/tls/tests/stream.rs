@@ -89,22 +89,32 @@ async fn bytes_cross_intact_both_ways_including_a_body_larger_than_every_buffer(
 async fn a_second_connection_with_the_first_ones_ticket_is_resumed() {
     let f = fixture(UnknownName::Default);
     for resumed in [false, true] {
-        let (addr, task) = serve_one(f.server.clone(), Duration::from_secs(5)).await;
-        let cfg = f.client.clone();
-        let client = std::thread::spawn(move || {
-            let mut c = client(&cfg, addr, "a.example");
-            c.write_all(b"x").unwrap();
-            let mut one = [0u8; 1];
-            c.read_exact(&mut one).unwrap();
-        });
-        let mut s = task.await.unwrap().unwrap();
-        assert_eq!(s.negotiated().resumed, resumed);
-        let mut x = [0u8; 1];
-        s.read_exact(&mut x).await.unwrap();
-        s.write_all(b"y").await.unwrap();
-        s.flush().await.unwrap();
-        client.join().unwrap();
+        let n = one_exchange(&f.server, &f.client).await;
+        assert_eq!(n.resumed, resumed);
     }
+}
+
+/// One connection from a blocking client under `client_config`: a byte each way; what the
+/// server's handshake agreed.
+async fn one_exchange(
+    server: &Arc<rustls::ServerConfig>,
+    client_config: &Arc<rustls::ClientConfig>,
+) -> locus_tls::Negotiated {
+    let (addr, task) = serve_one(server.clone(), Duration::from_secs(5)).await;
+    let cfg = client_config.clone();
+    let client = std::thread::spawn(move || {
+        let mut c = client(&cfg, addr, "a.example");
+        c.write_all(b"x").unwrap();
+        let mut one = [0u8; 1];
+        c.read_exact(&mut one).unwrap();
+    });
+    let mut s = task.await.unwrap().unwrap();
+    let mut x = [0u8; 1];
+    s.read_exact(&mut x).await.unwrap();
+    s.write_all(b"y").await.unwrap();
+    s.flush().await.unwrap();
+    client.join().unwrap();
+    s.negotiated()
 }
 
 #[tokio::test]
@@ -264,20 +274,7 @@ async fn a_tls_1_2_client_without_tickets_resumes_from_the_session_cache() {
         .tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
     let tls12 = Arc::new(tls12);
     for resumed in [false, true] {
-        let (addr, task) = serve_one(f.server.clone(), Duration::from_secs(5)).await;
-        let cfg = tls12.clone();
-        let client = std::thread::spawn(move || {
-            let mut c = client(&cfg, addr, "a.example");
-            c.write_all(b"x").unwrap();
-            let mut one = [0u8; 1];
-            c.read_exact(&mut one).unwrap();
-        });
-        let mut s = task.await.unwrap().unwrap();
-        assert_eq!((s.negotiated().version, s.negotiated().resumed), ("TLSv1.2", resumed));
-        let mut x = [0u8; 1];
-        s.read_exact(&mut x).await.unwrap();
-        s.write_all(b"y").await.unwrap();
-        s.flush().await.unwrap();
-        client.join().unwrap();
+        let n = one_exchange(&f.server, &tls12).await;
+        assert_eq!((n.version, n.resumed), ("TLSv1.2", resumed));
     }
 }
