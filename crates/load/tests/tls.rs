@@ -41,7 +41,7 @@ fn https_load_is_verified_and_counts_full_resumed_and_keep_alive_handshakes() {
     let (node, ca) = tls_node(root.path(), keys.path());
 
     let full = run_load(&LoadConfig { keepalive: false, ..config(&node, &ca, root.path()) }).unwrap();
-    assert_eq!((full.requests, full.errors, full.mismatches), (60, 0, 0));
+    assert_eq!((full.requests, full.errors, full.mismatches), (60, 0, 0), "{:?}", full.errors_by_kind);
     assert!(full.verified >= 60);
     let t = full.tls.clone().expect("handshakes reported");
     assert_eq!((t.handshakes_resumed, t.handshakes_full >= 60), (0, true), "{t:?}");

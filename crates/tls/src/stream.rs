@@ -2,8 +2,9 @@
 //! handshake (`accept` for a server, with a deadline, telling cleartext HTTP from a
 //! ClientHello; `connect` for a client such as the load generator), then
 //! readiness-style `try_read`/`try_write`/`try_flush` for loops that wait on the socket
-//! themselves, and `AsyncRead`/`AsyncWrite` for the rest. Every byte comes off the socket
-//! through `read_tls` here, so what has been read is always known (a handoff needs that).
+//! themselves, and `AsyncRead`/`AsyncWrite` for the rest. Bytes come off the socket into a
+//! buffer of its own and reach rustls a whole record at a time, so what was read and not yet
+//! decrypted is always known, never inside rustls (a handoff needs that).
 
 use std::io::{self, BufRead, Read, Write};
 use std::pin::Pin;
@@ -18,17 +19,43 @@ use tokio::time::{Instant, timeout_at};
 
 /// The first byte of a TLS handshake record.
 const HANDSHAKE_RECORD: u8 = 0x16;
+/// A record header's length.
+const RECORD_HEADER: usize = 5;
+/// The longest record payload TLS 1.2 allows (TLS 1.3's is shorter); a header announcing
+/// more goes to rustls at once, which refuses it.
+const MAX_RECORD_PAYLOAD: usize = 16_384 + 2_048;
+/// Bytes asked of the socket per read.
+const SOCKET_READ: usize = 16 * 1024;
 
 /// A TLS connection over `tcp`, server side or client side.
 pub struct TlsStream {
     tcp: TcpStream,
     tls: Connection,
+    /// Bytes read from the socket and not yet given to rustls: the start of a record.
+    incoming: Vec<u8>,
     /// Plaintext decrypted and not yet read.
     plaintext: usize,
     /// The peer closed (close_notify or end of stream): reads return 0 once `plaintext` is.
     peer_closed: bool,
     /// Our close_notify is queued or sent.
     closing: bool,
+}
+
+/// Why receiving failed: the socket, or the records.
+enum Received {
+    Io(io::Error),
+    Tls(rustls::Error),
+}
+
+/// The length of the whole record at the front of `bytes` (header included), if it is all
+/// there; a header announcing more than TLS allows counts as whole, for rustls to refuse.
+fn whole_record(bytes: &[u8]) -> Option<usize> {
+    let header = bytes.get(..RECORD_HEADER)?;
+    let payload = usize::from(u16::from_be_bytes([header[3], header[4]]));
+    if payload > MAX_RECORD_PAYLOAD {
+        return Some(bytes.len());
+    }
+    (bytes.len() >= RECORD_HEADER + payload).then_some(RECORD_HEADER + payload)
 }
 
 /// Why a handshake did not complete.
@@ -160,7 +187,8 @@ impl TlsStream {
         tls: Connection,
         deadline: Instant,
     ) -> Result<TlsStream, HandshakeFailure> {
-        let mut stream = TlsStream { tcp, tls, plaintext: 0, peer_closed: false, closing: false };
+        let mut stream =
+            TlsStream { tcp, tls, incoming: Vec::new(), plaintext: 0, peer_closed: false, closing: false };
         match timeout_at(deadline, stream.handshake()).await {
             Err(_) => Err(HandshakeFailure::TimedOut),
             Ok(Err(e)) => Err(e),
@@ -176,14 +204,61 @@ impl TlsStream {
                 break;
             }
             self.tcp.readable().await.map_err(HandshakeFailure::Io)?;
-            match self.tls.read_tls(&mut TryIo(&self.tcp)) {
+            match self.receive() {
                 Ok(0) => return Err(HandshakeFailure::Closed),
-                Ok(_) => self.process_packets().map_err(HandshakeFailure::Protocol)?,
-                Err(e) if would_block(&e) => {}
-                Err(e) => return Err(HandshakeFailure::Io(e)),
+                Ok(_) => {}
+                Err(Received::Io(e)) if would_block(&e) => {}
+                Err(Received::Io(e)) => return Err(HandshakeFailure::Io(e)),
+                Err(Received::Tls(e)) => return Err(HandshakeFailure::Protocol(e)),
             }
         }
         self.flush().await.map_err(HandshakeFailure::Io)
+    }
+
+    /// Give rustls the next whole records in `incoming`, or else read the socket and do so: a
+    /// byte count (0 at the socket's end, which rustls is told of). Records go one at a time
+    /// and stop while decrypted bytes wait to be read, so rustls never holds more than one
+    /// record's plaintext and never part of a record.
+    fn receive(&mut self) -> Result<usize, Received> {
+        let fed = self.feed()?;
+        if fed > 0 {
+            return Ok(fed);
+        }
+        self.incoming.reserve(SOCKET_READ);
+        let n = self.tcp.try_read_buf(&mut self.incoming).map_err(Received::Io)?;
+        if n == 0 {
+            self.tls.read_tls(&mut &[][..]).map_err(Received::Io)?;
+            self.process_packets().map_err(Received::Tls)?;
+            return Ok(0);
+        }
+        self.feed()?;
+        Ok(n)
+    }
+
+    /// Give rustls whole records from `incoming`, processing each, until one yields plaintext
+    /// or none is whole: the bytes given.
+    fn feed(&mut self) -> Result<usize, Received> {
+        let mut at = 0;
+        while self.plaintext == 0
+            && let Some(len) = whole_record(&self.incoming[at..])
+        {
+            let mut record = &self.incoming[at..at + len];
+            while !record.is_empty() {
+                // rustls takes nothing more after the peer's close_notify: the rest is dropped.
+                if self.tls.read_tls(&mut record).map_err(Received::Io)? == 0 {
+                    break;
+                }
+            }
+            at += len;
+            self.process_packets().map_err(Received::Tls)?;
+        }
+        self.incoming.drain(..at);
+        Ok(at)
+    }
+
+    /// Bytes read from the socket that rustls has not been given: the start of a record.
+    pub fn undecrypted(&self) -> &[u8] {
+        &self.incoming
     }
 
     /// Decrypt what `read_tls` took in. A protocol error sends its alert (as far as the
@@ -230,7 +305,7 @@ impl TlsStream {
     /// Whether decrypted bytes wait to be read, or the peer's close does: a read will not
     /// block even if the socket has nothing.
     pub fn has_buffered_input(&self) -> bool {
-        self.plaintext > 0 || self.peer_closed
+        self.plaintext > 0 || self.peer_closed || whole_record(&self.incoming).is_some()
     }
 
     /// Read decrypted bytes without waiting: `Ok(0)` when the client closed (with or
@@ -269,10 +344,12 @@ impl TlsStream {
                 Err(e) if would_block(&e) => {}
                 Err(e) => return Err(e),
             }
-            if self.tls.read_tls(&mut TryIo(&self.tcp))? == 0 {
-                self.peer_closed = true;
+            match self.receive() {
+                Ok(0) => self.peer_closed = true,
+                Ok(_) => {}
+                Err(Received::Io(e)) => return Err(e),
+                Err(Received::Tls(e)) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
             }
-            self.process_packets().map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
             // Post-handshake messages may need an answer (a key update); send what fits.
             match self.try_flush() {
                 Err(e) if !would_block(&e) => return Err(e),

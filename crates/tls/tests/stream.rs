@@ -278,3 +278,40 @@ async fn a_tls_1_2_client_without_tickets_resumes_from_the_session_cache() {
         assert_eq!((n.version, n.resumed), ("TLSv1.2", resumed));
     }
 }
+
+#[tokio::test]
+async fn bytes_of_a_record_not_yet_whole_stay_outside_rustls_and_are_known() {
+    let f = fixture(UnknownName::Default);
+    let (addr, task) = serve_one(f.server.clone(), Duration::from_secs(5)).await;
+    let cfg = f.client.clone();
+    let (half_tx, half_rx) = std::sync::mpsc::channel();
+    let client = std::thread::spawn(move || {
+        let mut c = client(&cfg, addr, "a.example");
+        c.flush().unwrap();
+        while c.conn.is_handshaking() {
+            c.conn.complete_io(&mut c.sock).unwrap();
+        }
+        let record = |conn: &mut rustls::ClientConnection, data: &[u8]| {
+            conn.writer().write_all(data).unwrap();
+            let mut bytes = Vec::new();
+            conn.write_tls(&mut bytes).unwrap();
+            bytes
+        };
+        let first = record(&mut c.conn, b"first");
+        let second = record(&mut c.conn, b"second request");
+        let half = second[..second.len() / 2].to_vec();
+        c.sock.write_all(&[first, half.clone()].concat()).unwrap();
+        half_tx.send(half).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+    });
+    let mut s = task.await.unwrap().unwrap();
+    let mut first = [0u8; 5];
+    s.read_exact(&mut first).await.unwrap();
+    assert_eq!(&first, b"first");
+    let half = half_rx.recv().unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut more = [0u8; 16];
+    assert_eq!(s.try_read(&mut more).unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    assert_eq!(s.undecrypted(), half.as_slice(), "exactly the half record, nothing inside rustls");
+    client.join().unwrap();
+}
