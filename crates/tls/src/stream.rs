@@ -2,9 +2,9 @@
 //! handshake (`accept` for a server, with a deadline, telling cleartext HTTP from a
 //! ClientHello; `connect` for a client such as the load generator), then
 //! readiness-style `try_read`/`try_write`/`try_flush` for loops that wait on the socket
-//! themselves, and `AsyncRead`/`AsyncWrite` for the rest. Bytes come off the socket into a
-//! buffer of its own and reach rustls a whole record at a time, so what was read and not yet
-//! decrypted is always known, never inside rustls (a handoff needs that).
+//! themselves, and `AsyncRead`/`AsyncWrite` for the rest. On the server side bytes come off
+//! the socket into a buffer of its own and reach rustls a whole record at a time, so what was
+//! read and not yet decrypted is always known, never inside rustls (a handoff needs that).
 
 use std::io::{self, BufRead, Read, Write};
 use std::pin::Pin;
@@ -33,6 +33,10 @@ pub struct TlsStream {
     tls: Connection,
     /// Bytes read from the socket and not yet given to rustls: the start of a record.
     incoming: Vec<u8>,
+    /// Server side: records reach rustls whole, so a session can be handed over with what
+    /// was read. Client side (the load generator): rustls reads the socket itself, one copy
+    /// fewer on every response byte.
+    whole_records: bool,
     /// Plaintext decrypted and not yet read.
     plaintext: usize,
     /// The peer closed (close_notify or end of stream): reads return 0 once `plaintext` is.
@@ -187,8 +191,15 @@ impl TlsStream {
         tls: Connection,
         deadline: Instant,
     ) -> Result<TlsStream, HandshakeFailure> {
-        let mut stream =
-            TlsStream { tcp, tls, incoming: Vec::new(), plaintext: 0, peer_closed: false, closing: false };
+        let mut stream = TlsStream {
+            tcp,
+            whole_records: matches!(tls, Connection::Server(_)),
+            tls,
+            incoming: Vec::new(),
+            plaintext: 0,
+            peer_closed: false,
+            closing: false,
+        };
         match timeout_at(deadline, stream.handshake()).await {
             Err(_) => Err(HandshakeFailure::TimedOut),
             Ok(Err(e)) => Err(e),
@@ -220,6 +231,11 @@ impl TlsStream {
     /// and stop while decrypted bytes wait to be read, so rustls never holds more than one
     /// record's plaintext and never part of a record.
     fn receive(&mut self) -> Result<usize, Received> {
+        if !self.whole_records {
+            let n = self.tls.read_tls(&mut TryIo(&self.tcp)).map_err(Received::Io)?;
+            self.process_packets().map_err(Received::Tls)?;
+            return Ok(n);
+        }
         let fed = self.feed()?;
         if fed > 0 {
             return Ok(fed);
