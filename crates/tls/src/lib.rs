@@ -9,6 +9,7 @@
 mod certificate;
 mod cleartext;
 mod error;
+mod export;
 mod record_layer;
 mod server_config;
 mod service;
@@ -20,6 +21,7 @@ mod tickets;
 pub use certificate::{LoadedCertificate, load_certificate};
 pub use cleartext::{answer_cleartext, cleartext_answer};
 pub use error::TlsError;
+pub use export::{ExportError, SessionExport, SessionSecrets, accept_exportable};
 pub use record_layer::{Direction, MAX_PLAINTEXT, Opened, RecordError, RecordLayer, Suite};
 pub use server_config::{ALPN_HTTP1, server_config};
 pub use service::{CertificateSummary, TlsService, TlsStatus};

@@ -37,6 +37,8 @@ pub struct TlsStream {
     /// was read. Client side (the load generator): rustls reads the socket itself, one copy
     /// fewer on every response byte.
     whole_records: bool,
+    /// This connection's traffic secrets, when it was accepted to be handed over.
+    secrets: Option<Arc<crate::export::SessionSecrets>>,
     /// Plaintext decrypted and not yet read.
     plaintext: usize,
     /// The peer closed (close_notify or end of stream): reads return 0 once `plaintext` is.
@@ -194,6 +196,7 @@ impl TlsStream {
         let mut stream = TlsStream {
             tcp,
             whole_records: matches!(tls, Connection::Server(_)),
+            secrets: None,
             tls,
             incoming: Vec::new(),
             plaintext: 0,
@@ -270,6 +273,34 @@ impl TlsStream {
         }
         self.incoming.drain(..at);
         Ok(at)
+    }
+
+    /// Keep `secrets` (this connection's key log) for `export`.
+    pub(crate) fn keep_secrets(&mut self, secrets: Arc<crate::export::SessionSecrets>) {
+        self.secrets = Some(secrets);
+    }
+
+    /// Whether `export` would succeed now (TLS 1.3, a suite the record layer continues,
+    /// nothing queued for the client, accepted with `accept_exportable`): ask before handing
+    /// over, since a failed `export` has consumed the session.
+    pub fn exportable(&self) -> Result<(), crate::export::ExportError> {
+        crate::export::check_exportable(&self.tls, self.secrets.is_some()).map(|_| ())
+    }
+
+    /// Take the session apart for another process to continue: the socket, and the suite,
+    /// secrets, sequence numbers and unused bytes (`SessionExport`). Fails as `exportable`
+    /// says, the session then lost: check `exportable` first.
+    pub fn export(mut self) -> Result<(TcpStream, crate::export::SessionExport), crate::export::ExportError> {
+        let mut plaintext = Vec::new();
+        while self.plaintext > 0 && self.try_read_append(&mut plaintext, usize::MAX).is_ok_and(|n| n > 0) {}
+        let parts = crate::export::ExportParts {
+            tcp: self.tcp,
+            tls: self.tls,
+            secrets: self.secrets,
+            plaintext,
+            undecrypted: self.incoming,
+        };
+        crate::export::export_parts(parts)
     }
 
     /// Bytes read from the socket that rustls has not been given: the start of a record.

@@ -1,0 +1,163 @@
+//! A session accepted to be handed over is taken apart after its first request and continued
+//! on the same socket by a `RecordLayer`, as a node would: the request pipelined behind the
+//! first (decrypted already, or still a partial record) is not lost, the client reads the
+//! answer and sends more under the continued keys; the export prints no secret; a session
+//! accepted without its key log, or a TLS 1.2 one, is refused.
+
+use std::io::{Read, Write};
+use std::net::TcpStream as StdTcp;
+use std::sync::Arc;
+use std::time::Duration;
+
+use locus_test_support::{client_config, write_pair};
+use locus_tls::{
+    ALPN_HTTP1, ExportError, SniCertificates, UnknownName, accept, accept_exportable, load_certificate,
+    server_config,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+fn configs() -> (tempfile::TempDir, Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (crt, key, pem) = write_pair(dir.path(), "a", &["a.example"], (2020, 2090));
+    let loaded = load_certificate(&crt, &key, std::time::SystemTime::now()).unwrap();
+    let sni = SniCertificates::new(&[loaded], UnknownName::Default).unwrap();
+    (dir, server_config(sni, &[ALPN_HTTP1], None).unwrap(), client_config(&pem))
+}
+
+/// A blocking client: handshake, `first` and half of `second` in one write, the rest of
+/// `second` later; then it reads `expect` and sends `third` and reads `expect_after`.
+fn client_thread(
+    config: Arc<rustls::ClientConfig>,
+    addr: std::net::SocketAddr,
+    expect: &'static [u8],
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let tcp = StdTcp::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let conn = rustls::ClientConnection::new(config, "a.example".try_into().unwrap()).unwrap();
+        let mut s = rustls::StreamOwned::new(conn, tcp);
+        while s.conn.is_handshaking() {
+            s.conn.complete_io(&mut s.sock).unwrap();
+        }
+        let mut record = |data: &[u8]| {
+            s.conn.writer().write_all(data).unwrap();
+            let mut bytes = Vec::new();
+            s.conn.write_tls(&mut bytes).unwrap();
+            bytes
+        };
+        let (first, second) = (record(b"first"), record(b"second"));
+        let half = second.len() / 2;
+        s.sock.write_all(&[&first[..], &second[..half]].concat()).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        s.sock.write_all(&second[half..]).unwrap();
+        let mut got = vec![0u8; expect.len()];
+        s.read_exact(&mut got).unwrap();
+        assert_eq!(got, expect);
+        s.write_all(b"third").unwrap();
+        s.flush().unwrap();
+        let mut got = [0u8; 4];
+        s.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"done");
+    })
+}
+
+#[tokio::test]
+async fn a_session_continues_on_its_socket_after_being_taken_apart() {
+    let (_dir, server, client) = configs();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = client_thread(client, addr, b"answer to first and second");
+    let (tcp, _) = listener.accept().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut s = accept_exportable(tcp, &server, deadline).await.unwrap();
+    let mut first = [0u8; 5];
+    s.read_exact(&mut first).await.unwrap();
+    assert_eq!(&first, b"first");
+    s.exportable().unwrap();
+    let (mut tcp, export) = s.export().unwrap();
+    let shown = format!("{export:?}");
+    assert!(shown.contains("Aes256GcmSha384") && !shown.contains("secret:"), "{shown}");
+    let mut layer = export.record_layer().unwrap();
+    // The second request: decrypted already, half a record, or still on the socket.
+    let (mut plain, mut replies) = (export.plaintext.clone(), Vec::new());
+    let mut input = export.undecrypted.clone();
+    let mut chunk = [0u8; 4096];
+    loop {
+        layer.open(&mut input, &mut plain, &mut replies).unwrap();
+        if plain == b"second" {
+            break;
+        }
+        let n = tcp.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "closed before the second request");
+        input.extend_from_slice(&chunk[..n]);
+    }
+    let mut out = Vec::new();
+    layer.seal(b"answer to first and second", &mut out).unwrap();
+    tcp.write_all(&out).await.unwrap();
+    plain.clear();
+    loop {
+        layer.open(&mut input, &mut plain, &mut replies).unwrap();
+        if plain == b"third" {
+            break;
+        }
+        let n = tcp.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "closed before the third request");
+        input.extend_from_slice(&chunk[..n]);
+    }
+    let mut out = Vec::new();
+    layer.seal(b"done", &mut out).unwrap();
+    tcp.write_all(&out).await.unwrap();
+    tokio::task::spawn_blocking(move || peer.join().unwrap()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_session_without_its_key_log_or_on_tls_1_2_is_not_taken_apart() {
+    let (dir, server, client) = configs();
+    // Accepted the ordinary way: no secrets were kept.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cfg = client.clone();
+    let peer = std::thread::spawn(move || {
+        let tcp = StdTcp::connect(addr).unwrap();
+        let conn = rustls::ClientConnection::new(cfg, "a.example".try_into().unwrap()).unwrap();
+        let mut s = rustls::StreamOwned::new(conn, tcp);
+        s.write_all(b"x").unwrap();
+        s.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    });
+    let (tcp, _) = listener.accept().await.unwrap();
+    let mut s = accept(tcp, server.clone(), Instant::now() + Duration::from_secs(5)).await.unwrap();
+    let mut x = [0u8; 1];
+    s.read_exact(&mut x).await.unwrap();
+    assert!(matches!(s.exportable(), Err(ExportError::NoSecrets)));
+    assert!(matches!(s.export(), Err(ExportError::NoSecrets)));
+    peer.join().unwrap();
+
+    // TLS 1.2: served by the switch, never handed over.
+    let pem = std::fs::read_to_string(dir.path().join("a.crt")).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    use rustls::pki_types::pem::PemObject;
+    roots.add(rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()).unwrap();
+    let tls12 = Arc::new(
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_protocol_versions(&[&rustls::version::TLS12])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    );
+    let peer = std::thread::spawn(move || {
+        let tcp = StdTcp::connect(addr).unwrap();
+        let conn = rustls::ClientConnection::new(tls12, "a.example".try_into().unwrap()).unwrap();
+        let mut s = rustls::StreamOwned::new(conn, tcp);
+        s.write_all(b"x").unwrap();
+        s.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    });
+    let (tcp, _) = listener.accept().await.unwrap();
+    let mut s = accept_exportable(tcp, &server, Instant::now() + Duration::from_secs(5)).await.unwrap();
+    s.read_exact(&mut x).await.unwrap();
+    assert!(matches!(s.exportable(), Err(ExportError::NotTls13("TLSv1.2"))));
+    peer.join().unwrap();
+}
