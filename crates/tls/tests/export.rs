@@ -63,6 +63,38 @@ fn client_thread(
     })
 }
 
+/// A session continued by a `RecordLayer` on its socket, as a node would.
+struct Continued {
+    layer: locus_tls::RecordLayer,
+    tcp: tokio::net::TcpStream,
+    /// Bytes read and not yet opened, and plaintext opened and not yet taken.
+    input: Vec<u8>,
+    plain: Vec<u8>,
+}
+
+impl Continued {
+    /// Open records (reading the socket as needed) until the plaintext is `want`; take it.
+    async fn request(&mut self, want: &[u8]) {
+        let mut chunk = [0u8; 4096];
+        loop {
+            self.layer.open(&mut self.input, &mut self.plain, &mut Vec::new()).unwrap();
+            if self.plain == want {
+                self.plain.clear();
+                return;
+            }
+            let n = self.tcp.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "closed before {:?}", String::from_utf8_lossy(want));
+            self.input.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    async fn answer(&mut self, data: &[u8]) {
+        let mut out = Vec::new();
+        self.layer.seal(data, &mut out).unwrap();
+        self.tcp.write_all(&out).await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn a_session_continues_on_its_socket_after_being_taken_apart() {
     let (_dir, server, client) = configs();
@@ -76,40 +108,36 @@ async fn a_session_continues_on_its_socket_after_being_taken_apart() {
     s.read_exact(&mut first).await.unwrap();
     assert_eq!(&first, b"first");
     s.exportable().unwrap();
-    let (mut tcp, export) = s.export().unwrap();
+    let (tcp, export) = s.export().unwrap();
     let shown = format!("{export:?}");
     assert!(shown.contains("Aes256GcmSha384") && !shown.contains("secret:"), "{shown}");
-    let mut layer = export.record_layer().unwrap();
     // The second request: decrypted already, half a record, or still on the socket.
-    let (mut plain, mut replies) = (export.plaintext.clone(), Vec::new());
-    let mut input = export.undecrypted.clone();
-    let mut chunk = [0u8; 4096];
-    loop {
-        layer.open(&mut input, &mut plain, &mut replies).unwrap();
-        if plain == b"second" {
-            break;
-        }
-        let n = tcp.read(&mut chunk).await.unwrap();
-        assert!(n > 0, "closed before the second request");
-        input.extend_from_slice(&chunk[..n]);
-    }
-    let mut out = Vec::new();
-    layer.seal(b"answer to first and second", &mut out).unwrap();
-    tcp.write_all(&out).await.unwrap();
-    plain.clear();
-    loop {
-        layer.open(&mut input, &mut plain, &mut replies).unwrap();
-        if plain == b"third" {
-            break;
-        }
-        let n = tcp.read(&mut chunk).await.unwrap();
-        assert!(n > 0, "closed before the third request");
-        input.extend_from_slice(&chunk[..n]);
-    }
-    let mut out = Vec::new();
-    layer.seal(b"done", &mut out).unwrap();
-    tcp.write_all(&out).await.unwrap();
+    let mut node = Continued {
+        layer: export.record_layer().unwrap(),
+        input: export.undecrypted.clone(),
+        plain: export.plaintext.clone(),
+        tcp,
+    };
+    node.request(b"second").await;
+    node.answer(b"answer to first and second").await;
+    node.request(b"third").await;
+    node.answer(b"done").await;
     tokio::task::spawn_blocking(move || peer.join().unwrap()).await.unwrap();
+}
+
+/// A client under `config` that sends one byte and stays a moment.
+fn send_one_byte(
+    config: Arc<rustls::ClientConfig>,
+    addr: std::net::SocketAddr,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let tcp = StdTcp::connect(addr).unwrap();
+        let conn = rustls::ClientConnection::new(config, "a.example".try_into().unwrap()).unwrap();
+        let mut s = rustls::StreamOwned::new(conn, tcp);
+        s.write_all(b"x").unwrap();
+        s.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    })
 }
 
 #[tokio::test]
@@ -118,15 +146,7 @@ async fn a_session_without_its_key_log_or_on_tls_1_2_is_not_taken_apart() {
     // Accepted the ordinary way: no secrets were kept.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let cfg = client.clone();
-    let peer = std::thread::spawn(move || {
-        let tcp = StdTcp::connect(addr).unwrap();
-        let conn = rustls::ClientConnection::new(cfg, "a.example".try_into().unwrap()).unwrap();
-        let mut s = rustls::StreamOwned::new(conn, tcp);
-        s.write_all(b"x").unwrap();
-        s.flush().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-    });
+    let peer = send_one_byte(client, addr);
     let (tcp, _) = listener.accept().await.unwrap();
     let mut s = accept(tcp, server.clone(), Instant::now() + Duration::from_secs(5)).await.unwrap();
     let mut x = [0u8; 1];
@@ -147,14 +167,7 @@ async fn a_session_without_its_key_log_or_on_tls_1_2_is_not_taken_apart() {
             .with_root_certificates(roots)
             .with_no_client_auth(),
     );
-    let peer = std::thread::spawn(move || {
-        let tcp = StdTcp::connect(addr).unwrap();
-        let conn = rustls::ClientConnection::new(tls12, "a.example".try_into().unwrap()).unwrap();
-        let mut s = rustls::StreamOwned::new(conn, tcp);
-        s.write_all(b"x").unwrap();
-        s.flush().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-    });
+    let peer = send_one_byte(tls12, addr);
     let (tcp, _) = listener.accept().await.unwrap();
     let mut s = accept_exportable(tcp, &server, Instant::now() + Duration::from_secs(5)).await.unwrap();
     s.read_exact(&mut x).await.unwrap();
