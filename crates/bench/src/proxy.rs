@@ -12,7 +12,7 @@ mod table;
 use crate::idle::hold_idle_connections;
 use crate::wrk::{WrkLoad, WrkResult, run_wrk};
 use anyhow::Context;
-use locus_rig::{LabNetwork, Net, NodeSpec, find_program, rss_mb, servers};
+use locus_rig::{LabNetwork, Net, find_program, rss_mb};
 pub use paths::{DIRECT, IDLE_PATH, PATHS, PathKind, resolve_paths};
 pub use plot::write_plot;
 use serde::Serialize;
@@ -367,10 +367,7 @@ pub fn run_proxy_bench(
             ));
         }
     }
-    let node = |role: &str| NodeSpec { workers: opts.node_workers, ..NodeSpec::new(role, &root) };
-    let node1 = servers::locus_node(&net, &locus, &scratch, &node("node1"))?;
-    let node2 = servers::locus_node(&net, &locus, &scratch, &node("node2"))?;
-    let nodes = [("node1".to_string(), node1.addr), ("node2".to_string(), node2.addr)];
+    let (node_servers, nodes) = files.start_nodes(&net, &locus, opts.node_workers)?;
     let env = paths::Env {
         net: &net,
         locus: &locus,
@@ -481,7 +478,7 @@ pub fn run_proxy_bench(
         rows.push(ProxyRow::Idle { path: "idle-connections".into(), connections: held, rss_mb: rss });
     }
     drop(started);
-    drop((node1, node2));
+    drop(node_servers);
     drop(net);
     Ok(rows)
 }

@@ -11,14 +11,14 @@ mod paths;
 mod table;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use locus_load::{Expectation, LoadConfig, Verification, run_load};
 use locus_rig::servers::{CertKind, TlsFiles, write_tls_files};
-use locus_rig::{Net, NodeSpec, Server, cpu_us_per_request, process_tree_cpu, servers};
+use locus_rig::{Net, Server, cpu_us_per_request, process_tree_cpu};
 pub use paths::{TLS_PATHS, TlsPath, resolve_tls_paths};
 use serde::Serialize;
 pub use table::tls_markdown;
@@ -75,6 +75,9 @@ pub struct Measure {
     pub resumed: bool,
 }
 
+/// The file sizes the measures fetch.
+const SIZES: [u64; 2] = [1024, 65536];
+
 /// What each path is measured at, in order: full handshakes, resumed ones, keep-alive 1 KiB
 /// and 64 KiB.
 pub const MEASURES: [Measure; 4] = [
@@ -130,8 +133,9 @@ struct RunFigures {
 struct Bench<'a> {
     net: &'a Net,
     opts: &'a TlsBenchOptions,
-    root: &'a Path,
     tls: &'a TlsFiles,
+    /// What every response of each size must be, by size (computed once).
+    expected: &'a [(u64, Expectation)],
 }
 
 impl Bench<'_> {
@@ -143,13 +147,15 @@ impl Bench<'_> {
         measure: Measure,
         seconds: u32,
     ) -> anyhow::Result<RunFigures> {
-        let body = std::fs::read(self.root.join(format!("{}.bin", measure.size)))?;
+        let expected = self.expected.iter().find(|(size, _)| *size == measure.size).map(|(_, e)| *e);
         let config = LoadConfig {
             clients: self.opts.connections as usize,
             threads: 1,
             keepalive: measure.keepalive,
             duration: Some(Duration::from_secs(u64::from(seconds))),
-            verification: Verification::Pinned(Expectation::of_body(&body)),
+            verification: Verification::Pinned(
+                expected.context("a measure of a size the bench did not write")?,
+            ),
             tls_ca: Some(self.tls.cert.clone()),
             tls_resume: measure.resumed,
             tls_name: Some(SERVER_NAME.into()),
@@ -186,7 +192,7 @@ impl Bench<'_> {
 pub fn run_tls_bench(opts: &TlsBenchOptions, mut progress: impl FnMut(&str)) -> anyhow::Result<Vec<TlsRow>> {
     let kinds = resolve_tls_paths(&opts.paths)?;
     let locus = std::env::current_exe().context("locating the locus executable")?;
-    let files = crate::bench_files::BenchFiles::create("bench-tls", opts.keep.as_ref(), [1024, 65536])?;
+    let files = crate::bench_files::BenchFiles::create("bench-tls", opts.keep.as_ref(), SIZES)?;
     let (scratch, root) = (files.scratch.clone(), files.root.clone());
     let runs = opts.certs.len() * opts.rounds.max(1) as usize * MEASURES.len() * kinds.len();
     progress(&format!(
@@ -196,10 +202,9 @@ pub fn run_tls_bench(opts: &TlsBenchOptions, mut progress: impl FnMut(&str)) -> 
     ));
     let net = opts.net.make()?;
     progress(&format!("network: {}", net.describe()));
-    let node = |role: &str| NodeSpec::new(role, &root);
-    let node1 = servers::locus_node(&net, &locus, &scratch, &node("node1"))?;
-    let node2 = servers::locus_node(&net, &locus, &scratch, &node("node2"))?;
-    let nodes = [("node1".to_string(), node1.addr), ("node2".to_string(), node2.addr)];
+    let (_node_servers, nodes) = files.start_nodes(&net, &locus, 1)?;
+    let expected: Vec<(u64, Expectation)> =
+        SIZES.iter().map(|&size| (size, Expectation::of_body(&crate::bench_files::body(size)))).collect();
     let mut rows = Vec::new();
     for (i, &cert) in opts.certs.iter().enumerate() {
         let tls = write_tls_files(&scratch.join("tls"), cert, SERVER_NAME)?;
@@ -212,7 +217,7 @@ pub fn run_tls_bench(opts: &TlsBenchOptions, mut progress: impl FnMut(&str)) -> 
             tls: &tls,
             workers: opts.workers,
         };
-        let bench = Bench { net: &net, opts, root: &root, tls: &tls };
+        let bench = Bench { net: &net, opts, tls: &tls, expected: &expected };
         let mut started = Vec::new();
         for kind in &kinds {
             let s = kind.start(&env).with_context(|| format!("starting TLS path `{}`", kind.name))?;
