@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use zeroize::Zeroizing;
 
-use crate::record_layer::{Direction, RecordError, RecordLayer, Suite};
+use crate::record_layer::{Direction, RecordError, RecordLayer, Suite, traffic_key};
 use crate::stream::{HandshakeFailure, TlsStream, accept};
 
 const CLIENT_SECRET: &str = "CLIENT_TRAFFIC_SECRET_0";
@@ -65,9 +65,33 @@ pub enum ExportError {
     NoSecrets,
     #[error("rustls would not give the keys up: {0}")]
     Extract(rustls::Error),
+    #[error("the keys were updated before the handoff (the key log has only the first)")]
+    KeyUpdated,
+    #[error("the record layer could not take the keys: {0}")]
+    Record(RecordError),
+    #[error("the session was not taken over from rustls first")]
+    NotTakenOver,
+    #[error("the session has ended")]
+    Ended,
+}
+
+impl ExportError {
+    /// A short label for counting sessions served two-way by why.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ExportError::NotTls13(_) => "tls12",
+            ExportError::Suite(_) => "suite",
+            ExportError::OutputPending => "output_pending",
+            ExportError::NoSecrets | ExportError::NotTakenOver => "no_secrets",
+            ExportError::KeyUpdated => "key_updated",
+            ExportError::Extract(_) | ExportError::Record(_) => "keys",
+            ExportError::Ended => "ended",
+        }
+    }
 }
 
 /// What continues a session elsewhere.
+#[derive(Clone, PartialEq, Eq)]
 pub struct SessionExport {
     pub suite: Suite,
     /// Our (server) direction: its traffic secret and next sequence number.
@@ -118,15 +142,6 @@ pub async fn accept_exportable(
     Ok(stream)
 }
 
-/// The parts `TlsStream::export` takes apart.
-pub(crate) struct ExportParts {
-    pub tcp: TcpStream,
-    pub tls: rustls::Connection,
-    pub secrets: Option<Arc<SessionSecrets>>,
-    pub plaintext: Vec<u8>,
-    pub undecrypted: Vec<u8>,
-}
-
 /// Whether a session on `tls` can be taken apart (`has_secrets`: its key log was kept): the
 /// suite to continue it with.
 pub(crate) fn check_exportable(tls: &rustls::Connection, has_secrets: bool) -> Result<Suite, ExportError> {
@@ -148,9 +163,13 @@ pub(crate) fn check_exportable(tls: &rustls::Connection, has_secrets: bool) -> R
     Ok(suite)
 }
 
-/// Take the session apart: the socket and its export.
-pub(crate) fn export_parts(parts: ExportParts) -> Result<(TcpStream, SessionExport), ExportError> {
-    let ExportParts { tcp, tls, secrets, plaintext, undecrypted } = parts;
+/// The keys of the session `tls` (its key log `secrets`), with `plaintext` (decrypted bytes
+/// not yet read): rustls is done with it.
+pub(crate) fn export_secrets(
+    tls: rustls::Connection,
+    secrets: Option<Arc<SessionSecrets>>,
+    plaintext: Vec<u8>,
+) -> Result<SessionExport, ExportError> {
     let suite = check_exportable(&tls, secrets.is_some())?;
     let secrets = secrets.ok_or(ExportError::NoSecrets)?;
     let (Some(rx_secret), Some(tx_secret)) =
@@ -159,14 +178,37 @@ pub(crate) fn export_parts(parts: ExportParts) -> Result<(TcpStream, SessionExpo
         return Err(ExportError::NoSecrets);
     };
     let extracted = tls.dangerous_extract_secrets().map_err(ExportError::Extract)?;
-    let export = SessionExport {
+    // The key log gives the first secrets only: after a KeyUpdate they no longer match the
+    // keys in use, and the session cannot be continued.
+    for (secret, (_, keys)) in [(&tx_secret, &extracted.tx), (&rx_secret, &extracted.rx)] {
+        if !keys_match(suite, secret, keys)? {
+            return Err(ExportError::KeyUpdated);
+        }
+    }
+    Ok(SessionExport {
         suite,
         tx_secret,
         tx_seq: extracted.tx.0,
         rx_secret,
         rx_seq: extracted.rx.0,
         plaintext,
-        undecrypted,
+        undecrypted: Vec::new(),
+    })
+}
+
+/// Whether the key and IV derived from `secret` are those rustls uses.
+fn keys_match(
+    suite: Suite,
+    secret: &[u8],
+    keys: &rustls::ConnectionTrafficSecrets,
+) -> Result<bool, ExportError> {
+    use rustls::ConnectionTrafficSecrets as Keys;
+    let (key, iv) = match keys {
+        Keys::Aes128Gcm { key, iv } | Keys::Aes256Gcm { key, iv } | Keys::Chacha20Poly1305 { key, iv } => {
+            (key, iv)
+        }
+        _ => return Ok(false),
     };
-    Ok((tcp, export))
+    let (derived_key, derived_iv) = traffic_key(suite, secret).map_err(ExportError::Record)?;
+    Ok(derived_key.as_slice() == key.as_ref() && derived_iv.as_slice() == iv.as_ref())
 }

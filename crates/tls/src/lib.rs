@@ -8,6 +8,7 @@
 
 mod certificate;
 mod cleartext;
+mod continued;
 mod error;
 mod export;
 mod record_layer;
@@ -22,7 +23,9 @@ pub use certificate::{LoadedCertificate, load_certificate};
 pub use cleartext::{answer_cleartext, cleartext_answer};
 pub use error::TlsError;
 pub use export::{ExportError, SessionExport, SessionSecrets, accept_exportable};
-pub use record_layer::{Direction, MAX_PLAINTEXT, Opened, RecordError, RecordLayer, Suite};
+pub use record_layer::{
+    Direction, KEY_UPDATES_IN_A_ROW, MAX_PLAINTEXT, Opened, RecordError, RecordLayer, Suite,
+};
 pub use server_config::{ALPN_HTTP1, server_config};
 pub use service::{CertificateSummary, TlsService, TlsStatus};
 pub use settings::{CertificateFiles, TlsSettings, UnknownSni};

@@ -20,6 +20,10 @@ const ALERT: u8 = 21;
 const HANDSHAKE: u8 = 22;
 const KEY_UPDATE: u8 = 24;
 const CLOSE_NOTIFY: u8 = 0;
+const FATAL: u8 = 2;
+/// KeyUpdates a peer may send with no application data between them before the session is
+/// ended as a storm (each one costs a key derivation, and one asking for ours a record).
+pub const KEY_UPDATES_IN_A_ROW: u32 = 32;
 /// Records sealed under one key before the layer updates it: RFC 8446 §5.5 puts AES-GCM's
 /// limit at 2^24.5 full records; the same bound is kept for every suite.
 pub const RECORDS_PER_KEY: u64 = 1 << 24;
@@ -61,6 +65,31 @@ impl Suite {
     fn hash_len(self) -> usize {
         hkdf::KeyType::len(&self.hkdf())
     }
+
+    /// The suite's IANA code point (as it travels on a handoff's control channel).
+    pub fn code(self) -> u16 {
+        match self {
+            Suite::Aes128GcmSha256 => 0x1301,
+            Suite::Aes256GcmSha384 => 0x1302,
+            Suite::Chacha20Poly1305Sha256 => 0x1303,
+        }
+    }
+
+    /// The suite of an IANA code point, if the record layer continues it.
+    pub fn from_code(code: u16) -> Option<Suite> {
+        [Suite::Aes128GcmSha256, Suite::Aes256GcmSha384, Suite::Chacha20Poly1305Sha256]
+            .into_iter()
+            .find(|s| s.code() == code)
+    }
+
+    /// The suite's name as rustls and the status print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Aes128GcmSha256 => "TLS13_AES_128_GCM_SHA256",
+            Suite::Aes256GcmSha384 => "TLS13_AES_256_GCM_SHA384",
+            Suite::Chacha20Poly1305Sha256 => "TLS13_CHACHA20_POLY1305_SHA256",
+        }
+    }
 }
 
 /// Why a record could not be used.
@@ -78,6 +107,22 @@ pub enum RecordError {
     SequenceExhausted,
     #[error("a key could not be derived")]
     KeyDerivation,
+    #[error("more than {KEY_UPDATES_IN_A_ROW} KeyUpdates with no data between them")]
+    KeyUpdateStorm,
+}
+
+impl RecordError {
+    /// The fatal alert that tells the peer why the session ends (none when the peer ended it,
+    /// or when no record can be sealed any more).
+    pub fn alert(&self) -> Option<u8> {
+        match self {
+            RecordError::BadRecordMac => Some(20),
+            RecordError::RecordOverflow(_) => Some(22),
+            RecordError::Unexpected(_) | RecordError::KeyUpdateStorm => Some(10),
+            RecordError::KeyDerivation => Some(80),
+            RecordError::Alert(_) | RecordError::SequenceExhausted => None,
+        }
+    }
 }
 
 /// `HKDF-Expand-Label(secret, label, "", len)` of RFC 8446 §7.1.
@@ -103,6 +148,17 @@ fn expand_label(
     Ok(out)
 }
 
+/// A record key and its IV.
+pub(crate) type KeyAndIv = (Zeroizing<Vec<u8>>, Zeroizing<Vec<u8>>);
+
+/// The record key and IV of the traffic secret `secret` (RFC 8446 §7.3).
+pub(crate) fn traffic_key(suite: Suite, secret: &[u8]) -> Result<KeyAndIv, RecordError> {
+    Ok((
+        expand_label(suite, secret, b"key", suite.aead().key_len())?,
+        expand_label(suite, secret, b"iv", 12)?,
+    ))
+}
+
 /// One direction of a session: its traffic secret, the key and IV derived from it, and the
 /// next record's sequence number.
 pub struct Direction {
@@ -116,8 +172,7 @@ pub struct Direction {
 impl Direction {
     /// The direction whose traffic secret is `secret`, at sequence number `seq`.
     pub fn new(suite: Suite, secret: &[u8], seq: u64) -> Result<Direction, RecordError> {
-        let key_bytes = expand_label(suite, secret, b"key", suite.aead().key_len())?;
-        let iv_bytes = expand_label(suite, secret, b"iv", 12)?;
+        let (key_bytes, iv_bytes) = traffic_key(suite, secret)?;
         let key = UnboundKey::new(suite.aead(), &key_bytes).map_err(|_| RecordError::KeyDerivation)?;
         let mut iv = Zeroizing::new([0u8; 12]);
         iv.copy_from_slice(&iv_bytes);
@@ -147,6 +202,15 @@ impl Direction {
     pub fn sequence(&self) -> u64 {
         self.seq
     }
+
+    /// The current traffic secret (to hand the session on; never printed).
+    pub(crate) fn secret(&self) -> &Zeroizing<Vec<u8>> {
+        &self.secret
+    }
+
+    pub fn suite(&self) -> Suite {
+        self.suite
+    }
 }
 
 /// What opening the buffered records gave.
@@ -164,11 +228,13 @@ pub struct RecordLayer {
     rx: Direction,
     /// Records sealed under one key before it is updated (`RECORDS_PER_KEY`).
     records_per_key: u64,
+    /// KeyUpdates received since the last application data.
+    updates_in_a_row: u32,
 }
 
 impl RecordLayer {
     pub fn new(tx: Direction, rx: Direction) -> RecordLayer {
-        RecordLayer { tx, rx, records_per_key: RECORDS_PER_KEY }
+        RecordLayer { tx, rx, records_per_key: RECORDS_PER_KEY, updates_in_a_row: 0 }
     }
 
     /// The layer updating its sending key every `n` records instead (tests).
@@ -227,6 +293,11 @@ impl RecordLayer {
         self.seal_typed(ALERT, &[1, CLOSE_NOTIFY], out)
     }
 
+    /// Append a fatal alert of `description` to `out` (the session ends after it).
+    pub fn seal_alert(&mut self, description: u8, out: &mut Vec<u8>) -> Result<(), RecordError> {
+        self.seal_typed(ALERT, &[FATAL, description], out)
+    }
+
     /// Open every whole record at the front of `input` (removing them), appending application
     /// data to `plaintext` and answering a KeyUpdate that asks for one into `replies`; a
     /// partial record stays in `input` for more bytes.
@@ -262,11 +333,20 @@ impl RecordLayer {
             };
             let (content, typ) = (&inner[..end], inner[end]);
             match typ {
-                APPLICATION_DATA => plaintext.extend_from_slice(content),
+                APPLICATION_DATA => {
+                    if !content.is_empty() {
+                        self.updates_in_a_row = 0;
+                    }
+                    plaintext.extend_from_slice(content);
+                }
                 ALERT if content == [1, CLOSE_NOTIFY] => opened.closed = true,
                 ALERT => return Err(RecordError::Alert(*content.get(1).unwrap_or(&0))),
                 HANDSHAKE => {
                     let requested = key_update_request(content)?;
+                    self.updates_in_a_row += 1;
+                    if self.updates_in_a_row > KEY_UPDATES_IN_A_ROW {
+                        return Err(RecordError::KeyUpdateStorm);
+                    }
                     self.rx = self.rx.updated()?;
                     if requested {
                         self.seal_typed(HANDSHAKE, &[KEY_UPDATE, 0, 0, 1, 0], replies)?;

@@ -5,6 +5,9 @@
 //! themselves, and `AsyncRead`/`AsyncWrite` for the rest. On the server side bytes come off
 //! the socket into a buffer of its own and reach rustls a whole record at a time, so what was
 //! read and not yet decrypted is always known, never inside rustls (a handoff needs that).
+//! A TLS 1.3 session can leave rustls for the record layer (`take_over`, then `session_state`
+//! to hand it on) and be continued on another host's socket (`continued`); the stream reads
+//! and writes the same either way.
 
 use std::io::{self, BufRead, Read, Write};
 use std::pin::Pin;
@@ -17,6 +20,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout_at};
 
+use crate::continued::ContinuedSession;
+use crate::export::{ExportError, SessionExport};
+use crate::record_layer::RecordError;
+
 /// The first byte of a TLS handshake record.
 const HANDSHAKE_RECORD: u8 = 0x16;
 /// A record header's length.
@@ -27,10 +34,28 @@ const MAX_RECORD_PAYLOAD: usize = 16_384 + 2_048;
 /// Bytes asked of the socket per read.
 const SOCKET_READ: usize = 16 * 1024;
 
+/// What protects the records: rustls from the handshake on, or the record layer once the
+/// session was taken over from rustls or received with a handed-off connection.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "rustls is the common engine, kept inline; the stream itself is boxed by its holders"
+)]
+enum Engine {
+    Rustls(Connection),
+    Continued(Box<ContinuedSession>),
+    /// Between `take_over` taking rustls's keys and the record layer's start: seen only when
+    /// that failed, and the session is then unusable.
+    Gone,
+}
+
+fn gone() -> io::Error {
+    io::Error::new(io::ErrorKind::NotConnected, "the TLS session was taken apart")
+}
+
 /// A TLS connection over `tcp`, server side or client side.
 pub struct TlsStream {
     tcp: TcpStream,
-    tls: Connection,
+    engine: Engine,
     /// Bytes read from the socket and not yet given to rustls: the start of a record.
     incoming: Vec<u8>,
     /// Server side: records reach rustls whole, so a session can be handed over with what
@@ -47,10 +72,11 @@ pub struct TlsStream {
     closing: bool,
 }
 
-/// Why receiving failed: the socket, or the records.
+/// Why receiving failed: the socket, or the records (rustls's or the record layer's).
 enum Received {
     Io(io::Error),
     Tls(rustls::Error),
+    Record(RecordError),
 }
 
 /// The length of the whole record at the front of `bytes` (header included), if it is all
@@ -197,7 +223,7 @@ impl TlsStream {
             tcp,
             whole_records: matches!(tls, Connection::Server(_)),
             secrets: None,
-            tls,
+            engine: Engine::Rustls(tls),
             incoming: Vec::new(),
             plaintext: 0,
             peer_closed: false,
@@ -210,11 +236,31 @@ impl TlsStream {
         }
     }
 
+    /// A session another process began, continued on `tcp` (its connection, handed over) from
+    /// `export`: reads and writes go through the record layer.
+    pub fn continued(tcp: TcpStream, export: SessionExport) -> Result<TlsStream, RecordError> {
+        let (session, incoming) = ContinuedSession::new(export)?;
+        Ok(TlsStream {
+            tcp,
+            engine: Engine::Continued(Box::new(session)),
+            incoming,
+            whole_records: true,
+            secrets: None,
+            plaintext: 0,
+            peer_closed: false,
+            closing: false,
+        })
+    }
+
+    fn is_handshaking(&self) -> bool {
+        matches!(&self.engine, Engine::Rustls(tls) if tls.is_handshaking())
+    }
+
     /// Drive the handshake to its end, then send what it left queued (TLS 1.3 tickets).
     async fn handshake(&mut self) -> Result<(), HandshakeFailure> {
-        while self.tls.is_handshaking() {
+        while self.is_handshaking() {
             self.flush().await.map_err(HandshakeFailure::Io)?;
-            if !self.tls.is_handshaking() {
+            if !self.is_handshaking() {
                 break;
             }
             self.tcp.readable().await.map_err(HandshakeFailure::Io)?;
@@ -224,6 +270,7 @@ impl TlsStream {
                 Err(Received::Io(e)) if would_block(&e) => {}
                 Err(Received::Io(e)) => return Err(HandshakeFailure::Io(e)),
                 Err(Received::Tls(e)) => return Err(HandshakeFailure::Protocol(e)),
+                Err(Received::Record(e)) => return Err(HandshakeFailure::Io(io::Error::other(e))),
             }
         }
         self.flush().await.map_err(HandshakeFailure::Io)
@@ -234,8 +281,13 @@ impl TlsStream {
     /// and stop while decrypted bytes wait to be read, so rustls never holds more than one
     /// record's plaintext and never part of a record.
     fn receive(&mut self) -> Result<usize, Received> {
+        let tls = match &mut self.engine {
+            Engine::Rustls(tls) => tls,
+            Engine::Continued(_) => return self.receive_continued(),
+            Engine::Gone => return Err(Received::Io(gone())),
+        };
         if !self.whole_records {
-            let n = self.tls.read_tls(&mut TryIo(&self.tcp)).map_err(Received::Io)?;
+            let n = tls.read_tls(&mut TryIo(&self.tcp)).map_err(Received::Io)?;
             self.process_packets().map_err(Received::Tls)?;
             return Ok(n);
         }
@@ -246,12 +298,35 @@ impl TlsStream {
         self.incoming.reserve(SOCKET_READ);
         let n = self.tcp.try_read_buf(&mut self.incoming).map_err(Received::Io)?;
         if n == 0 {
-            self.tls.read_tls(&mut &[][..]).map_err(Received::Io)?;
+            if let Engine::Rustls(tls) = &mut self.engine {
+                tls.read_tls(&mut &[][..]).map_err(Received::Io)?;
+            }
             self.process_packets().map_err(Received::Tls)?;
             return Ok(0);
         }
         self.feed()?;
         Ok(n)
+    }
+
+    /// `receive` for a continued session: open the whole records read already, or else read
+    /// the socket and open what came. A record that fails sends its alert.
+    fn receive_continued(&mut self) -> Result<usize, Received> {
+        let Engine::Continued(session) = &mut self.engine else { return Err(Received::Io(gone())) };
+        let before = self.incoming.len();
+        let mut opened = session.open(&mut self.incoming);
+        if opened.is_ok() && !session.has_input() && self.incoming.len() == before {
+            self.incoming.reserve(SOCKET_READ);
+            let n = self.tcp.try_read_buf(&mut self.incoming).map_err(Received::Io)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            opened = session.open(&mut self.incoming);
+        }
+        if let Err(e) = opened {
+            let _ = session.flush(&self.tcp);
+            return Err(Received::Record(e));
+        }
+        Ok((before.abs_diff(self.incoming.len())).max(1))
     }
 
     /// Give rustls whole records from `incoming`, processing each, until one yields plaintext
@@ -261,10 +336,11 @@ impl TlsStream {
         while self.plaintext == 0
             && let Some(len) = whole_record(&self.incoming[at..])
         {
+            let Engine::Rustls(tls) = &mut self.engine else { break };
             let mut record = &self.incoming[at..at + len];
             while !record.is_empty() {
                 // rustls takes nothing more after the peer's close_notify: the rest is dropped.
-                if self.tls.read_tls(&mut record).map_err(Received::Io)? == 0 {
+                if tls.read_tls(&mut record).map_err(Received::Io)? == 0 {
                     break;
                 }
             }
@@ -280,27 +356,62 @@ impl TlsStream {
         self.secrets = Some(secrets);
     }
 
-    /// Whether `export` would succeed now (TLS 1.3, a suite the record layer continues,
-    /// nothing queued for the client, accepted with `accept_exportable`): ask before handing
-    /// over, since a failed `export` has consumed the session.
-    pub fn exportable(&self) -> Result<(), crate::export::ExportError> {
-        crate::export::check_exportable(&self.tls, self.secrets.is_some()).map(|_| ())
+    /// Whether the session can be handed on now (TLS 1.3, a suite the record layer continues,
+    /// nothing queued for the client, accepted with `accept_exportable` or continued here):
+    /// ask before `take_over`, since a failed one has consumed the session.
+    pub fn exportable(&self) -> Result<(), ExportError> {
+        match &self.engine {
+            Engine::Rustls(tls) => crate::export::check_exportable(tls, self.secrets.is_some()).map(|_| ()),
+            Engine::Continued(session) if session.movable() => Ok(()),
+            Engine::Continued(_) => Err(ExportError::OutputPending),
+            Engine::Gone => Err(ExportError::Ended),
+        }
+    }
+
+    /// Move the session from rustls to the record layer, on the same socket (nothing to do
+    /// when it is there already): from now on it can be handed on (`session_state`) and, if
+    /// it is not, still be served here. Fails as `exportable` says, the session then lost.
+    pub fn take_over(&mut self) -> Result<(), ExportError> {
+        if matches!(self.engine, Engine::Continued(_)) {
+            return Ok(());
+        }
+        self.exportable()?;
+        let mut plaintext = Vec::new();
+        while self.plaintext > 0 && self.try_read_append(&mut plaintext, usize::MAX).is_ok_and(|n| n > 0) {}
+        let Engine::Rustls(tls) = std::mem::replace(&mut self.engine, Engine::Gone) else {
+            return Err(ExportError::Ended);
+        };
+        let export = crate::export::export_secrets(tls, self.secrets.take(), plaintext)?;
+        let (session, _) = ContinuedSession::new(export).map_err(ExportError::Record)?;
+        self.engine = Engine::Continued(Box::new(session));
+        self.plaintext = 0;
+        Ok(())
+    }
+
+    /// What another process needs to continue the session taken over (`take_over`): `before`
+    /// (bytes already read from the stream, to be read again there) first. The stream stays
+    /// usable, for when the other process does not take it.
+    pub fn session_state(&self, before: &[u8]) -> Result<SessionExport, ExportError> {
+        self.exportable()?;
+        match &self.engine {
+            Engine::Continued(session) => Ok(session.state(before, &self.incoming)),
+            _ => Err(ExportError::NotTakenOver),
+        }
     }
 
     /// Take the session apart for another process to continue: the socket, and the suite,
     /// secrets, sequence numbers and unused bytes (`SessionExport`). Fails as `exportable`
     /// says, the session then lost: check `exportable` first.
-    pub fn export(mut self) -> Result<(TcpStream, crate::export::SessionExport), crate::export::ExportError> {
-        let mut plaintext = Vec::new();
-        while self.plaintext > 0 && self.try_read_append(&mut plaintext, usize::MAX).is_ok_and(|n| n > 0) {}
-        let parts = crate::export::ExportParts {
-            tcp: self.tcp,
-            tls: self.tls,
-            secrets: self.secrets,
-            plaintext,
-            undecrypted: self.incoming,
-        };
-        crate::export::export_parts(parts)
+    pub fn export(mut self) -> Result<(TcpStream, SessionExport), ExportError> {
+        self.take_over()?;
+        let state = self.session_state(&[])?;
+        Ok((self.tcp, state))
+    }
+
+    /// Put the session on another socket (its connection restored there after a handoff
+    /// that was not taken); the old socket is given back.
+    pub fn replace_tcp(&mut self, tcp: TcpStream) -> TcpStream {
+        std::mem::replace(&mut self.tcp, tcp)
     }
 
     /// Bytes read from the socket that rustls has not been given: the start of a record.
@@ -311,7 +422,8 @@ impl TlsStream {
     /// Decrypt what `read_tls` took in. A protocol error sends its alert (as far as the
     /// socket takes it).
     fn process_packets(&mut self) -> Result<(), rustls::Error> {
-        match self.tls.process_new_packets() {
+        let Engine::Rustls(tls) = &mut self.engine else { return Ok(()) };
+        match tls.process_new_packets() {
             Ok(state) => {
                 self.plaintext = state.plaintext_bytes_to_read();
                 self.peer_closed |= state.peer_has_closed();
@@ -331,28 +443,43 @@ impl TlsStream {
 
     /// What the handshake agreed.
     pub fn negotiated(&self) -> Negotiated {
-        let version = match self.tls.protocol_version() {
+        let tls = match &self.engine {
+            Engine::Rustls(tls) => tls,
+            Engine::Continued(session) => {
+                return Negotiated { version: "TLSv1.3", suite: session.suite().name(), resumed: false };
+            }
+            Engine::Gone => return Negotiated { version: "other", suite: "other", resumed: false },
+        };
+        let version = match tls.protocol_version() {
             Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
             Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
             _ => "other",
         };
-        let suite = self.tls.negotiated_cipher_suite().and_then(|s| s.suite().as_str()).unwrap_or("other");
-        let resumed = self.tls.handshake_kind() == Some(HandshakeKind::Resumed);
+        let suite = tls.negotiated_cipher_suite().and_then(|s| s.suite().as_str()).unwrap_or("other");
+        let resumed = tls.handshake_kind() == Some(HandshakeKind::Resumed);
         Negotiated { version, suite, resumed }
     }
 
-    /// The server name the client asked for, if any (server side).
+    /// Whether the session is continued by the record layer (taken over, or received).
+    pub fn is_continued(&self) -> bool {
+        matches!(self.engine, Engine::Continued(_))
+    }
+
+    /// The server name the client asked for, if any (server side, in rustls).
     pub fn server_name(&self) -> Option<&str> {
-        match &self.tls {
-            Connection::Server(s) => s.server_name(),
-            Connection::Client(_) => None,
+        match &self.engine {
+            Engine::Rustls(Connection::Server(s)) => s.server_name(),
+            _ => None,
         }
     }
 
     /// Whether decrypted bytes wait to be read, or the peer's close does: a read will not
     /// block even if the socket has nothing.
     pub fn has_buffered_input(&self) -> bool {
-        self.plaintext > 0 || self.peer_closed || whole_record(&self.incoming).is_some()
+        self.plaintext > 0
+            || self.peer_closed
+            || whole_record(&self.incoming).is_some()
+            || matches!(&self.engine, Engine::Continued(session) if session.has_input())
     }
 
     /// Read decrypted bytes without waiting: `Ok(0)` when the client closed (with or
@@ -378,30 +505,45 @@ impl TlsStream {
     /// says how many it took; `Ok(0)` at the end of the stream.
     fn try_read_with(&mut self, mut take: impl FnMut(&[u8]) -> usize) -> io::Result<usize> {
         loop {
-            let mut reader = self.tls.reader();
-            match reader.fill_buf() {
-                Ok(chunk) => {
-                    // Empty: the peer's close_notify.
-                    let n = if chunk.is_empty() { 0 } else { take(chunk) };
-                    reader.consume(n);
-                    self.plaintext = self.plaintext.saturating_sub(n);
-                    return Ok(n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
-                Err(e) if would_block(&e) => {}
-                Err(e) => return Err(e),
+            if let Some(n) = self.take_plaintext(&mut take)? {
+                return Ok(n);
             }
             match self.receive() {
                 Ok(0) => self.peer_closed = true,
                 Ok(_) => {}
                 Err(Received::Io(e)) => return Err(e),
                 Err(Received::Tls(e)) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+                Err(Received::Record(e)) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
             }
             // Post-handshake messages may need an answer (a key update); send what fits.
             match self.try_flush() {
                 Err(e) if !would_block(&e) => return Err(e),
                 _ => {}
             }
+        }
+    }
+
+    /// Give `take` decrypted bytes waiting here: `Some(n)` taken, `Some(0)` at the end of the
+    /// stream, `None` when none wait.
+    fn take_plaintext(&mut self, take: &mut impl FnMut(&[u8]) -> usize) -> io::Result<Option<usize>> {
+        match &mut self.engine {
+            Engine::Rustls(tls) => {
+                let mut reader = tls.reader();
+                match reader.fill_buf() {
+                    Ok(chunk) => {
+                        // Empty: the peer's close_notify.
+                        let n = if chunk.is_empty() { 0 } else { take(chunk) };
+                        reader.consume(n);
+                        self.plaintext = self.plaintext.saturating_sub(n);
+                        Ok(Some(n))
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(Some(0)),
+                    Err(e) if would_block(&e) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+            Engine::Continued(session) => Ok(session.read_with(take).or(self.peer_closed.then_some(0))),
+            Engine::Gone => Err(gone()),
         }
     }
 
@@ -417,7 +559,11 @@ impl TlsStream {
             return Ok(0);
         }
         loop {
-            let taken = self.tls.writer().write_vectored(data)?;
+            let taken = match &mut self.engine {
+                Engine::Rustls(tls) => tls.writer().write_vectored(data)?,
+                Engine::Continued(session) => session.seal(data)?,
+                Engine::Gone => return Err(gone()),
+            };
             let flushed = self.try_flush();
             if taken > 0 {
                 return match flushed {
@@ -432,15 +578,25 @@ impl TlsStream {
 
     /// Send queued TLS records without waiting: `WouldBlock` while some remain.
     pub fn try_flush(&mut self) -> io::Result<()> {
-        while self.tls.wants_write() {
-            self.tls.write_tls(&mut TryIo(&self.tcp))?;
+        match &mut self.engine {
+            Engine::Rustls(tls) => {
+                while tls.wants_write() {
+                    tls.write_tls(&mut TryIo(&self.tcp))?;
+                }
+                Ok(())
+            }
+            Engine::Continued(session) => session.flush(&self.tcp),
+            Engine::Gone => Ok(()),
         }
-        Ok(())
     }
 
     /// Whether TLS records are queued, not yet sent.
     pub fn has_queued_output(&self) -> bool {
-        self.tls.wants_write()
+        match &self.engine {
+            Engine::Rustls(tls) => tls.wants_write(),
+            Engine::Continued(session) => session.wants_write(),
+            Engine::Gone => false,
+        }
     }
 
     /// Wait until a read may make progress.
@@ -470,7 +626,11 @@ impl TlsStream {
     pub fn send_close_notify(&mut self) {
         if !self.closing {
             self.closing = true;
-            self.tls.send_close_notify();
+            match &mut self.engine {
+                Engine::Rustls(tls) => tls.send_close_notify(),
+                Engine::Continued(session) => session.close_notify(),
+                Engine::Gone => {}
+            }
         }
     }
 }

@@ -2,7 +2,9 @@
 //! on the same socket by a `RecordLayer`, as a node would: the request pipelined behind the
 //! first (decrypted already, or still a partial record) is not lost, the client reads the
 //! answer and sends more under the continued keys; the export prints no secret; a session
-//! accepted without its key log, or a TLS 1.2 one, is refused.
+//! accepted without its key log, a TLS 1.2 one, or one whose keys changed already, is refused.
+//! A `TlsStream` taken over from rustls keeps serving on its socket and is continued elsewhere
+//! (twice, across a KeyUpdate); a forged record or a KeyUpdate storm ends it with an alert.
 
 use std::io::{Read, Write};
 use std::net::TcpStream as StdTcp;
@@ -173,4 +175,147 @@ async fn a_session_without_its_key_log_or_on_tls_1_2_is_not_taken_apart() {
     s.read_exact(&mut x).await.unwrap();
     assert!(matches!(s.exportable(), Err(ExportError::NotTls13("TLSv1.2"))));
     peer.join().unwrap();
+}
+
+/// A blocking client on `addr` that handshakes, then runs `script` on its stream.
+fn scripted_client(
+    config: Arc<rustls::ClientConfig>,
+    addr: std::net::SocketAddr,
+    script: impl FnOnce(&mut rustls::StreamOwned<rustls::ClientConnection, StdTcp>) + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let tcp = StdTcp::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let conn = rustls::ClientConnection::new(config, "a.example".try_into().unwrap()).unwrap();
+        let mut s = rustls::StreamOwned::new(conn, tcp);
+        while s.conn.is_handshaking() {
+            s.conn.complete_io(&mut s.sock).unwrap();
+        }
+        script(&mut s);
+    })
+}
+
+type Client = rustls::StreamOwned<rustls::ClientConnection, StdTcp>;
+
+fn expect(s: &mut Client, want: &[u8]) {
+    let mut got = vec![0u8; want.len()];
+    s.read_exact(&mut got).unwrap();
+    assert_eq!(got, want);
+}
+
+/// A server-side session on `listener`, accepted to be handed over.
+async fn accepted(listener: &TcpListener, server: &rustls::ServerConfig) -> locus_tls::TlsStream {
+    let (tcp, _) = listener.accept().await.unwrap();
+    accept_exportable(tcp, server, Instant::now() + Duration::from_secs(5)).await.unwrap()
+}
+
+async fn read_exactly(s: &mut locus_tls::TlsStream, want: &[u8]) {
+    let mut got = vec![0u8; want.len()];
+    s.read_exact(&mut got).await.unwrap();
+    assert_eq!(got, want);
+}
+
+#[tokio::test]
+async fn a_session_taken_over_is_served_on_its_socket_then_continued_twice_across_key_updates() {
+    let (_dir, server, client) = configs();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer = scripted_client(client, listener.local_addr().unwrap(), |s| {
+        s.write_all(b"one").unwrap();
+        expect(s, b"1");
+        s.write_all(b"two").unwrap();
+        expect(s, b"2");
+        // The client updates its keys (asking for ours too) before the third request.
+        s.conn.refresh_traffic_keys().unwrap();
+        s.write_all(b"three").unwrap();
+        expect(s, b"3");
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty(), "after the close_notify: {rest:?}");
+    });
+    let mut s = accepted(&listener, &server).await;
+    read_exactly(&mut s, b"one").await;
+    // The switch takes the session over and, the handoff not taken, serves it itself.
+    s.take_over().unwrap();
+    assert!(s.is_continued());
+    s.write_all(b"1").await.unwrap();
+    read_exactly(&mut s, b"tw").await;
+    // A node continues it, with the bytes the switch read and did not use.
+    let state = s.session_state(b"tw").unwrap();
+    let tcp = s.replace_tcp(tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap());
+    let mut s = locus_tls::TlsStream::continued(tcp, state).unwrap();
+    read_exactly(&mut s, b"two").await;
+    s.write_all(b"2").await.unwrap();
+    // And a second node after it.
+    let (tcp, state) = s.export().unwrap();
+    let mut s = locus_tls::TlsStream::continued(tcp, state).unwrap();
+    read_exactly(&mut s, b"three").await;
+    s.write_all(b"3").await.unwrap();
+    s.shutdown().await.unwrap();
+    tokio::task::spawn_blocking(move || peer.join().unwrap()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_record_with_a_bad_tag_after_the_handoff_ends_the_session_with_an_alert() {
+    let (_dir, server, client) = configs();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer = scripted_client(client, listener.local_addr().unwrap(), |s| {
+        s.write_all(b"one").unwrap();
+        s.conn.writer().write_all(b"forged").unwrap();
+        let mut record = Vec::new();
+        s.conn.write_tls(&mut record).unwrap();
+        *record.last_mut().unwrap() ^= 1;
+        s.sock.write_all(&record).unwrap();
+        let mut buf = [0u8; 16];
+        let e = s.read(&mut buf).unwrap_err();
+        assert!(e.to_string().contains("BadRecordMac"), "{e}");
+    });
+    let mut s = accepted(&listener, &server).await;
+    read_exactly(&mut s, b"one").await;
+    let (tcp, state) = s.export().unwrap();
+    let mut s = locus_tls::TlsStream::continued(tcp, state).unwrap();
+    let mut buf = [0u8; 16];
+    let e = s.read(&mut buf).await.unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    assert!(s.write_all(b"never").await.is_err(), "nothing is served after a bad record");
+    tokio::task::spawn_blocking(move || peer.join().unwrap()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_key_update_storm_ends_the_continued_session() {
+    let (_dir, server, client) = configs();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer = scripted_client(client, listener.local_addr().unwrap(), |s| {
+        s.write_all(b"one").unwrap();
+        for _ in 0..=locus_tls::KEY_UPDATES_IN_A_ROW {
+            s.conn.refresh_traffic_keys().unwrap();
+            s.conn.complete_io(&mut s.sock).unwrap();
+        }
+        let mut buf = [0u8; 16];
+        let e = s.read(&mut buf).unwrap_err();
+        assert!(e.to_string().contains("UnexpectedMessage"), "{e}");
+    });
+    let mut s = accepted(&listener, &server).await;
+    read_exactly(&mut s, b"one").await;
+    let (tcp, state) = s.export().unwrap();
+    let mut s = locus_tls::TlsStream::continued(tcp, state).unwrap();
+    let mut buf = [0u8; 16];
+    let e = s.read(&mut buf).await.unwrap_err();
+    assert!(e.to_string().contains("KeyUpdates"), "{e}");
+    tokio::task::spawn_blocking(move || peer.join().unwrap()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_session_whose_keys_were_updated_before_the_handoff_is_not_taken_apart() {
+    let (_dir, server, client) = configs();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer = scripted_client(client, listener.local_addr().unwrap(), |s| {
+        s.conn.refresh_traffic_keys().unwrap();
+        s.write_all(b"one").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    });
+    let mut s = accepted(&listener, &server).await;
+    read_exactly(&mut s, b"one").await;
+    s.flush().await.unwrap();
+    assert!(matches!(s.take_over(), Err(ExportError::KeyUpdated)));
+    tokio::task::spawn_blocking(move || peer.join().unwrap()).await.unwrap();
 }
