@@ -452,7 +452,7 @@ fn hand_off_timed(
     disconnect_dumped(server.as_fd())?;
     let t_dump = t0.elapsed();
     let hint = HandoffHint { target: "/bench".into(), request_len: REQUEST.len() as u32 };
-    channel.send(&HandoffMessage::HandOver { id, state, hint })?;
+    channel.send(&HandoffMessage::HandOver { id, state, hint, tls: None })?;
     match channel.recv()? {
         HandoffMessage::Ready { id: ready } if ready == id => {}
         HandoffMessage::Refused { reason, .. } => {

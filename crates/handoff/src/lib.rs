@@ -11,9 +11,10 @@
 //!   [`restore_prepared`] onto a [`PreparedSocket`] made (and bound, [`PreparedSocket::bound`])
 //!   ahead.
 //! - [`ControlChannel`] / [`ControlListener`]: framed [`HandoffMessage`]s over TCP, after a
-//!   mutual HMAC-SHA256 challenge–response on a shared [`ControlKey`]; every frame carries a
-//!   tag over (session, direction, sequence number, payload), so frames cannot be forged,
-//!   replayed or reordered. [`ControlChannel::into_blocking`] moves one onto a blocking
+//!   mutual HMAC-SHA256 challenge–response on a shared [`ControlKey`]; every frame is sealed
+//!   with AES-256-GCM under a per-session, per-direction key (HKDF from the control key and
+//!   both nonces) with its sequence number as nonce, so frames are secret (a TLS session's
+//!   traffic secrets travel in them) and cannot be forged, replayed or reordered. [`ControlChannel::into_blocking`] moves one onto a blocking
 //!   socket for a thread of its own, optionally busy-polling ([`BlockingControlChannel`]).
 //!
 //! What a handoff costs (dump, restore, the whole exchange) is measured by `locus bench

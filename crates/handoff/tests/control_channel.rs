@@ -1,6 +1,7 @@
 //! The control channel on loopback: messages arrive intact and in order; a wrong key is
 //! refused by both sides; frames tampered with, replayed, reordered or oversized by a
-//! man in the middle are refused and the connection dropped; silent peers time out.
+//! man in the middle are refused and the connection dropped; what it sees of a TLS session's
+//! handoff holds no secret; silent peers time out.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use locus_handoff::{
     BlockingControlChannel, ConnectionId, ControlChannel, ControlConfig, ControlError, ControlKey,
     ControlListener, HandoffHint, HandoffMessage, TcpRepairState, TcpRepairWindow,
 };
+use locus_tls::{SessionExport, Suite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -61,6 +63,13 @@ fn every_message() -> Vec<HandoffMessage> {
             id,
             state: state(),
             hint: HandoffHint { target: "/index.html".into(), request_len: 38 },
+            tls: None,
+        },
+        HandoffMessage::HandOver {
+            id,
+            state: state(),
+            hint: HandoffHint { target: "/index.html".into(), request_len: 0 },
+            tls: Some(tls_session()),
         },
         HandoffMessage::Ready { id },
         HandoffMessage::Refused { id, reason: "overloaded".into() },
@@ -68,8 +77,27 @@ fn every_message() -> Vec<HandoffMessage> {
         HandoffMessage::Closed { id },
         HandoffMessage::Route { id, target: "/next.html".into(), moves: false },
         HandoffMessage::RouteTo { id, node: NodeId(3) },
-        HandoffMessage::Rehandoff { id, state: state() },
+        HandoffMessage::Rehandoff { id, state: state(), tls: None },
+        HandoffMessage::Rehandoff { id, state: state(), tls: Some(tls_session()) },
     ]
+}
+
+/// Bytes no other field has: `seed`, `seed + 7`, ... (mod 256).
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| seed.wrapping_add((i as u8).wrapping_mul(7))).collect()
+}
+
+/// A TLS session as the switch hands it over.
+fn tls_session() -> Box<SessionExport> {
+    Box::new(SessionExport {
+        suite: Suite::Aes256GcmSha384,
+        tx_secret: pattern(11, 48).into(),
+        tx_seq: 2,
+        rx_secret: pattern(13, 48).into(),
+        rx_seq: 1,
+        plaintext: b"GET /private/account HTTP/1.1\r\nCookie: session=0123456789\r\n\r\n".to_vec(),
+        undecrypted: vec![23, 3, 3, 0, 40],
+    })
 }
 
 /// A listener and a connected, authenticated pair of channels.
@@ -324,7 +352,7 @@ async fn a_message_over_the_limit_is_not_sent() {
         let k = key(1);
         let (a, b) = tokio::join!(ControlChannel::connect_with(addr, &k, config), listener.accept());
         let (mut switch, mut node) = (a.unwrap(), b.unwrap());
-        let big = HandoffMessage::Rehandoff { id: ConnectionId(1), state: state() };
+        let big = HandoffMessage::Rehandoff { id: ConnectionId(1), state: state(), tls: None };
         let err = switch.send(&big).await.unwrap_err();
         assert!(matches!(err, ControlError::FrameTooLarge { limit: 1000, .. }), "{err}");
         // Nothing was written: the channel still works.
@@ -375,7 +403,7 @@ async fn recv_within_times_out_and_loses_nothing() {
         let (mut switch, mut node) = channel_pair().await;
         let err = node.recv_within(Duration::from_millis(50)).await.unwrap_err();
         assert!(matches!(err, ControlError::Timeout { during: "recv", .. }), "{err}");
-        let m = HandoffMessage::Rehandoff { id: ConnectionId(3), state: state() };
+        let m = HandoffMessage::Rehandoff { id: ConnectionId(3), state: state(), tls: None };
         switch.send(&m).await.unwrap();
         assert_eq!(node.recv().await.unwrap(), m);
         drop(switch);
@@ -480,4 +508,47 @@ async fn a_tampered_frame_drops_a_blocking_channel() {
     assert!(matches!(got.1, Err(ControlError::BadTag { seq: 1 })), "{:?}", got.1);
     assert!(matches!(got.2, Err(ControlError::Poisoned)), "{:?}", got.2);
     assert_dropped(&mut initiator).await;
+}
+
+#[tokio::test]
+async fn the_bytes_on_the_channel_hold_no_traffic_secret_control_key_or_request() {
+    tokio::time::timeout(LIMIT, async {
+        let listener = ControlListener::bind_with("127.0.0.1:0", &key(1), fast()).await.unwrap();
+        let upstream = listener.local_addr().unwrap();
+        let wire = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = wire.clone();
+        let proxy = man_in_the_middle(
+            upstream,
+            Box::new(move |_, frame, _| {
+                seen.lock().unwrap().extend_from_slice(&frame);
+                vec![frame]
+            }),
+        )
+        .await;
+        let k = key(1);
+        let (a, b) = tokio::join!(ControlChannel::connect_with(proxy, &k, fast()), listener.accept());
+        let (mut switch, mut node) = (a.unwrap(), b.unwrap());
+        let message = HandoffMessage::HandOver {
+            id: ConnectionId(9),
+            state: state(),
+            hint: HandoffHint::default(),
+            tls: Some(tls_session()),
+        };
+        switch.send(&message).await.unwrap();
+        assert_eq!(node.recv().await.unwrap(), message, "the node gets the session whole");
+        let wire = wire.lock().unwrap().clone();
+        let session = tls_session();
+        assert!(wire.len() > session.plaintext.len() + 96, "the frame went through the proxy");
+        for (what, secret) in [
+            ("the sending traffic secret", &session.tx_secret[..]),
+            ("the receiving traffic secret", &session.rx_secret[..]),
+            ("the control key", &[1u8; 32][..]),
+            ("the request", &session.plaintext[..]),
+        ] {
+            let leaked = secret.windows(6).find(|piece| wire.windows(6).any(|w| w == *piece));
+            assert!(leaked.is_none(), "{what} is on the wire: {leaked:?}");
+        }
+    })
+    .await
+    .unwrap();
 }

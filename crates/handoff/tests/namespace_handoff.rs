@@ -306,7 +306,7 @@ fn hand_over(
     state: TcpRepairState,
 ) -> TcpStream {
     let hint = HandoffHint { target: "/".into(), request_len: state.recv_queue.len() as u32 };
-    rt.block_on(switch_end.send(&HandoffMessage::HandOver { id, state, hint })).unwrap();
+    rt.block_on(switch_end.send(&HandoffMessage::HandOver { id, state, hint, tls: None })).unwrap();
     let HandoffMessage::HandOver { id: got, state, .. } = rt.block_on(node_end.recv()).unwrap() else {
         panic!("expected HandOver")
     };
@@ -396,8 +396,8 @@ fn namespace_handoff_serves_5kb_and_1mb_byte_exact_keeps_alive_and_hands_on_to_a
     lab.hold();
     let state = dump_connection(node1, &third).unwrap();
     assert_eq!(state.recv_queue, third);
-    rt.block_on(at_node1.send(&HandoffMessage::Rehandoff { id, state })).unwrap();
-    let HandoffMessage::Rehandoff { id: back, state } = rt.block_on(to_node1.recv()).unwrap() else {
+    rt.block_on(at_node1.send(&HandoffMessage::Rehandoff { id, state, tls: None })).unwrap();
+    let HandoffMessage::Rehandoff { id: back, state, .. } = rt.block_on(to_node1.recv()).unwrap() else {
         panic!("expected Rehandoff")
     };
     assert_eq!(back, id);

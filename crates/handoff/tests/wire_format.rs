@@ -1,4 +1,5 @@
-//! Property tests of the wire encodings of `TcpRepairState` and `HandoffMessage`: everything
+//! Property tests of the wire encodings of `TcpRepairState` and `HandoffMessage` (with or
+//! without a TLS session): everything
 //! round-trips; decoding accepts only canonical encodings; truncated, extended and garbled
 //! input is an error (or another canonical message), never a panic.
 
@@ -8,6 +9,7 @@ use locus_core::NodeId;
 use locus_handoff::{
     ConnectionId, DecodeError, HandoffHint, HandoffMessage, STATE_HEADER_LEN, TcpRepairState, TcpRepairWindow,
 };
+use locus_tls::{SessionExport, Suite};
 use proptest::prelude::*;
 
 fn addr() -> impl Strategy<Value = SocketAddrV4> {
@@ -51,12 +53,39 @@ fn repair_state() -> impl Strategy<Value = TcpRepairState> {
         })
 }
 
+fn tls_session() -> impl Strategy<Value = Option<Box<SessionExport>>> {
+    let secret = || proptest::collection::vec(any::<u8>(), 1..=48);
+    let bytes = |n| proptest::collection::vec(any::<u8>(), 0..n);
+    let suite = prop_oneof![
+        Just(Suite::Aes128GcmSha256),
+        Just(Suite::Aes256GcmSha384),
+        Just(Suite::Chacha20Poly1305Sha256)
+    ];
+    proptest::option::of(
+        (suite, secret(), any::<u64>(), secret(), any::<u64>(), bytes(100), bytes(40)).prop_map(
+            |(suite, tx, tx_seq, rx, rx_seq, plaintext, undecrypted)| {
+                Box::new(SessionExport {
+                    suite,
+                    tx_secret: tx.into(),
+                    tx_seq,
+                    rx_secret: rx.into(),
+                    rx_seq,
+                    plaintext,
+                    undecrypted,
+                })
+            },
+        ),
+    )
+}
+
 fn message() -> impl Strategy<Value = HandoffMessage> {
     let id = any::<u64>().prop_map(ConnectionId);
     prop_oneof![
-        (id.clone(), repair_state(), ".{0,40}", any::<u32>()).prop_map(|(id, state, target, request_len)| {
-            HandoffMessage::HandOver { id, state, hint: HandoffHint { target, request_len } }
-        }),
+        (id.clone(), repair_state(), ".{0,40}", any::<u32>(), tls_session()).prop_map(
+            |(id, state, target, request_len, tls)| {
+                HandoffMessage::HandOver { id, state, hint: HandoffHint { target, request_len }, tls }
+            }
+        ),
         id.clone().prop_map(|id| HandoffMessage::Ready { id }),
         (id.clone(), ".{0,80}").prop_map(|(id, reason)| HandoffMessage::Refused { id, reason }),
         id.clone().prop_map(|id| HandoffMessage::Go { id }),
@@ -67,7 +96,11 @@ fn message() -> impl Strategy<Value = HandoffMessage> {
             moves
         }),
         (id.clone(), any::<u32>()).prop_map(|(id, node)| HandoffMessage::RouteTo { id, node: NodeId(node) }),
-        (id, repair_state()).prop_map(|(id, state)| HandoffMessage::Rehandoff { id, state }),
+        (id, repair_state(), tls_session()).prop_map(|(id, state, tls)| HandoffMessage::Rehandoff {
+            id,
+            state,
+            tls
+        }),
     ]
 }
 

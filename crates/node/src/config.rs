@@ -272,13 +272,6 @@ impl NodeConfig {
         }
         if let Some(h) = &self.handoff {
             h.validate()?;
-            if self.tls.is_some() {
-                return invalid(
-                    "handoff and tls exclude each other for now: a handed-off connection carries \
-                     cleartext HTTP; moving TLS sessions comes with one-way HTTPS"
-                        .into(),
-                );
-            }
         }
         if let Some(coop) = &self.coop {
             if let Some(origin) = &self.origin {

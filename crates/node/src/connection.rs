@@ -89,13 +89,10 @@ pub async fn serve(stream: Transport, w: &WorkerContext, router: Option<RequestR
             conn.linger().await;
             (ConnectionEnd::Closed, conn.router)
         }
-        Close::Rehandoff { channel, pending } => match conn {
-            // Only cleartext connections are handed off (so routed) today.
-            Connection { stream: Transport::Plain(stream), router, .. } => {
-                (hand_back(stream, router.as_ref(), channel, &pending), router)
-            }
-            Connection { router, .. } => (ConnectionEnd::Closed, router),
-        },
+        Close::Rehandoff { channel, pending } => {
+            let Connection { stream, router, .. } = conn;
+            (hand_back(stream, router.as_ref(), channel, &pending), router)
+        }
     };
     if end == ConnectionEnd::Closed
         && let Some(router) = &router

@@ -80,7 +80,7 @@ async fn next_adopted(
 /// node's own HTTP handling with per-request routing, or a kernel relay to the upstream.
 /// `Closed` is reported when it ends here.
 async fn serve_adopted(adopted: AdoptedConnection, w: &WorkerContext, agent: Arc<HandoffAgent>) {
-    let AdoptedConnection { stream, slot, id, unsent } = adopted;
+    let AdoptedConnection { stream, slot, id, unsent, tls } = adopted;
     let mut stream = match TcpStream::from_std(stream) {
         Ok(s) => s,
         Err(e) => {
@@ -106,9 +106,18 @@ async fn serve_adopted(adopted: AdoptedConnection, w: &WorkerContext, agent: Arc
             agent.connection_closed(id);
         }
         None => {
-            let end =
-                connection::serve(Transport::Plain(stream), w, Some(RequestRouter::handed_off(agent, id)))
-                    .await;
+            let transport = match tls {
+                None => Transport::Plain(stream),
+                Some(session) => match locus_tls::TlsStream::continued(stream, *session) {
+                    Ok(tls) => Transport::Tls(Box::new(tls)),
+                    Err(e) => {
+                        tracing::warn!(%id, error = %e, "continuing a handed-off TLS session failed");
+                        agent.connection_closed(id);
+                        return;
+                    }
+                },
+            };
+            let end = connection::serve(transport, w, Some(RequestRouter::handed_off(agent, id))).await;
             tracing::debug!(%id, ?end, "handed-off connection done");
         }
     }

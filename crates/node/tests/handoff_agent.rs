@@ -86,7 +86,7 @@ impl Switch {
     /// HandOver, expect Ready, send Go.
     fn hand_over(&mut self, id: ConnectionId, state: TcpRepairState, target: &str) {
         let hint = HandoffHint { target: target.into(), request_len: 0 };
-        self.send(HandoffMessage::HandOver { id, state, hint });
+        self.send(HandoffMessage::HandOver { id, state, hint, tls: None });
         assert_eq!(self.recv(), HandoffMessage::Ready { id });
         self.send(HandoffMessage::Go { id });
     }
@@ -239,7 +239,7 @@ fn a_request_routed_to_another_node_is_handed_back_with_the_request_in_front() {
     client.send(get("/big"));
     s1.expect_route(id, "/big");
     s1.send(HandoffMessage::RouteTo { id, node: NodeId(2) });
-    let HandoffMessage::Rehandoff { id: back, state } = s1.recv() else { panic!("expected Rehandoff") };
+    let HandoffMessage::Rehandoff { id: back, state, .. } = s1.recv() else { panic!("expected Rehandoff") };
     assert_eq!(back, id);
     assert_eq!(state.recv_queue, get("/big").as_bytes(), "the unanswered request goes back in front");
     s2.hand_over(id, state, "/big");
@@ -355,7 +355,12 @@ fn handovers_are_refused_at_max_connections_or_when_the_restore_fails() {
 
     let vip = VirtualIp::new();
     let (_client, id, state) = vip.accept_and_dump(&get("/a"));
-    switch.send(HandoffMessage::HandOver { id, state: state.clone(), hint: HandoffHint::default() });
+    switch.send(HandoffMessage::HandOver {
+        id,
+        state: state.clone(),
+        hint: HandoffHint::default(),
+        tls: None,
+    });
     let HandoffMessage::Refused { id: refused, reason } = switch.recv() else { panic!("expected Refused") };
     assert_eq!(refused, id);
     assert!(reason.contains("maximum"), "{reason}");
@@ -364,7 +369,7 @@ fn handovers_are_refused_at_max_connections_or_when_the_restore_fails() {
     wait_until("the occupant closed", || n1.server().stats().active_connections == 0);
     let mut elsewhere = state;
     elsewhere.local = "192.0.2.1:80".parse().unwrap();
-    switch.send(HandoffMessage::HandOver { id, state: elsewhere, hint: HandoffHint::default() });
+    switch.send(HandoffMessage::HandOver { id, state: elsewhere, hint: HandoffHint::default(), tls: None });
     let HandoffMessage::Refused { reason, .. } = switch.recv() else { panic!("expected Refused") };
     assert!(reason.contains("restore failed"), "{reason}");
     let stats = n1.server().stats();
@@ -415,9 +420,9 @@ fn without_go_the_restored_connection_is_dropped_silently_and_reported_closed() 
     let (_orphan, _, mut broken) = vip.accept_and_dump(&get("/a"));
     broken.unsent_len = broken.send_queue.len() as u32 + 1;
     let hint = HandoffHint::default();
-    switch.send(HandoffMessage::HandOver { id: ConnectionId(80), state: broken, hint });
+    switch.send(HandoffMessage::HandOver { id: ConnectionId(80), state: broken, hint, tls: None });
     let (mut client, id, state) = vip.accept_and_dump(&get("/a"));
-    switch.send(HandoffMessage::HandOver { id, state, hint: HandoffHint::default() });
+    switch.send(HandoffMessage::HandOver { id, state, hint: HandoffHint::default(), tls: None });
     assert_eq!(switch.recv(), HandoffMessage::Ready { id });
     switch.expect_closed(id);
     assert_eq!(n1.server().stats().active_connections, 0);

@@ -121,6 +121,10 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
             "on_nodes_now": p.handed_off_now(),
             "forwarding_entries": p.forwarding_entries(),
             "forwarder": p.has_forwarder(),
+            "tls": {
+                "handoffs": h.tls_handoffs.load(Relaxed),
+                "two_way": h.tls_two_way.lock().clone(),
+            },
         })
     });
     json!({
@@ -279,9 +283,16 @@ fn register_handoff_metrics(reg: &mut Registry, p: &crate::handoff::HandoffPlane
         ("handoff_routes", "Route questions answered", &h.routes),
         ("handoff_closed", "Handed-off connections reported closed", &h.closed),
         ("handoff_channel_failures", "Control channels that could not be opened", &h.channel_failures),
+        ("handoffs_tls", "Handoffs that moved a TLS session with the connection", &h.tls_handoffs),
     ] {
         reg.register(name, help, counter(v.load(Relaxed)));
     }
+    let two_way = h.tls_two_way.lock().iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    reg.register(
+        "handoff_tls_two_way",
+        "TLS connections served two-way by the switch instead of handed off, by reason",
+        locus_tls::counter_family("reason", &two_way),
+    );
     reg.register(
         "handoff_on_nodes",
         "Handed-off connections living on nodes",

@@ -351,12 +351,12 @@ impl SwitchConfig {
             }
             _ => {}
         }
-        if self.listen_tls.is_some() && matches!(self.mode, Mode::Handoff | Mode::L4) {
-            return invalid(&format!(
-                "mode = \"{}\" cannot serve listen_tls yet: a handed-off connection carries cleartext \
-                 HTTP, and moving TLS sessions comes with one-way HTTPS; use mode = \"proxy\"",
-                self.mode.as_str()
-            ));
+        if self.listen_tls.is_some() && self.mode == Mode::L4 {
+            return invalid(
+                "mode = \"l4\" cannot serve listen_tls: it never reads a request, so it cannot \
+                 terminate TLS; use mode = \"handoff\" (the TLS session moves with the connection) \
+                 or \"proxy\"",
+            );
         }
         Ok(())
     }

@@ -7,7 +7,7 @@
 use crate::client::{Client, Next};
 use crate::client_stream::ClientStream;
 use crate::dispatch::{Candidates, DetachedAssignment};
-use crate::handoff::{HandoffOutcome, HandoffWorker, WorkerLinks};
+use crate::handoff::{HandoffOutcome, HandoffWorker, Payload, WorkerLinks};
 use crate::mode::Mode;
 use crate::state::Shared;
 use crate::worker::Worker;
@@ -46,7 +46,13 @@ pub async fn serve_tls(
 ) {
     let _ = stream.set_nodelay(true);
     let deadline = tokio::time::Instant::now() + worker.shared.config.limits.header_timeout();
-    match tls.accept(stream, deadline).await {
+    let accepted = if worker.shared.config.mode == Mode::Handoff {
+        // The session may move to a node with its connection (one-way HTTPS).
+        tls.accept_exportable(stream, deadline).await
+    } else {
+        tls.accept(stream, deadline).await
+    };
+    match accepted {
         Ok(session) => {
             let stream = ClientStream::Tls(Box::new(session));
             serve_with(worker, stream, peer, shutdown, Restart::Fresh, slot).await
@@ -77,14 +83,13 @@ impl HandoffWorker for Worker {
 
     fn spawn_restored(
         self: Rc<Self>,
-        stream: TcpStream,
+        stream: ClientStream,
         peer: SocketAddr,
         slot: ConnectionSlot,
         dispatch: Option<DetachedAssignment>,
     ) {
         let shutdown = self.shared.shutdown_tx.subscribe();
         let sessions = self.sessions.clone();
-        let stream = ClientStream::Plain(stream);
         sessions.spawn_local(serve_with(self, stream, peer, shutdown, Restart::Restored(dispatch), slot));
     }
 }
@@ -101,8 +106,7 @@ async fn serve_with(
 ) {
     let _ = stream.tcp().set_nodelay(true);
     let (handoff_allowed, restored) = match restart {
-        // Only cleartext connections can be handed off (a TLS session stays here).
-        Restart::Fresh => (stream.plain().is_some(), None),
+        Restart::Fresh => (true, None),
         Restart::Restored(dispatch) => (false, dispatch),
     };
     let mut session = Session {
@@ -293,22 +297,41 @@ impl Session {
 
     /// Handoff mode: move the connection itself to the node the request was dispatched to.
     /// `Err` gives the dispatch back when nothing was done: serve the request by proxy. A
-    /// node's refusal restores the connection here and it is proxied from then on.
+    /// node's refusal restores the connection here and it is proxied from then on. A TLS
+    /// session moves with it (taken over from rustls first); one that cannot is served here.
     async fn try_handoff<'d>(
         &mut self,
         head: &RequestHead,
         candidates: Candidates<'d>,
     ) -> Result<Next, Candidates<'d>> {
         let Some(links) = self.client.worker.links.clone() else { return Err(candidates) };
-        let Some(socket) = self.client.stream.plain() else { return Err(candidates) };
-        let Some(addrs) = crate::handoff::ConnectionAddrs::of(socket, self.client.peer) else {
+        let Some(addrs) = crate::handoff::ConnectionAddrs::of(self.client.stream.tcp(), self.client.peer)
+        else {
             return Err(candidates);
         };
-        let req = self.client.request_info(head);
-        let rtt = self.client.rtt();
+        let client = &mut self.client;
+        let session = match &mut client.stream {
+            ClientStream::Plain(_) => None,
+            ClientStream::Tls(tls) => match tls.take_over().and_then(|()| tls.session_state(&client.buf)) {
+                Ok(session) => Some(Box::new(session)),
+                Err(e) => {
+                    self.handoff_allowed = false;
+                    if let Some(plane) = client.worker.shared.handoff.as_ref() {
+                        plane.counters.count_two_way(e.reason());
+                    }
+                    tracing::debug!(peer = %client.peer, "TLS session served by the switch: {e}");
+                    return Err(candidates);
+                }
+            },
+        };
         let client = &self.client;
-        let Some(socket) = client.stream.plain() else { return Err(candidates) };
-        match crate::handoff::hand_off(&links, socket, addrs, &client.buf, &req, rtt, candidates).await {
+        let (req, rtt) = (client.request_info(head), client.rtt());
+        let payload = match session {
+            Some(session) => Payload::Tls(session),
+            None => Payload::Read(&client.buf),
+        };
+        let socket = client.stream.tcp();
+        match crate::handoff::hand_off(&links, socket, addrs, payload, &req, rtt, candidates).await {
             HandoffOutcome::NotTried(candidates) => Err(candidates),
             HandoffOutcome::HandedOff => {
                 self.client.log(head, 0, 0);
@@ -317,8 +340,15 @@ impl Session {
             }
             HandoffOutcome::Restored(stream, dispatch) => {
                 // The old descriptor (dumped, disconnected) closes silently here.
-                self.client.stream = ClientStream::Plain(stream);
-                self.client.buf.clear();
+                match &mut self.client.stream {
+                    // The request went back into the socket: read it again.
+                    ClientStream::Plain(_) => {
+                        self.client.stream = ClientStream::Plain(stream);
+                        self.client.buf.clear();
+                    }
+                    // The session goes on here on the restored socket; the request is in `buf`.
+                    ClientStream::Tls(tls) => drop(tls.replace_tcp(stream)),
+                }
                 self.handoff_allowed = false;
                 self.restored = dispatch;
                 self.counted = true;

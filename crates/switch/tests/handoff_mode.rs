@@ -4,6 +4,9 @@
 //! whichever socket holds the connection. Responses come from the nodes themselves (the
 //! switch relays no byte), keep-alive and pipelined requests move between nodes as the
 //! policy says, closes are reported, and a switch whose key the agents reject serves by proxy.
+//! HTTPS clients' sessions move with their connections (one-way HTTPS): nodes answer them
+//! encrypted, keep-alive requests move on with the session; a session a node refuses, or a
+//! TLS 1.2 one, is served by the switch itself and counted.
 
 mod common;
 
@@ -43,6 +46,17 @@ fn cluster_configured(
     rehandoff: RehandoffPolicy,
     tweak: impl FnOnce(&mut SwitchConfig),
 ) -> Cluster {
+    cluster_of(policy, n, switch_key, rehandoff, |_| {}, tweak)
+}
+
+fn cluster_of(
+    policy: &str,
+    n: usize,
+    switch_key: &str,
+    rehandoff: RehandoffPolicy,
+    agent: impl Fn(&mut HandoffConfig),
+    tweak: impl FnOnce(&mut SwitchConfig),
+) -> Cluster {
     // RUST_LOG=locus_switch=debug,locus_node=debug shows both sides of the protocol.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -52,16 +66,18 @@ fn cluster_configured(
     write_site(root.path());
     let nodes: Vec<NodeServer> = (0..n)
         .map(|i| {
+            let mut handoff = HandoffConfig {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                key: Some(KEY.into()),
+                rehandoff,
+                ..HandoffConfig::default()
+            };
+            agent(&mut handoff);
             NodeServer::start(NodeConfig {
                 name: format!("node{i}"),
                 root: root.path().to_path_buf(),
                 workers: 1,
-                handoff: Some(HandoffConfig {
-                    listen: "127.0.0.1:0".parse().unwrap(),
-                    key: Some(KEY.into()),
-                    rehandoff,
-                    ..HandoffConfig::default()
-                }),
+                handoff: Some(handoff),
                 ..NodeConfig::default()
             })
             .unwrap()
@@ -319,5 +335,102 @@ fn csld_places_handed_off_connections_and_hears_of_their_requests() {
         "CSLD weights for both nodes and its file table",
     );
     c.wait_for(|s| s["handoff"]["on_nodes_now"] == 0 && s["in_flight"] == 0, "closes reported");
+    c.stop();
+}
+
+/// A handoff cluster whose switch also terminates TLS (a certificate for `localhost` in the
+/// returned directory), the agents set up by `agent`; the certificate's PEM.
+fn tls_cluster(
+    policy: &str,
+    n: usize,
+    agent: impl Fn(&mut HandoffConfig),
+) -> (Cluster, tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (crt, key, pem) = locus_test_support::write_pair(dir.path(), "switch", &["localhost"], (2020, 2090));
+    let c = cluster_of(policy, n, KEY, RehandoffPolicy::Handoff, agent, |config| {
+        config.listen_tls = Some("127.0.0.1:0".parse().unwrap());
+        config.tls = Some(locus_tls::TlsSettings::single(crt, key));
+    });
+    (c, dir, pem)
+}
+
+fn file_body(path: &str) -> Vec<u8> {
+    let i: usize = path.trim_start_matches("/f").trim_end_matches(".txt").parse().unwrap();
+    format!("file {i}\n").repeat(i + 1).into_bytes()
+}
+
+#[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
+fn https_sessions_move_with_their_connections_and_the_nodes_answer_them_encrypted() {
+    require_root();
+    let (c, _dir, pem) = tls_cluster("hash", 2, |_| {});
+    let tls_addr = c.switch.tls_addr().unwrap();
+    let connect = || Client::connect_tls(tls_addr, locus_test_support::client_config(&pem), "localhost");
+    let mut client = connect();
+    let r = client.get("/big.bin");
+    assert_eq!(r.status, 200);
+    assert!(r.body == pattern(3 << 20, 11), "the big body, byte for byte");
+    assert!(r.header("x-locus-node").is_some_and(|n| n.starts_with("node")));
+    drop(client);
+    // Keep-alive requests whose documents live on different nodes: the session moves on.
+    let a = "/f1.txt".to_string();
+    let home = c.node_of(&a);
+    let b = (2..40).map(|i| format!("/f{i}.txt")).find(|p| c.node_of(p) != home).expect("two nodes used");
+    let other = c.node_of(&b);
+    let mut client = connect();
+    for path in [&a, &b, &a, &b, &b] {
+        let r = client.get(path);
+        assert_eq!((r.status, &r.body), (200, &file_body(path)), "{path}");
+        let want = if path == &a { &home } else { &other };
+        assert_eq!(r.header("x-locus-node"), Some(want.as_str()), "{path}");
+    }
+    drop(client);
+    // A pipelined pair whose second request belongs to the other node.
+    let mut client = connect();
+    client.send(format!("GET {a} HTTP/1.1\r\nHost: t\r\n\r\nGET {b} HTTP/1.1\r\nHost: t\r\n\r\n"));
+    let (ra, rb) = (client.read_response(false).unwrap(), client.read_response(false).unwrap());
+    assert_eq!((&ra.body, &rb.body), (&file_body(&a), &file_body(&b)));
+    assert_eq!(ra.header("x-locus-node"), Some(home.as_str()));
+    assert_eq!(rb.header("x-locus-node"), Some(other.as_str()));
+    drop(client);
+    let s = c.status();
+    assert_eq!(s["handoff"]["tls"]["handoffs"], 3, "{s}");
+    assert!(c.counter("rehandoffs") >= 4, "{s}");
+    assert_eq!(c.counter("served_here"), 0, "{s}");
+    // Not one response byte went through the switch.
+    assert_eq!(s["bytes_to_clients"], 0, "{s}");
+    c.wait_for(|s| s["handoff"]["on_nodes_now"] == 0 && s["in_flight"] == 0, "closes reported");
+    c.stop();
+}
+
+#[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
+fn a_tls_session_a_node_refuses_or_on_tls_1_2_is_served_by_the_switch_and_counted() {
+    require_root();
+    // Agents relaying to an upstream cannot continue a TLS session: they refuse it.
+    let (c, _dir, pem) = tls_cluster("hash", 2, |h| h.upstream = Some("127.0.0.1:9".parse().unwrap()));
+    let tls_addr = c.switch.tls_addr().unwrap();
+    let mut client = Client::connect_tls(tls_addr, locus_test_support::client_config(&pem), "localhost");
+    for path in ["/f3.txt", "/f4.txt", "/f3.txt"] {
+        let r = client.get(path);
+        assert_eq!((r.status, &r.body), (200, &file_body(path)), "{path}");
+    }
+    let s = c.status();
+    assert_eq!((c.counter("refused"), c.counter("served_here")), (1, 1), "{s}");
+    assert_eq!(s["handoff"]["tls"]["handoffs"], 0, "{s}");
+    drop(client);
+    c.stop();
+
+    let (c, _dir, pem) = tls_cluster("hash", 2, |_| {});
+    let tls12 = locus_test_support::client_config_with(&pem, &[&rustls::version::TLS12]);
+    let mut client = Client::connect_tls(c.switch.tls_addr().unwrap(), tls12, "localhost");
+    for path in ["/f3.txt", "/f4.txt"] {
+        let r = client.get(path);
+        assert_eq!((r.status, &r.body), (200, &file_body(path)), "{path}");
+    }
+    let s = c.status();
+    assert_eq!(s["handoff"]["tls"]["two_way"]["tls12"], 1, "{s}");
+    assert_eq!((c.counter("handoffs"), c.counter("refused")), (0, 0), "{s}");
+    drop(client);
     c.stop();
 }

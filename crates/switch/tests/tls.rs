@@ -3,7 +3,7 @@
 //! every buffer arrive intact, nodes are told `X-Forwarded-Proto: https` and the client's
 //! address; splice mode proxies TLS clients and says so; cleartext on the TLS port is answered
 //! 400 and garbage closed, neither reaching a node; the cleartext listener can redirect to
-//! HTTPS; handoff mode and a key file others can read are refused at start-up.
+//! HTTPS; l4 mode and a key file others can read are refused at start-up.
 
 mod common;
 
@@ -123,12 +123,15 @@ fn the_cleartext_listener_redirects_to_https_when_asked() {
 }
 
 #[test]
-fn handoff_mode_on_a_tls_listener_and_a_key_file_open_to_others_are_refused_at_start() {
+fn l4_mode_on_a_tls_listener_and_a_key_file_open_to_others_are_refused_at_start() {
     let a = backend("n0", 10);
     let dir = tempfile::tempdir().unwrap();
+    let (config, _) = with_tls(common::one_node_config(Mode::L4, a.addr), dir.path());
+    let e = config.validate().expect_err("refused").to_string();
+    assert!(e.contains("listen_tls") && e.contains("handoff"), "{e}");
     let (config, _) = with_tls(common::one_node_config(Mode::Handoff, a.addr), dir.path());
-    let e = SwitchServer::start(config).err().expect("refused").to_string();
-    assert!(e.contains("listen_tls") && e.contains("proxy"), "{e}");
+    let e = config.validate().err().map(|e| e.to_string());
+    assert!(e.as_ref().is_none_or(|e| !e.contains("listen_tls")), "handoff mode terminates TLS: {e:?}");
 
     let (config, _) = with_tls(switch_config(Mode::Proxy, &[a.addr], "rr"), dir.path());
     let key = &config.tls.as_ref().unwrap().certificates[0].key;

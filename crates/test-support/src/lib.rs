@@ -18,6 +18,6 @@ pub use locus_binary::{LOCUS_BIN_VAR, locus_binary};
 pub use ports::free_port;
 pub use root_guard::{require_namespaces, require_root};
 pub use socket_pair::tcp_pair;
-pub use tls_fixture::{client_config, write_pair};
+pub use tls_fixture::{client_config, client_config_with, write_pair};
 pub use wait::{WAIT_LIMIT, wait_until};
 pub use watchdog::watchdog;

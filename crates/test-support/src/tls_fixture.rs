@@ -25,13 +25,21 @@ pub fn write_pair(dir: &Path, stem: &str, names: &[&str], years: (i32, i32)) -> 
 
 /// A rustls client configuration trusting only the certificate `pem`, offering HTTP/1.1.
 pub fn client_config(pem: &str) -> Arc<rustls::ClientConfig> {
+    client_config_with(pem, rustls::DEFAULT_VERSIONS)
+}
+
+/// `client_config` offering only `versions` (TLS 1.2 alone, say).
+pub fn client_config_with(
+    pem: &str,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Arc<rustls::ClientConfig> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();

@@ -30,6 +30,8 @@ pub(crate) struct ContinuedSession {
     closing: bool,
     /// The session failed (an alert is queued): nothing more is read or sealed.
     failed: bool,
+    /// Known by its keys only (no traffic secrets): served where it is, never moved.
+    pinned: bool,
 }
 
 impl ContinuedSession {
@@ -47,8 +49,28 @@ impl ContinuedSession {
             closed: false,
             closing: false,
             failed: false,
+            pinned: false,
         };
         Ok((session, undecrypted))
+    }
+
+    /// A session known by `layer`'s keys only, with `plaintext` to read first.
+    pub(crate) fn pinned(layer: RecordLayer, plaintext: Vec<u8>) -> ContinuedSession {
+        ContinuedSession {
+            layer,
+            plain: plaintext,
+            plain_at: 0,
+            out: Vec::new(),
+            out_at: 0,
+            closed: false,
+            closing: false,
+            failed: false,
+            pinned: true,
+        }
+    }
+
+    pub(crate) fn is_pinned(&self) -> bool {
+        self.pinned
     }
 
     pub(crate) fn suite(&self) -> Suite {
@@ -168,6 +190,6 @@ impl ContinuedSession {
 
     /// Whether the session can be handed on now: nothing queued, not ended.
     pub(crate) fn movable(&self) -> bool {
-        !self.wants_write() && !self.failed && !self.closing && !self.closed
+        !self.wants_write() && !self.failed && !self.closing && !self.closed && !self.pinned
     }
 }

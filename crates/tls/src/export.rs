@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use zeroize::Zeroizing;
 
-use crate::record_layer::{Direction, RecordError, RecordLayer, Suite, traffic_key};
+use crate::record_layer::{Direction, RecordError, RecordLayer, Suite, next_secret, traffic_key};
 use crate::stream::{HandshakeFailure, TlsStream, accept};
 
 const CLIENT_SECRET: &str = "CLIENT_TRAFFIC_SECRET_0";
@@ -163,13 +163,22 @@ pub(crate) fn check_exportable(tls: &rustls::Connection, has_secrets: bool) -> R
     Ok(suite)
 }
 
+/// The keys rustls gave up.
+pub(crate) enum Extracted {
+    /// With their traffic secrets: the session can move.
+    Movable(SessionExport),
+    /// Updated since the key log's secrets (a KeyUpdate came before the handoff): only the
+    /// keys in use are known, so the session is served where it is, to its next KeyUpdate.
+    Pinned(Box<RecordLayer>, Vec<u8>),
+}
+
 /// The keys of the session `tls` (its key log `secrets`), with `plaintext` (decrypted bytes
 /// not yet read): rustls is done with it.
 pub(crate) fn export_secrets(
     tls: rustls::Connection,
     secrets: Option<Arc<SessionSecrets>>,
     plaintext: Vec<u8>,
-) -> Result<SessionExport, ExportError> {
+) -> Result<Extracted, ExportError> {
     let suite = check_exportable(&tls, secrets.is_some())?;
     let secrets = secrets.ok_or(ExportError::NoSecrets)?;
     let (Some(rx_secret), Some(tx_secret)) =
@@ -178,14 +187,19 @@ pub(crate) fn export_secrets(
         return Err(ExportError::NoSecrets);
     };
     let extracted = tls.dangerous_extract_secrets().map_err(ExportError::Extract)?;
-    // The key log gives the first secrets only: after a KeyUpdate they no longer match the
-    // keys in use, and the session cannot be continued.
-    for (secret, (_, keys)) in [(&tx_secret, &extracted.tx), (&rx_secret, &extracted.rx)] {
-        if !keys_match(suite, secret, keys)? {
-            return Err(ExportError::KeyUpdated);
-        }
-    }
-    Ok(SessionExport {
+    // The key log gives the first secrets only: after KeyUpdates the secrets in use are found
+    // by following them a few generations; past that the session is served where it is.
+    let tx_secret = current_secret(suite, tx_secret, &extracted.tx.1)?;
+    let rx_secret = current_secret(suite, rx_secret, &extracted.rx.1)?;
+    let (Some(tx_secret), Some(rx_secret)) = (tx_secret, rx_secret) else {
+        let direction = |(seq, keys): &(u64, rustls::ConnectionTrafficSecrets)| {
+            let (key, iv) = key_and_iv(keys).ok_or(ExportError::Suite("unknown"))?;
+            Direction::from_key(suite, key, iv, *seq).map_err(ExportError::Record)
+        };
+        let layer = RecordLayer::new(direction(&extracted.tx)?, direction(&extracted.rx)?);
+        return Ok(Extracted::Pinned(Box::new(layer), plaintext));
+    };
+    Ok(Extracted::Movable(SessionExport {
         suite,
         tx_secret,
         tx_seq: extracted.tx.0,
@@ -193,7 +207,38 @@ pub(crate) fn export_secrets(
         rx_seq: extracted.rx.0,
         plaintext,
         undecrypted: Vec::new(),
-    })
+    }))
+}
+
+/// The record key and IV rustls gave for one direction.
+fn key_and_iv(keys: &rustls::ConnectionTrafficSecrets) -> Option<(&[u8], &[u8])> {
+    use rustls::ConnectionTrafficSecrets as Keys;
+    match keys {
+        Keys::Aes128Gcm { key, iv } | Keys::Aes256Gcm { key, iv } | Keys::Chacha20Poly1305 { key, iv } => {
+            Some((key.as_ref(), iv.as_ref()))
+        }
+        _ => None,
+    }
+}
+
+/// KeyUpdates followed from the key log's secret to find the one in use.
+const SECRET_GENERATIONS: usize = 8;
+
+/// The traffic secret whose keys are `keys`: `secret` (the first) or one of the next
+/// `SECRET_GENERATIONS` after it; `None` past those.
+fn current_secret(
+    suite: Suite,
+    secret: Zeroizing<Vec<u8>>,
+    keys: &rustls::ConnectionTrafficSecrets,
+) -> Result<Option<Zeroizing<Vec<u8>>>, ExportError> {
+    let mut secret = secret;
+    for _ in 0..=SECRET_GENERATIONS {
+        if keys_match(suite, &secret, keys)? {
+            return Ok(Some(secret));
+        }
+        secret = next_secret(suite, &secret).map_err(ExportError::Record)?;
+    }
+    Ok(None)
 }
 
 /// Whether the key and IV derived from `secret` are those rustls uses.
@@ -202,13 +247,7 @@ fn keys_match(
     secret: &[u8],
     keys: &rustls::ConnectionTrafficSecrets,
 ) -> Result<bool, ExportError> {
-    use rustls::ConnectionTrafficSecrets as Keys;
-    let (key, iv) = match keys {
-        Keys::Aes128Gcm { key, iv } | Keys::Aes256Gcm { key, iv } | Keys::Chacha20Poly1305 { key, iv } => {
-            (key, iv)
-        }
-        _ => return Ok(false),
-    };
+    let Some((key, iv)) = key_and_iv(keys) else { return Ok(false) };
     let (derived_key, derived_iv) = traffic_key(suite, secret).map_err(ExportError::Record)?;
-    Ok(derived_key.as_slice() == key.as_ref() && derived_iv.as_slice() == iv.as_ref())
+    Ok(derived_key.as_slice() == key && derived_iv.as_slice() == iv)
 }

@@ -148,6 +148,11 @@ fn expand_label(
     Ok(out)
 }
 
+/// The traffic secret after a KeyUpdate (RFC 8446 §7.2).
+pub(crate) fn next_secret(suite: Suite, secret: &[u8]) -> Result<Zeroizing<Vec<u8>>, RecordError> {
+    expand_label(suite, secret, b"traffic upd", suite.hash_len())
+}
+
 /// A record key and its IV.
 pub(crate) type KeyAndIv = (Zeroizing<Vec<u8>>, Zeroizing<Vec<u8>>);
 
@@ -179,10 +184,26 @@ impl Direction {
         Ok(Direction { suite, secret: Zeroizing::new(secret.to_vec()), key: LessSafeKey::new(key), iv, seq })
     }
 
+    /// A direction known by its record key and IV only (rustls's after a KeyUpdate, whose
+    /// secret the key log does not give): it cannot follow another KeyUpdate.
+    pub(crate) fn from_key(suite: Suite, key: &[u8], iv: &[u8], seq: u64) -> Result<Direction, RecordError> {
+        let key = UnboundKey::new(suite.aead(), key).map_err(|_| RecordError::KeyDerivation)?;
+        let iv: [u8; 12] = iv.try_into().map_err(|_| RecordError::KeyDerivation)?;
+        Ok(Direction {
+            suite,
+            secret: Zeroizing::new(Vec::new()),
+            key: LessSafeKey::new(key),
+            iv: Zeroizing::new(iv),
+            seq,
+        })
+    }
+
     /// After a KeyUpdate: the next traffic secret, sequence number 0.
     fn updated(&self) -> Result<Direction, RecordError> {
-        let next = expand_label(self.suite, &self.secret, b"traffic upd", self.suite.hash_len())?;
-        Direction::new(self.suite, &next, 0)
+        if self.secret.is_empty() {
+            return Err(RecordError::KeyDerivation);
+        }
+        Direction::new(self.suite, &next_secret(self.suite, &self.secret)?, 0)
     }
 
     /// The nonce of the next record, and the sequence number moved on.

@@ -128,11 +128,34 @@ impl TlsService {
     /// handshakes in progress the connection is refused at once (`Protocol` is not sent:
     /// nothing has been read).
     pub async fn accept(&self, tcp: TcpStream, deadline: Instant) -> Result<TlsStream, HandshakeFailure> {
+        self.accept_counted(tcp, deadline, false).await
+    }
+
+    /// `accept`, keeping what hands the session over with its connection (one-way HTTPS:
+    /// `TlsStream::take_over`).
+    pub async fn accept_exportable(
+        &self,
+        tcp: TcpStream,
+        deadline: Instant,
+    ) -> Result<TlsStream, HandshakeFailure> {
+        self.accept_counted(tcp, deadline, true).await
+    }
+
+    async fn accept_counted(
+        &self,
+        tcp: TcpStream,
+        deadline: Instant,
+        exportable: bool,
+    ) -> Result<TlsStream, HandshakeFailure> {
         let Ok(_permit) = self.handshakes.clone().try_acquire_owned() else {
             bump(&self.counters.failed, "shed");
             return Err(HandshakeFailure::Shed);
         };
-        let outcome = accept(tcp, self.config(), deadline).await;
+        let outcome = if exportable {
+            crate::export::accept_exportable(tcp, &self.config(), deadline).await
+        } else {
+            accept(tcp, self.config(), deadline).await
+        };
         match &outcome {
             Ok(stream) => {
                 let n = stream.negotiated();
@@ -170,7 +193,10 @@ impl TlsService {
 type Labels = Vec<(String, String)>;
 
 /// A counter family with one member per entry of `values`, labelled `label`.
-fn counter_family(label: &str, values: &BTreeMap<String, u64>) -> Family<Labels, Counter<u64, AtomicU64>> {
+pub fn counter_family(
+    label: &str,
+    values: &BTreeMap<String, u64>,
+) -> Family<Labels, Counter<u64, AtomicU64>> {
     let family = Family::<Labels, Counter<u64, AtomicU64>>::default();
     for (k, v) in values {
         family.get_or_create(&vec![(label.to_string(), k.clone())]).inc_by(*v);

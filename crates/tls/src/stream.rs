@@ -363,6 +363,7 @@ impl TlsStream {
         match &self.engine {
             Engine::Rustls(tls) => crate::export::check_exportable(tls, self.secrets.is_some()).map(|_| ()),
             Engine::Continued(session) if session.movable() => Ok(()),
+            Engine::Continued(session) if session.is_pinned() => Err(ExportError::KeyUpdated),
             Engine::Continued(_) => Err(ExportError::OutputPending),
             Engine::Gone => Err(ExportError::Ended),
         }
@@ -370,10 +371,18 @@ impl TlsStream {
 
     /// Move the session from rustls to the record layer, on the same socket (nothing to do
     /// when it is there already): from now on it can be handed on (`session_state`) and, if
-    /// it is not, still be served here. Fails as `exportable` says, the session then lost.
+    /// it is not, still be served here. Fails as `exportable` says, the session then intact;
+    /// or with `KeyUpdated` (keys changed before: it is served here, not moved); any other
+    /// failure after rustls gave its keys up ends the session.
     pub fn take_over(&mut self) -> Result<(), ExportError> {
         if matches!(self.engine, Engine::Continued(_)) {
             return Ok(());
+        }
+        if let Engine::Rustls(tls) = &mut self.engine {
+            // A KeyUpdate rustls owes the client waits for the next write: queue it now (an
+            // empty write does), so it is sent before the session leaves rustls.
+            let _ = tls.writer().write(&[]);
+            let _ = self.try_flush();
         }
         self.exportable()?;
         let mut plaintext = Vec::new();
@@ -381,11 +390,18 @@ impl TlsStream {
         let Engine::Rustls(tls) = std::mem::replace(&mut self.engine, Engine::Gone) else {
             return Err(ExportError::Ended);
         };
-        let export = crate::export::export_secrets(tls, self.secrets.take(), plaintext)?;
-        let (session, _) = ContinuedSession::new(export).map_err(ExportError::Record)?;
-        self.engine = Engine::Continued(Box::new(session));
         self.plaintext = 0;
-        Ok(())
+        match crate::export::export_secrets(tls, self.secrets.take(), plaintext)? {
+            crate::export::Extracted::Movable(export) => {
+                let (session, _) = ContinuedSession::new(export).map_err(ExportError::Record)?;
+                self.engine = Engine::Continued(Box::new(session));
+                Ok(())
+            }
+            crate::export::Extracted::Pinned(layer, plaintext) => {
+                self.engine = Engine::Continued(Box::new(ContinuedSession::pinned(*layer, plaintext)));
+                Err(ExportError::KeyUpdated)
+            }
+        }
     }
 
     /// What another process needs to continue the session taken over (`take_over`): `before`
@@ -402,9 +418,14 @@ impl TlsStream {
     /// Take the session apart for another process to continue: the socket, and the suite,
     /// secrets, sequence numbers and unused bytes (`SessionExport`). Fails as `exportable`
     /// says, the session then lost: check `exportable` first.
-    pub fn export(mut self) -> Result<(TcpStream, SessionExport), ExportError> {
+    pub fn export(self) -> Result<(TcpStream, SessionExport), ExportError> {
+        self.into_parts(&[])
+    }
+
+    /// `export` with `before` (bytes already read from the stream) first in the plaintext.
+    pub fn into_parts(mut self, before: &[u8]) -> Result<(TcpStream, SessionExport), ExportError> {
         self.take_over()?;
-        let state = self.session_state(&[])?;
+        let state = self.session_state(before)?;
         Ok((self.tcp, state))
     }
 

@@ -2,9 +2,10 @@
 //! on the same socket by a `RecordLayer`, as a node would: the request pipelined behind the
 //! first (decrypted already, or still a partial record) is not lost, the client reads the
 //! answer and sends more under the continued keys; the export prints no secret; a session
-//! accepted without its key log, a TLS 1.2 one, or one whose keys changed already, is refused.
-//! A `TlsStream` taken over from rustls keeps serving on its socket and is continued elsewhere
-//! (twice, across a KeyUpdate); a forged record or a KeyUpdate storm ends it with an alert.
+//! accepted without its key log, or a TLS 1.2 one, is refused. A `TlsStream` taken over from
+//! rustls keeps serving on its socket and is continued elsewhere (twice, across a KeyUpdate);
+//! keys updated before the handoff are followed (past 8 updates the session stays in place);
+//! a forged record or a KeyUpdate storm ends it with an alert.
 
 use std::io::{Read, Write};
 use std::net::TcpStream as StdTcp;
@@ -305,17 +306,53 @@ async fn a_key_update_storm_ends_the_continued_session() {
 }
 
 #[tokio::test]
-async fn a_session_whose_keys_were_updated_before_the_handoff_is_not_taken_apart() {
+async fn a_session_whose_keys_were_updated_before_the_handoff_moves_with_the_keys_in_use() {
     let (_dir, server, client) = configs();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let peer = scripted_client(client, listener.local_addr().unwrap(), |s| {
+        // Twice, each asking for the server's update too.
         s.conn.refresh_traffic_keys().unwrap();
         s.write_all(b"one").unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        expect(s, b"1");
+        s.conn.refresh_traffic_keys().unwrap();
+        s.write_all(b"two").unwrap();
+        expect(s, b"2");
+        s.write_all(b"three").unwrap();
+        expect(s, b"3");
     });
     let mut s = accepted(&listener, &server).await;
     read_exactly(&mut s, b"one").await;
-    s.flush().await.unwrap();
+    s.write_all(b"1").await.unwrap();
+    read_exactly(&mut s, b"two").await;
+    // rustls owes the client a KeyUpdate: taking over sends it first.
+    let (tcp, state) = s.export().unwrap();
+    let mut s = locus_tls::TlsStream::continued(tcp, state).unwrap();
+    s.write_all(b"2").await.unwrap();
+    read_exactly(&mut s, b"three").await;
+    s.write_all(b"3").await.unwrap();
+    tokio::task::spawn_blocking(move || peer.join().unwrap()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_session_whose_keys_changed_past_following_is_served_in_place_not_moved() {
+    let (_dir, server, client) = configs();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer = scripted_client(client, listener.local_addr().unwrap(), |s| {
+        for _ in 0..10 {
+            s.conn.refresh_traffic_keys().unwrap();
+            s.conn.complete_io(&mut s.sock).unwrap();
+        }
+        s.write_all(b"one").unwrap();
+        expect(s, b"1");
+        s.write_all(b"two").unwrap();
+        expect(s, b"2");
+    });
+    let mut s = accepted(&listener, &server).await;
+    read_exactly(&mut s, b"one").await;
     assert!(matches!(s.take_over(), Err(ExportError::KeyUpdated)));
+    assert!(matches!(s.session_state(&[]), Err(ExportError::KeyUpdated)));
+    s.write_all(b"1").await.unwrap();
+    read_exactly(&mut s, b"two").await;
+    s.write_all(b"2").await.unwrap();
     tokio::task::spawn_blocking(move || peer.join().unwrap()).await.unwrap();
 }

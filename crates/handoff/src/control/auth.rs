@@ -1,36 +1,37 @@
-//! Authentication of the control channel: the shared `ControlKey`, the mutual
+//! Authentication and encryption of the control channel: the shared `ControlKey`, the mutual
 //! challenge–response handshake (HMAC-SHA256 over both nonces and each side's role), and the
-//! per-frame tags (HMAC-SHA256 truncated to 128 bits over session id, direction, sequence
-//! number, length and payload) that make frames unforgeable, unreplayable and ordered.
+//! frames, sealed with AES-256-GCM under a key per direction that HKDF-SHA256 derives from the
+//! control key and both nonces (ring's HKDF and AEAD), the sequence number as nonce and the
+//! header (length, sequence number) as associated data: frames are secret (they carry TLS
+//! traffic secrets), unforgeable, unreplayable and ordered.
 
 use std::fmt;
 
 use hmac::{Hmac, Mac};
+use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN as AEAD_NONCE_LEN, Nonce, UnboundKey};
+use ring::hkdf;
 use sha2::Sha256;
+use zeroize::Zeroizing;
 
 use crate::error::ControlError;
 
 type HmacSha256 = Hmac<Sha256>;
 
 /// The greeting that opens both sides' first handshake message: protocol name and version.
-pub(crate) const GREETING: &[u8; 8] = b"LOCUSHO1";
+pub(crate) const GREETING: &[u8; 8] = b"LOCUSHO2";
 /// Bytes of a handshake nonce.
 pub(crate) const NONCE_LEN: usize = 32;
 /// Bytes of a handshake proof (a full HMAC-SHA256).
 pub(crate) const PROOF_LEN: usize = 32;
 /// Bytes of a frame header: payload length u32 LE, sequence number u64 LE.
 pub(crate) const FRAME_HEADER_LEN: usize = 12;
-/// Bytes of a frame tag (HMAC-SHA256 truncated).
+/// Bytes of a frame tag (AES-256-GCM's).
 pub(crate) const TAG_LEN: usize = 16;
 
 const LABEL_INITIATOR: &[u8] = b"locus-handoff/1 initiator proof";
 const LABEL_RESPONDER: &[u8] = b"locus-handoff/1 responder proof";
-const LABEL_SESSION_KEY: &[u8] = b"locus-handoff/1 session key";
-const LABEL_SESSION_ID: &[u8] = b"locus-handoff/1 session id";
-
-/// Direction bytes in the frame tag: a frame cannot be reflected back to its sender.
-const FROM_INITIATOR: u8 = b'I';
-const FROM_RESPONDER: u8 = b'R';
+const LABEL_FROM_INITIATOR: &[u8] = b"locus-handoff/2 initiator frames";
+const LABEL_FROM_RESPONDER: &[u8] = b"locus-handoff/2 responder frames";
 
 /// The shared secret of the switch and its nodes, from configuration. At least 16 bytes;
 /// 32 random bytes (64 hex digits) are recommended. Never printed.
@@ -38,6 +39,8 @@ const FROM_RESPONDER: u8 = b'R';
 pub struct ControlKey {
     /// HMAC-SHA256 already keyed (cloned per use, which saves re-keying).
     mac: HmacSha256,
+    /// The key itself, input to HKDF for each session's frame keys; zeroized when dropped.
+    secret: Zeroizing<Vec<u8>>,
 }
 
 impl ControlKey {
@@ -50,7 +53,7 @@ impl ControlKey {
             return Err(ControlError::Key("shorter than 16 bytes"));
         }
         let mac = HmacSha256::new_from_slice(key).map_err(|_| ControlError::Key("rejected by HMAC"))?;
-        Ok(ControlKey { mac })
+        Ok(ControlKey { mac, secret: Zeroizing::new(key.to_vec()) })
     }
 
     /// A key from hex digits (as written in a configuration file).
@@ -66,15 +69,16 @@ impl ControlKey {
                 let digits = std::str::from_utf8(pair).map_err(|_| ControlError::Key("not hex"))?;
                 u8::from_str_radix(digits, 16).map_err(|_| ControlError::Key("not hex"))
             })
-            .collect::<Result<Vec<u8>, ControlError>>()?;
+            .collect::<Result<Vec<u8>, ControlError>>()
+            .map(Zeroizing::new)?;
         ControlKey::new(&bytes)
     }
 
     /// A new random 32-byte key and its hex form (to write into a configuration).
     pub fn generate() -> (ControlKey, String) {
-        let bytes: [u8; 32] = rand::random();
+        let bytes = Zeroizing::new(rand::random::<[u8; 32]>());
         let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        (ControlKey::new(&bytes).unwrap_or_else(|_| unreachable!("32 bytes is long enough")), hex)
+        (ControlKey::new(&*bytes).unwrap_or_else(|_| unreachable!("32 bytes is long enough")), hex)
     }
 
     /// HMAC over the concatenation of `parts`.
@@ -84,10 +88,6 @@ impl ControlKey {
             mac.update(part);
         }
         mac
-    }
-
-    fn tag(&self, parts: &[&[u8]]) -> [u8; 32] {
-        self.mac_over(parts).finalize().into_bytes().into()
     }
 }
 
@@ -141,91 +141,79 @@ impl<'k> Handshake<'k> {
             .map_err(|_| ControlError::AuthenticationFailed { role: "responder" })
     }
 
-    /// The keys of the session: (what the initiator seals with, what it opens with).
+    /// The frame keys of the session, one per direction: (what this side seals with, what it
+    /// opens with).
     pub(crate) fn session(&self, initiator: bool) -> (FrameSealer, FrameOpener) {
-        let nonces: [&[u8]; 2] = [&self.initiator_nonce, &self.responder_nonce];
-        let session_key = self.key.tag(&[LABEL_SESSION_KEY, nonces[0], nonces[1]]);
-        let id = self.key.tag(&[LABEL_SESSION_ID, nonces[0], nonces[1]]);
-        let mut session_id = [0u8; 16];
-        session_id.copy_from_slice(&id[..16]);
-        let keys = FrameKeys {
-            mac: HmacSha256::new_from_slice(&session_key)
-                .unwrap_or_else(|_| unreachable!("HMAC takes any key")),
-            session_id,
+        let nonces = [&self.initiator_nonce[..], &self.responder_nonce[..]].concat();
+        let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &nonces).extract(&self.key.secret);
+        let key = |label: &[u8]| {
+            let info = [label];
+            let okm = prk.expand(&info, &AES_256_GCM).unwrap_or_else(|_| unreachable!("32 bytes fit HKDF"));
+            LessSafeKey::new(UnboundKey::from(okm))
         };
-        let (mine, theirs) =
-            if initiator { (FROM_INITIATOR, FROM_RESPONDER) } else { (FROM_RESPONDER, FROM_INITIATOR) };
-        (
-            FrameSealer { keys: keys.clone(), direction: mine, next_seq: 0 },
-            FrameOpener { keys, direction: theirs, expected_seq: 0 },
-        )
+        let (mine, theirs) = if initiator {
+            (LABEL_FROM_INITIATOR, LABEL_FROM_RESPONDER)
+        } else {
+            (LABEL_FROM_RESPONDER, LABEL_FROM_INITIATOR)
+        };
+        (FrameSealer { key: key(mine), next_seq: 0 }, FrameOpener { key: key(theirs), expected_seq: 0 })
     }
 }
 
-/// The session's frame key and id.
-#[derive(Clone)]
-struct FrameKeys {
-    mac: HmacSha256,
-    session_id: [u8; 16],
+/// A frame's nonce: its sequence number (never repeated under one direction's key).
+fn nonce(seq: u64) -> Nonce {
+    let mut bytes = [0u8; AEAD_NONCE_LEN];
+    bytes[AEAD_NONCE_LEN - 8..].copy_from_slice(&seq.to_be_bytes());
+    Nonce::assume_unique_for_key(bytes)
 }
 
-impl FrameKeys {
-    fn tag(&self, direction: u8, header: &[u8], payload: &[u8]) -> HmacSha256 {
-        let mut mac = self.mac.clone();
-        mac.update(&self.session_id);
-        mac.update(&[direction]);
-        mac.update(header);
-        mac.update(payload);
-        mac
-    }
-}
-
-/// Seals outgoing frames: numbers them and appends their tags.
+/// Seals outgoing frames: numbers them, encrypts their payloads and appends their tags.
 pub(crate) struct FrameSealer {
-    keys: FrameKeys,
-    direction: u8,
+    key: LessSafeKey,
     next_seq: u64,
 }
 
 impl FrameSealer {
     /// `frame` holds `FRAME_HEADER_LEN` bytes of room followed by the payload: fill the
-    /// header (length, next sequence number) and append the tag.
+    /// header (length, next sequence number), encrypt the payload in place, append the tag.
     pub(crate) fn seal(&mut self, frame: &mut Vec<u8>) {
         let payload_len = (frame.len() - FRAME_HEADER_LEN) as u32;
-        frame[..4].copy_from_slice(&payload_len.to_le_bytes());
-        frame[4..FRAME_HEADER_LEN].copy_from_slice(&self.next_seq.to_le_bytes());
+        let seq = self.next_seq;
         self.next_seq += 1;
-        let (header, payload) = frame.split_at(FRAME_HEADER_LEN);
-        let tag = self.keys.tag(self.direction, header, payload).finalize().into_bytes();
-        frame.extend_from_slice(&tag[..TAG_LEN]);
+        let mut header = [0u8; FRAME_HEADER_LEN];
+        header[..4].copy_from_slice(&payload_len.to_le_bytes());
+        header[4..].copy_from_slice(&seq.to_le_bytes());
+        frame[..FRAME_HEADER_LEN].copy_from_slice(&header);
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(nonce(seq), Aad::from(header), &mut frame[FRAME_HEADER_LEN..])
+            .unwrap_or_else(|_| unreachable!("a frame is far shorter than AES-GCM's limit"));
+        frame.extend_from_slice(tag.as_ref());
     }
 }
 
-/// Opens incoming frames: checks tags and sequence numbers.
+/// Opens incoming frames: checks tags and sequence numbers, decrypts payloads.
 pub(crate) struct FrameOpener {
-    keys: FrameKeys,
-    direction: u8,
+    key: LessSafeKey,
     expected_seq: u64,
 }
 
 impl FrameOpener {
-    /// Check a whole frame (header, payload, tag) and return its payload.
-    pub(crate) fn open<'f>(&mut self, frame: &'f [u8]) -> Result<&'f [u8], ControlError> {
+    /// Check and decrypt a whole frame (header, payload, tag) in place: its payload.
+    pub(crate) fn open<'f>(&mut self, frame: &'f mut [u8]) -> Result<&'f [u8], ControlError> {
         if frame.len() < FRAME_HEADER_LEN + TAG_LEN {
             return Err(ControlError::BadTag { seq: self.expected_seq });
         }
-        let (header, rest) = frame.split_at(FRAME_HEADER_LEN);
-        let (payload, tag) = rest.split_at(rest.len() - TAG_LEN);
-        let mut seq_bytes = [0u8; 8];
-        seq_bytes.copy_from_slice(&header[4..]);
-        let seq = u64::from_le_bytes(seq_bytes);
-        let declared = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
-        if declared != payload.len() {
+        let mut header = [0u8; FRAME_HEADER_LEN];
+        header.copy_from_slice(&frame[..FRAME_HEADER_LEN]);
+        let seq = u64::from_le_bytes(header[4..].try_into().expect("eight bytes"));
+        let declared = u32::from_le_bytes(header[..4].try_into().expect("four bytes")) as usize;
+        if declared != frame.len() - FRAME_HEADER_LEN - TAG_LEN {
             return Err(ControlError::BadTag { seq });
         }
-        self.keys
-            .tag(self.direction, header, payload)
-            .verify_truncated_left(tag)
+        let payload = self
+            .key
+            .open_in_place(nonce(seq), Aad::from(header), &mut frame[FRAME_HEADER_LEN..])
             .map_err(|_| ControlError::BadTag { seq })?;
         if seq != self.expected_seq {
             return Err(ControlError::OutOfSequence { got: seq, expected: self.expected_seq });
@@ -252,30 +240,46 @@ mod tests {
         f
     }
 
+    /// Open a copy of `frame` (opening decrypts in place).
+    fn open(opener: &mut FrameOpener, frame: &[u8]) -> Result<Vec<u8>, ControlError> {
+        opener.open(&mut frame.to_vec()).map(<[u8]>::to_vec)
+    }
+
     #[test]
     fn frames_open_in_order_only() {
         let ((mut i_seal, _), (_, mut r_open)) = pair();
         let f0 = frame(&mut i_seal, b"zero");
         let f1 = frame(&mut i_seal, b"one");
-        assert!(matches!(r_open.open(&f1), Err(ControlError::OutOfSequence { got: 1, expected: 0 })));
-        assert_eq!(r_open.open(&f0).unwrap(), b"zero");
-        assert!(matches!(r_open.open(&f0), Err(ControlError::OutOfSequence { got: 0, expected: 1 })));
-        assert_eq!(r_open.open(&f1).unwrap(), b"one");
+        assert!(matches!(open(&mut r_open, &f1), Err(ControlError::OutOfSequence { got: 1, expected: 0 })));
+        assert_eq!(open(&mut r_open, &f0).unwrap(), b"zero");
+        assert!(matches!(open(&mut r_open, &f0), Err(ControlError::OutOfSequence { got: 0, expected: 1 })));
+        assert_eq!(open(&mut r_open, &f1).unwrap(), b"one");
     }
 
     #[test]
     fn a_frame_reflected_to_its_sender_or_altered_is_refused() {
         let ((mut i_seal, mut i_open), _) = pair();
         let f0 = frame(&mut i_seal, b"payload");
-        assert!(matches!(i_open.open(&f0), Err(ControlError::BadTag { .. })), "reflected");
+        assert!(matches!(open(&mut i_open, &f0), Err(ControlError::BadTag { .. })), "reflected");
         let ((mut i_seal, _), (_, mut r_open)) = pair();
         let f0 = frame(&mut i_seal, b"payload");
         for bit in 0..f0.len() * 8 {
             let mut bad = f0.clone();
             bad[bit / 8] ^= 1 << (bit % 8);
-            assert!(r_open.open(&bad).is_err(), "bit {bit} flipped went unnoticed");
+            assert!(open(&mut r_open, &bad).is_err(), "bit {bit} flipped went unnoticed");
         }
-        assert_eq!(r_open.open(&f0).unwrap(), b"payload");
+        assert_eq!(open(&mut r_open, &f0).unwrap(), b"payload");
+    }
+
+    #[test]
+    fn a_sealed_payload_is_not_readable_on_the_wire_and_differs_per_session() {
+        let secret = b"TRAFFIC SECRET 0123456789abcdef";
+        let ((mut i_seal, _), _) = pair();
+        let sealed = frame(&mut i_seal, secret);
+        assert!(!sealed.windows(8).any(|w| secret.windows(8).any(|s| s == w)), "plaintext on the wire");
+        let key = ControlKey::new(&[7u8; 32]).unwrap();
+        let (mut other, _) = Handshake::new(&key, [1; 32], [3; 32]).session(true);
+        assert_ne!(frame(&mut other, secret), sealed, "two sessions share a key");
     }
 
     proptest::proptest! {
@@ -286,7 +290,7 @@ mod tests {
             cut in proptest::prelude::any::<proptest::sample::Index>(),
             extra in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4),
         ) {
-            let ((mut seal, _), (_, mut open)) = pair();
+            let ((mut seal, _), (_, mut opener)) = pair();
             let good = frame(&mut seal, &payload);
             let mut bad = good.clone();
             for (at, mask) in &flips {
@@ -296,10 +300,10 @@ mod tests {
             bad.truncate(cut.index(bad.len() + 1));
             bad.extend_from_slice(&extra);
             if bad != good {
-                proptest::prop_assert!(open.open(&bad).is_err());
+                proptest::prop_assert!(super::tests::open(&mut opener, &bad).is_err());
             }
             // The genuine frame still opens afterwards: a refused frame consumes nothing.
-            proptest::prop_assert_eq!(open.open(&good).unwrap(), &payload[..]);
+            proptest::prop_assert_eq!(super::tests::open(&mut opener, &good).unwrap(), payload);
         }
     }
 

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
+use zeroize::Zeroize;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -142,8 +143,10 @@ impl Inbox {
         if have.len() < total {
             return Ok(None);
         }
-        let payload = opener.open(&have[..total])?;
-        let message = HandoffMessage::decode(payload);
+        let frame = &mut self.buffer[self.start..self.start + total];
+        let message = HandoffMessage::decode(opener.open(frame)?);
+        // The plaintext may hold a TLS session's secrets: none stays behind in the buffer.
+        frame.zeroize();
         self.start += total;
         if self.start == self.buffer.len() {
             self.buffer.clear();

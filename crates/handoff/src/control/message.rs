@@ -1,13 +1,16 @@
 //! `HandoffMessage`: what the switch and the nodes tell each other about handed-off
 //! connections, and its binary encoding (kind u8, connection id u64 LE, then the fields:
-//! strings as u16 LE length + UTF-8, states as `TcpRepairState`'s own encoding).
+//! strings as u16 LE length + UTF-8, states as `TcpRepairState`'s own encoding, a TLS
+//! session as `tls_state` encodes it).
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use locus_core::NodeId;
+use locus_tls::SessionExport;
 use serde::{Deserialize, Serialize};
 
+use super::tls_state::{get_tls, put_tls, tls_len};
 use crate::error::DecodeError;
 use crate::repair_state::{TcpRepairState, WireReader};
 
@@ -56,7 +59,7 @@ pub struct HandoffHint {
 }
 
 /// A control message. Every message names the connection it is about.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HandoffMessage {
     /// Switch → node: take over this connection (dumped, request put back in front).
     HandOver {
@@ -66,6 +69,9 @@ pub enum HandoffMessage {
         state: TcpRepairState,
         /// What the request was.
         hint: HandoffHint,
+        /// The connection's TLS session, when the switch terminated it (one-way HTTPS): the
+        /// node continues it; the request is in its plaintext, not in the receive queue.
+        tls: Option<Box<SessionExport>>,
     },
     /// Node → switch: restored; waiting for `Go` before writing.
     Ready {
@@ -125,6 +131,8 @@ pub enum HandoffMessage {
         id: ConnectionId,
         /// Its dumped state.
         state: TcpRepairState,
+        /// Its TLS session (the next request in its plaintext), when it has one.
+        tls: Option<Box<SessionExport>>,
     },
 }
 
@@ -172,13 +180,13 @@ impl HandoffMessage {
     /// Length of the encoding.
     pub fn encoded_len(&self) -> usize {
         9 + match self {
-            HandoffMessage::HandOver { state, hint, .. } => {
-                state.encoded_len() + 2 + short(&hint.target).len() + 4
+            HandoffMessage::HandOver { state, hint, tls, .. } => {
+                state.encoded_len() + 2 + short(&hint.target).len() + 4 + tls_len(tls.as_deref())
             }
             HandoffMessage::Refused { reason: text, .. } => 2 + short(text).len(),
             HandoffMessage::Route { target, .. } => 2 + short(target).len() + 1,
             HandoffMessage::RouteTo { .. } => 4,
-            HandoffMessage::Rehandoff { state, .. } => state.encoded_len(),
+            HandoffMessage::Rehandoff { state, tls, .. } => state.encoded_len() + tls_len(tls.as_deref()),
             HandoffMessage::Hello { peers, .. } => {
                 4 + 2 + peers.iter().take(usize::from(u16::MAX)).map(|(_, a)| 4 + peer_len(a)).sum::<usize>()
             }
@@ -204,10 +212,11 @@ impl HandoffMessage {
         out.push(kind);
         out.extend_from_slice(&self.id().0.to_le_bytes());
         match self {
-            HandoffMessage::HandOver { state, hint, .. } => {
+            HandoffMessage::HandOver { state, hint, tls, .. } => {
                 state.encode_into(out);
                 put_string(out, &hint.target);
                 out.extend_from_slice(&hint.request_len.to_le_bytes());
+                put_tls(out, tls.as_deref());
             }
             HandoffMessage::Refused { reason: text, .. } => put_string(out, text),
             HandoffMessage::Route { target, moves, .. } => {
@@ -215,7 +224,10 @@ impl HandoffMessage {
                 out.push(u8::from(*moves));
             }
             HandoffMessage::RouteTo { node, .. } => out.extend_from_slice(&node.0.to_le_bytes()),
-            HandoffMessage::Rehandoff { state, .. } => state.encode_into(out),
+            HandoffMessage::Rehandoff { state, tls, .. } => {
+                state.encode_into(out);
+                put_tls(out, tls.as_deref());
+            }
             HandoffMessage::Hello { node, peers, .. } => {
                 out.extend_from_slice(&node.0.to_le_bytes());
                 let peers = &peers[..peers.len().min(usize::from(u16::MAX))];
@@ -247,7 +259,8 @@ impl HandoffMessage {
                 r.bytes(used, "repair state")?;
                 let target = get_string(&mut r, "hint target")?;
                 let request_len = r.u32("hint request length")?;
-                HandoffMessage::HandOver { id, state, hint: HandoffHint { target, request_len } }
+                let tls = get_tls(&mut r)?;
+                HandoffMessage::HandOver { id, state, hint: HandoffHint { target, request_len }, tls }
             }
             KIND_READY => HandoffMessage::Ready { id },
             KIND_REFUSED => HandoffMessage::Refused { id, reason: get_string(&mut r, "refusal reason")? },
@@ -266,7 +279,8 @@ impl HandoffMessage {
             KIND_REHANDOFF => {
                 let (state, used) = TcpRepairState::decode_prefix(r.rest())?;
                 r.bytes(used, "repair state")?;
-                HandoffMessage::Rehandoff { id, state }
+                let tls = get_tls(&mut r)?;
+                HandoffMessage::Rehandoff { id, state, tls }
             }
             KIND_HELLO => {
                 let node = NodeId(r.u32("hello node id")?);
@@ -394,14 +408,16 @@ mod tests {
     fn every_kind_has_its_own_byte() {
         let id = ConnectionId(7);
         let kinds: Vec<u8> = [
-            HandoffMessage::HandOver { id, state: state(), hint: HandoffHint::default() },
+            HandoffMessage::HandOver { id, state: state(), hint: HandoffHint::default(), tls: None },
+            HandoffMessage::HandOver { id, state: state(), hint: HandoffHint::default(), tls: Some(tls()) },
             HandoffMessage::Ready { id },
             HandoffMessage::Refused { id, reason: String::new() },
             HandoffMessage::Go { id },
             HandoffMessage::Closed { id },
             HandoffMessage::Route { id, target: "/".into(), moves: true },
             HandoffMessage::RouteTo { id, node: NodeId(2) },
-            HandoffMessage::Rehandoff { id, state: state() },
+            HandoffMessage::Rehandoff { id, state: state(), tls: None },
+            HandoffMessage::Rehandoff { id, state: state(), tls: Some(tls()) },
             HandoffMessage::Hello {
                 id: ConnectionId(0),
                 node: NodeId(1),
@@ -419,6 +435,32 @@ mod tests {
             bytes[0]
         })
         .collect();
-        assert_eq!(kinds, (1..=9).collect::<Vec<u8>>());
+        assert_eq!(kinds, vec![1, 1, 2, 3, 4, 5, 6, 7, 8, 8, 9]);
+    }
+
+    fn tls() -> Box<SessionExport> {
+        Box::new(SessionExport {
+            suite: locus_tls::Suite::Aes256GcmSha384,
+            tx_secret: vec![1u8; 48].into(),
+            tx_seq: 3,
+            rx_secret: vec![2u8; 48].into(),
+            rx_seq: 1,
+            plaintext: b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+            undecrypted: vec![23, 3, 3, 0],
+        })
+    }
+
+    #[test]
+    fn a_tls_session_with_an_impossible_field_does_not_decode() {
+        let id = ConnectionId(7);
+        let good = HandoffMessage::Rehandoff { id, state: state(), tls: Some(tls()) }.encode();
+        let at = good.len() - tls_len(Some(&tls()));
+        let mut unknown_suite = good.clone();
+        unknown_suite[at + 1] = 0x05;
+        assert!(matches!(HandoffMessage::decode(&unknown_suite), Err(DecodeError::Invalid("tls suite"))));
+        let mut long_secret = good.clone();
+        long_secret[at + 3] = 49;
+        assert!(HandoffMessage::decode(&long_secret).is_err());
+        assert!(HandoffMessage::decode(&good[..good.len() - 1]).is_err(), "truncated");
     }
 }

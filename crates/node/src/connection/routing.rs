@@ -9,10 +9,9 @@ use locus_core::Method;
 use locus_handoff::dump_connection;
 use locus_http::{BodyKind, BodyTracker, RequestHead};
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 
 use super::buffer_pool::ConnBuffers;
-use super::{Close, Connection, ConnectionEnd, Step, invalid_data};
+use super::{Close, Connection, ConnectionEnd, Step, Transport, invalid_data};
 use crate::context::count;
 use crate::handoff::agent::RouteDecision;
 use crate::handoff::backend_forward::{PEER_IO_TIMEOUT, PeerResponse};
@@ -20,16 +19,27 @@ use crate::handoff::request_router::RequestRouter;
 use crate::out_queue::OutQueue;
 use crate::response::{Persistence, simple};
 
-/// Dump the connection with `pending` in front of its receive queue and hand it back to the
-/// switch. If that fails the connection is closed here.
+/// Dump the connection with `pending` in front of its receive queue (or, for a TLS session,
+/// first in its plaintext) and hand it back to the switch. If that fails the connection is
+/// closed here.
 pub(super) fn hand_back(
-    stream: TcpStream,
+    stream: Transport,
     router: Option<&RequestRouter>,
     channel: u64,
     pending: &[u8],
 ) -> ConnectionEnd {
     let Some(router) = router else { return ConnectionEnd::Closed };
     let id = router.id();
+    let (stream, tls, pending) = match stream {
+        Transport::Plain(s) => (s, None, pending),
+        Transport::Tls(t) => match t.into_parts(pending) {
+            Ok((s, session)) => (s, Some(Box::new(session)), &[][..]),
+            Err(e) => {
+                tracing::warn!(%id, error = %e, "rehandoff: the TLS session cannot move; closing the connection");
+                return ConnectionEnd::Closed;
+            }
+        },
+    };
     let socket = match stream.into_std() {
         Ok(s) => s,
         Err(e) => {
@@ -39,7 +49,7 @@ pub(super) fn hand_back(
     };
     match dump_connection(socket, pending) {
         Ok(state) => {
-            if router.rehandoff(state, channel) {
+            if router.rehandoff(state, tls, channel) {
                 ConnectionEnd::HandedBack
             } else {
                 ConnectionEnd::Closed

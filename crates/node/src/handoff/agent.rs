@@ -16,6 +16,7 @@ use locus_handoff::{
     HandoffMessage, PreparedSocket, RestoreOptions, TcpRepairState, restore_prepared,
 };
 use locus_io::{AcceptBackoff, ConnectionSlot};
+use locus_tls::SessionExport;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -39,6 +40,8 @@ pub struct AdoptedConnection {
     pub id: ConnectionId,
     /// The unsent part of the send queue, to write before anything else.
     pub unsent: Vec<u8>,
+    /// The TLS session to continue on it (one-way HTTPS), its request in the plaintext.
+    pub tls: Option<Box<SessionExport>>,
 }
 
 /// Where the switch wants the next request of a connection served.
@@ -73,6 +76,7 @@ struct AwaitingGo {
     stream: std::net::TcpStream,
     slot: ConnectionSlot,
     unsent: Vec<u8>,
+    tls: Option<Box<SessionExport>>,
     deadline: Instant,
 }
 
@@ -319,11 +323,12 @@ impl HandoffAgent {
                 self.node.metrics.handoff_node_id.store(u64::from(node.0) + 1, Ordering::Relaxed);
                 false
             }
-            HandoffMessage::HandOver { id, state, hint } => {
-                let reply = match self.take_over(id, &state) {
+            HandoffMessage::HandOver { id, state, hint, tls } => {
+                let encrypted = tls.is_some();
+                let reply = match self.take_over(id, &state, tls) {
                     Ok(()) => {
                         count(&self.node.metrics.handoffs_accepted);
-                        tracing::debug!(%id, client = %state.peer, target = %hint.target, "handoff restored; ready");
+                        tracing::debug!(%id, client = %state.peer, target = %hint.target, encrypted, "handoff restored; ready");
                         HandoffMessage::Ready { id }
                     }
                     Err(reason) => {
@@ -357,10 +362,19 @@ impl HandoffAgent {
         }
     }
 
-    /// Restore a handed-over connection and keep it until `Go`; Err: the refusal reason.
-    fn take_over(&self, id: ConnectionId, state: &TcpRepairState) -> Result<(), String> {
+    /// Restore a handed-over connection (with its TLS session, if any) and keep it until
+    /// `Go`; Err: the refusal reason.
+    fn take_over(
+        &self,
+        id: ConnectionId,
+        state: &TcpRepairState,
+        tls: Option<Box<SessionExport>>,
+    ) -> Result<(), String> {
         if self.node.is_shutting_down() {
             return Err("node is shutting down".into());
+        }
+        if tls.is_some() && self.upstream.is_some() {
+            return Err("a TLS session cannot be relayed to the upstream (it needs the record layer)".into());
         }
         if self.awaiting_go.lock().contains_key(&id) {
             return Err(format!("{id} is already restored and waiting for Go"));
@@ -378,6 +392,7 @@ impl HandoffAgent {
             stream,
             slot,
             unsent: state.unsent_part().to_vec(),
+            tls,
             deadline: Instant::now() + self.go_timeout,
         };
         self.awaiting_go.lock().insert(id, waiting);
@@ -390,8 +405,13 @@ impl HandoffAgent {
             tracing::warn!(%id, "Go for a connection that is not waiting (unknown, or timed out)");
             return;
         };
-        let mut adopted =
-            AdoptedConnection { stream: waiting.stream, slot: waiting.slot, id, unsent: waiting.unsent };
+        let mut adopted = AdoptedConnection {
+            stream: waiting.stream,
+            slot: waiting.slot,
+            id,
+            unsent: waiting.unsent,
+            tls: waiting.tls,
+        };
         for _ in 0..self.workers.len() {
             let i = self.next_worker.fetch_add(1, Ordering::Relaxed) % self.workers.len();
             match self.workers[i].send(adopted) {
@@ -534,16 +554,22 @@ impl HandoffAgent {
         RouteDecision::Local
     }
 
-    /// Give connection `id` back to the switch (dumped, next request in front), on channel
-    /// `channel` or, if it died, the newest. False when no switch is connected (the
-    /// connection is lost then).
-    pub fn rehandoff(&self, id: ConnectionId, state: TcpRepairState, channel: u64) -> bool {
+    /// Give connection `id` back to the switch (dumped, next request in front or in its TLS
+    /// session's plaintext), on channel `channel` or, if it died, the newest. False when no
+    /// switch is connected (the connection is lost then).
+    pub fn rehandoff(
+        &self,
+        id: ConnectionId,
+        state: TcpRepairState,
+        tls: Option<Box<SessionExport>>,
+        channel: u64,
+    ) -> bool {
         let client = state.peer;
         let Some((serial, outbox)) = self.channel_or_newest(channel) else {
             tracing::warn!(%id, %client, "rehandoff: no switch connected; connection lost");
             return false;
         };
-        if outbox.send(HandoffMessage::Rehandoff { id, state }).is_err() {
+        if outbox.send(HandoffMessage::Rehandoff { id, state, tls }).is_err() {
             tracing::warn!(%id, %client, channel = serial, "rehandoff: channel closed; connection lost");
             return false;
         }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use locus_handoff::{ConnectionId, TcpRepairState};
+use locus_tls::SessionExport;
 
 use crate::handoff::agent::{HandoffAgent, RouteDecision};
 
@@ -62,10 +63,10 @@ impl RequestRouter {
         decision
     }
 
-    /// Hand the dumped connection back to the switch on `channel`; false if it could not be
-    /// sent (the connection is lost).
-    pub fn rehandoff(&self, state: TcpRepairState, channel: u64) -> bool {
-        self.agent.rehandoff(self.id, state, channel)
+    /// Hand the dumped connection (and its TLS session, if it has one) back to the switch on
+    /// `channel`; false if it could not be sent (the connection is lost).
+    pub fn rehandoff(&self, state: TcpRepairState, tls: Option<Box<SessionExport>>, channel: u64) -> bool {
+        self.agent.rehandoff(self.id, state, tls, channel)
     }
 
     /// The connection ended here: tell the switch, if it knows the connection.

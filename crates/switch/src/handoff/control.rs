@@ -6,7 +6,8 @@
 
 use super::links::{NodeLink, Reply, WorkerLinks};
 use super::plane::HandedOff;
-use super::sequence::{hand_over, restore_here};
+use super::sequence::{NotTaken, hand_over, restore_here};
+use crate::client_stream::ClientStream;
 use crate::dispatch::DetachedAssignment;
 use crate::mode::{L4Selection, Mode};
 use crate::state::Shared;
@@ -15,12 +16,12 @@ use locus_core::{NodeId, RequestInfo};
 use locus_handoff::{ConnectionId, ControlConfig, HandoffHint, HandoffMessage, TcpRepairState};
 use locus_io::ConnectionSlot;
 use locus_policy::PolicyConfig;
+use locus_tls::{SessionExport, TlsStream};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 /// What the control tasks need of a worker thread: its links, and a session for a connection
@@ -34,7 +35,7 @@ pub trait HandoffWorker {
     /// read first (the one its node asked a Route for).
     fn spawn_restored(
         self: Rc<Self>,
-        stream: TcpStream,
+        stream: ClientStream,
         peer: SocketAddr,
         slot: ConnectionSlot,
         dispatch: Option<DetachedAssignment>,
@@ -43,7 +44,7 @@ pub trait HandoffWorker {
 
 /// Starts a session for a connection restored on the switch (see
 /// [`HandoffWorker::spawn_restored`]).
-type ServeRestored = Rc<dyn Fn(TcpStream, SocketAddr, ConnectionSlot, Option<DetachedAssignment>)>;
+type ServeRestored = Rc<dyn Fn(ClientStream, SocketAddr, ConnectionSlot, Option<DetachedAssignment>)>;
 
 /// Start the tasks of a worker's links (on the worker's `LocalSet`).
 pub fn start_links<W: HandoffWorker + 'static>(worker: &Rc<W>, shutdown: watch::Receiver<bool>) {
@@ -169,8 +170,8 @@ fn on_message(links: &Rc<WorkerLinks>, link: &Rc<NodeLink>, serve: &ServeRestore
         HandoffMessage::Route { id, target, moves } => {
             tokio::task::spawn_local(answer_route(links.clone(), link.clone(), id, target, moves));
         }
-        HandoffMessage::Rehandoff { id, state } => {
-            tokio::task::spawn_local(rehandoff(links.clone(), serve.clone(), link.node, id, state));
+        HandoffMessage::Rehandoff { id, state, tls } => {
+            tokio::task::spawn_local(rehandoff(links.clone(), serve.clone(), link.node, id, state, tls));
         }
         other => {
             tracing::debug!(agent = %link.addr, kind = other.kind_name(), "handoff: unexpected message ignored");
@@ -261,6 +262,7 @@ async fn rehandoff(
     from: NodeId,
     id: ConnectionId,
     state: TcpRepairState,
+    tls: Option<Box<SessionExport>>,
 ) {
     let shared = links.shared.clone();
     let Some(plane) = shared.handoff.as_ref() else { return };
@@ -280,14 +282,24 @@ async fn rehandoff(
                     c.node = node;
                 }
             };
-            hand_over(&links, node, id, key, state, hint, moved).await
+            hand_over(&links, node, id, key, state, hint, tls, moved).await
         }
-        None => Err((state, format!("Rehandoff from node {} without a Route answered elsewhere", from.0))),
+        None => Err(NotTaken {
+            state,
+            tls,
+            why: format!("Rehandoff from node {} without a Route answered elsewhere", from.0),
+        }),
     };
-    if let Err((state, why)) = result {
+    if let Err(NotTaken { state, tls, why }) = result {
         tracing::warn!(%id, "handoff: re-handoff failed, the switch serves the connection: {why}");
         let dispatch = plane.withdraw(id);
-        match restore_here(plane, &state, key).await {
+        let restored = restore_here(plane, &state, key).await.and_then(|tcp| match tls {
+            None => Ok(ClientStream::Plain(tcp)),
+            Some(session) => TlsStream::continued(tcp, *session)
+                .map(|t| ClientStream::Tls(Box::new(t)))
+                .map_err(std::io::Error::other),
+        });
+        match restored {
             Ok(stream) => {
                 serve(stream, SocketAddr::V4(state.peer), shared.connections.claim_always(), dispatch)
             }

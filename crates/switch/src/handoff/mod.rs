@@ -14,5 +14,5 @@ mod settings;
 pub use control::{HandoffWorker, spawn_housekeeping, spawn_l4_policy, start_links};
 pub use links::WorkerLinks;
 pub use plane::{HandoffPlane, HandoffSetupError};
-pub use sequence::{ConnectionAddrs, HandoffOutcome, hand_off};
+pub use sequence::{ConnectionAddrs, HandoffOutcome, Payload, hand_off};
 pub use settings::HandoffSettings;

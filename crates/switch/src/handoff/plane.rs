@@ -10,7 +10,7 @@ use locus_bpf::{ConnEntry, ConnKey, Forwarder, ForwarderOptions, NodeSlot, NodeT
 use locus_core::{NodeId, RequestInfo};
 use locus_handoff::{ConnectionId, ControlKey};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -58,6 +58,18 @@ pub struct HandoffCounters {
     pub channels_up: AtomicU64,
     /// Attempts to open a control channel that failed (agent unreachable, key refused).
     pub channel_failures: AtomicU64,
+    /// First handoffs that moved a TLS session with the connection (one-way HTTPS).
+    pub tls_handoffs: AtomicU64,
+    /// TLS connections the switch served two-way instead, by why (`tls12`, `suite`,
+    /// `key_updated`, ...).
+    pub tls_two_way: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl HandoffCounters {
+    /// A TLS connection is served two-way for `reason`.
+    pub fn count_two_way(&self, reason: &'static str) {
+        *self.tls_two_way.lock().entry(reason).or_default() += 1;
+    }
 }
 
 /// A connection living on a node.

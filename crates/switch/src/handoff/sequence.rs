@@ -1,7 +1,8 @@
 //! The switch side of moving a connection to a node: hold its packets, dump it (with the
 //! bytes read put back), HandOver, wait for Ready, forward, Go; and when the node refuses or
 //! the handoff fails, restore the connection on the switch. `hand_off` runs it for a
-//! session's first request and says how it ended; re-handoffs reuse `hand_over`.
+//! session's first request and says how it ended; re-handoffs reuse `hand_over`. A TLS
+//! session taken over from rustls travels in the HandOver, its request in its plaintext.
 
 use super::links::{Reply, WorkerLinks};
 use super::plane::HandoffPlane;
@@ -12,6 +13,7 @@ use locus_handoff::{
     ConnectionId, HandoffHint, HandoffMessage, RestoreOptions, TcpRepairState, disconnect_dumped,
     dump_connection_in_place, restore_connection,
 };
+use locus_tls::SessionExport;
 use std::io;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::os::fd::AsFd;
@@ -55,16 +57,31 @@ impl ConnectionAddrs {
     }
 }
 
-/// Move the connection `stream` (with the bytes `read` from it, the request `req` first; its
-/// client round-trip time `rtt`) to the first of the request's `candidates`: hold its
-/// packets, dump it with what was read put back, HandOver, Ready, forward, Go. A node's
-/// refusal restores it here. The policy hears of the request (`observe`) once the node has
-/// the connection.
+/// A handoff a node did not take: the dumped state and TLS session come back, for the switch
+/// to serve the connection, with why.
+pub(super) struct NotTaken {
+    pub(super) state: TcpRepairState,
+    pub(super) tls: Option<Box<SessionExport>>,
+    pub(super) why: String,
+}
+
+/// What moves with a connection besides its TCP state: the bytes the switch read from it,
+/// in cleartext (put back in front of its receive queue), or its TLS session (the request in
+/// its plaintext; nothing is put back).
+pub enum Payload<'r> {
+    Read(&'r [u8]),
+    Tls(Box<SessionExport>),
+}
+
+/// Move the connection `stream` (with `payload`, the request `req` first; its client
+/// round-trip time `rtt`) to the first of the request's `candidates`: hold its packets, dump
+/// it with what was read put back, HandOver, Ready, forward, Go. A node's refusal restores it
+/// here. The policy hears of the request (`observe`) once the node has the connection.
 pub async fn hand_off<'d>(
     links: &WorkerLinks,
     stream: &TcpStream,
     addrs: ConnectionAddrs,
-    read: &[u8],
+    payload: Payload<'_>,
     req: &RequestInfo<'_>,
     rtt: Duration,
     candidates: Candidates<'d>,
@@ -79,6 +96,11 @@ pub async fn hand_off<'d>(
     let key = ConnKey::new(addrs.client, addrs.local);
     let id = ConnectionId::from_tuple(addrs.client, addrs.local.port());
     let target = req.target.to_string();
+    let (read, tls) = match payload {
+        Payload::Read(read) => (read, None),
+        Payload::Tls(session) => (&[][..], Some(session)),
+    };
+    let encrypted = tls.is_some();
     let hint = HandoffHint { target: target.clone(), request_len: read.len() as u32 };
     // Hold before the dump: from here the client's packets wait (it retransmits).
     if let Err(e) = plane.hold(key, node) {
@@ -91,10 +113,14 @@ pub async fn hand_off<'d>(
     plane.register(id, key, node, candidates.detach(), target, rtt);
     let handed = || {
         plane.counters.handoffs.fetch_add(1, Relaxed);
+        if encrypted {
+            plane.counters.tls_handoffs.fetch_add(1, Relaxed);
+        }
         shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
         shared.dispatcher.observe(node, req, rtt);
     };
-    let Err((state, why)) = hand_over(links, node, id, key, state, hint, handed).await else {
+    let Err(NotTaken { state, why, .. }) = hand_over(links, node, id, key, state, hint, tls, handed).await
+    else {
         return HandoffOutcome::HandedOff;
     };
     let dispatch = plane.withdraw(id);
@@ -143,7 +169,9 @@ fn dump(
 /// for Ready, let its packets through, Go.
 /// `on_ready` runs once the node has the connection and before Go lets it answer the client,
 /// so what the caller counts for a handoff is there before anything the client can see.
-/// On refusal or failure the state comes back, for the switch to serve the connection.
+/// On refusal or failure the state (and TLS session) comes back, for the switch to serve the
+/// connection.
+#[expect(clippy::too_many_arguments, reason = "one handoff's parts, each used once")]
 pub(super) async fn hand_over(
     links: &WorkerLinks,
     node: NodeId,
@@ -151,34 +179,36 @@ pub(super) async fn hand_over(
     key: ConnKey,
     state: TcpRepairState,
     hint: HandoffHint,
+    tls: Option<Box<SessionExport>>,
     on_ready: impl FnOnce(),
-) -> Result<(), (TcpRepairState, String)> {
+) -> Result<(), NotTaken> {
     let plane = links.shared.handoff.as_ref().expect("handoff mode");
     let Some(link) = links.get(node).cloned() else {
-        return Err((state, "no link to the node".into()));
+        return Err(NotTaken { state, tls, why: "no link to the node".into() });
     };
     // The caller has put the connection's packets on hold, pointing at `node`.
     let (tx, rx) = oneshot::channel();
     link.waiting.borrow_mut().insert(id, tx);
-    let message = HandoffMessage::HandOver { id, state, hint };
+    let message = HandoffMessage::HandOver { id, state, hint, tls };
     let sent = link.send(&message).await;
-    let HandoffMessage::HandOver { state, .. } = message else { unreachable!("built above") };
+    let HandoffMessage::HandOver { state, tls, .. } = message else { unreachable!("built above") };
+    let not_taken = |why: String| NotTaken { state, tls, why };
     if let Err(e) = sent {
         link.waiting.borrow_mut().remove(&id);
         plane.counters.failed.fetch_add(1, Relaxed);
-        return Err((state, format!("HandOver not sent: {e}")));
+        return Err(not_taken(format!("HandOver not sent: {e}")));
     }
     let timeout = Duration::from_millis(plane.settings.ready_timeout_ms);
     match tokio::time::timeout(timeout, rx).await {
         Ok(Ok(Reply::Ready)) => {}
         Ok(Ok(Reply::Refused(reason))) => {
             plane.counters.refused.fetch_add(1, Relaxed);
-            return Err((state, format!("node refused: {reason}")));
+            return Err(not_taken(format!("node refused: {reason}")));
         }
         Ok(Err(_)) | Err(_) => {
             link.waiting.borrow_mut().remove(&id);
             plane.counters.failed.fetch_add(1, Relaxed);
-            return Err((state, format!("no Ready within {} ms", timeout.as_millis())));
+            return Err(not_taken(format!("no Ready within {} ms", timeout.as_millis())));
         }
     }
     on_ready();
