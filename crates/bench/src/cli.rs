@@ -48,7 +48,8 @@ pub struct TlsArgs {
     /// Idle TLS keep-alive connections held against each balancer (0 to skip).
     #[arg(long, default_value_t = 10_000)]
     pub idle_connections: usize,
-    /// Paths, comma-separated (default: all): direct, direct-nginx, locus, haproxy, nginx.
+    /// Paths, comma-separated (default: all): direct, direct-nginx, locus, handoff, haproxy,
+    /// nginx.
     #[arg(long, value_delimiter = ',')]
     pub paths: Vec<String>,
     /// Keep configurations, certificates and server logs in this folder.

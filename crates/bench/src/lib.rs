@@ -16,6 +16,7 @@ mod idle_tls;
 mod lab_rig;
 pub mod load_vs_wrk;
 pub mod node_cost;
+mod one_way_rig;
 mod proxy;
 pub mod rehandoff;
 pub mod tls_bench;

@@ -3,6 +3,8 @@
 //! and how each starts its server. A new switch mode is one more entry in [`PATHS`].
 
 use super::ProxyBenchOptions;
+pub use crate::one_way_rig::ONE_WAY_NODE_PORT;
+use crate::one_way_rig::{AgentNodes, await_control_channels};
 use anyhow::bail;
 use locus_rig::{HaproxyBalance, HaproxyTuning, Net, NginxBalance, NodeSpec, Server, SwitchSpec, servers};
 use std::net::SocketAddr;
@@ -20,11 +22,8 @@ pub(super) struct Env<'a> {
     pub opts: &'a ProxyBenchOptions,
     /// The nodes of the one-way paths (running the handoff agent, listening on every address
     /// at [`ONE_WAY_NODE_PORT`]), started by the first one-way path and kept for the others.
-    pub one_way_nodes: std::cell::OnceCell<(Vec<Server>, std::path::PathBuf)>,
+    pub one_way_nodes: std::cell::OnceCell<AgentNodes>,
 }
-
-/// HTTP port of the one-way paths' nodes, which is also the l4 service port.
-pub const ONE_WAY_NODE_PORT: u16 = 86;
 
 /// A started path: where wrk sends its requests, and the servers it started (stopped when
 /// this is dropped; a path may start several, e.g. agents on the nodes).
@@ -218,60 +217,26 @@ fn locus_switch(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started>
 /// virtual IP.
 fn one_way(env: &Env<'_>, mode: &str, port: u16) -> anyhow::Result<Started> {
     if env.one_way_nodes.get().is_none() {
+        let roles: Vec<String> = env.nodes.iter().map(|(role, _)| role.clone()).collect();
         let scratch = env.scratch.join("one-way-nodes");
-        std::fs::create_dir_all(&scratch)?;
-        let key = scratch.join("handoff.key");
-        servers::write_handoff_key(&key)?;
-        let mut nodes = Vec::new();
-        for (role, _) in env.nodes {
-            let spec = NodeSpec {
-                workers: env.opts.node_workers,
-                handoff_key_file: Some(key.clone()),
-                handoff_clone: true,
-                handoff_clone_service: Some(env.net.switch_addr(ONE_WAY_NODE_PORT)?),
-                listen_any: true,
-                port: Some(ONE_WAY_NODE_PORT),
-                agent_port: Some(ONE_WAY_NODE_PORT + 7000),
-                ..NodeSpec::new(role, env.root)
-            };
-            nodes.push(servers::locus_node(env.net, env.locus, &scratch, &spec)?);
-        }
-        let _ = env.one_way_nodes.set((nodes, key));
+        let nodes =
+            AgentNodes::start(env.net, env.locus, &scratch, env.root, &roles, env.opts.node_workers, true)?;
+        let _ = env.one_way_nodes.set(nodes);
     }
-    let (one_way_nodes, key) = env.one_way_nodes.get().expect("set above");
+    let agents = env.one_way_nodes.get().expect("set above");
     let scratch = env.scratch.join(format!("switch-{mode}"));
     std::fs::create_dir_all(&scratch)?;
-    let nodes: Vec<(String, SocketAddr)> = one_way_nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
+    let nodes = agents.addrs();
     let spec = SwitchSpec {
         admin: true,
-        handoff_key_file: Some(key.clone()),
-        handoff_agents: one_way_nodes.iter().filter_map(|n| n.agent).collect(),
+        handoff_key_file: Some(agents.key.clone()),
+        handoff_agents: agents.agents(),
         ..SwitchSpec::new(&env.opts.policy, mode, env.opts.switch_workers, env.opts.idle_connections + 1000)
     };
     let listen = env.net.switch_addr(port)?;
     let switch = servers::locus_switch(env.net, env.locus, &scratch, listen, &nodes, &spec)?;
-    // The switch connects its control channels (one per worker and node) as it starts: wait
-    // for them, or the first connections would be served by the proxy path.
     let want = u64::from(env.opts.switch_workers.max(1)) * nodes.len() as u64;
-    let admin = switch.admin.expect("admin listener");
-    let url: locus_load::TargetUrl = format!("http://{admin}/").parse()?;
-    let up = env.net.on_host("client", || {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let status = locus_load::fetch_status(&url, std::time::Duration::from_secs(2));
-            let channels = status.ok().and_then(|s| s["handoff"]["channels_up"].as_u64()).unwrap_or(0);
-            if channels >= want || std::time::Instant::now() > deadline {
-                return Ok::<u64, locus_rig::RigError>(channels);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    })?;
-    if up < want {
-        bail!(
-            "{mode} switch: {up} of {want} control channels to the agents came up (see {})",
-            switch.log.display()
-        );
-    }
+    await_control_channels(env.net, &switch, want, mode)?;
     Ok(Started { addr: listen, servers: vec![switch] })
 }
 

@@ -1,7 +1,9 @@
 //! The paths `locus bench tls` measures, each terminating TLS with the same certificate and
 //! ticket keys: one Locus node serving HTTPS itself, NGINX serving the same files over HTTPS,
 //! and each load balancer terminating TLS in front of the two cleartext nodes (the Locus
-//! switch in proxy mode, HAProxy, NGINX); with the processes whose CPU time is the path's.
+//! switch in proxy mode, HAProxy, NGINX), and the switch in handoff mode moving each TLS
+//! session with its connection to two nodes running the agent (one-way HTTPS); with the
+//! processes whose CPU time is the path's.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -9,6 +11,8 @@ use std::path::Path;
 use anyhow::bail;
 use locus_rig::servers::{Listen, TlsFiles};
 use locus_rig::{HaproxyBalance, HaproxyTuning, Net, NginxBalance, NodeSpec, Server, SwitchSpec, servers};
+
+use crate::one_way_rig::{AgentNodes, await_control_channels};
 
 /// What a path's start function may use.
 pub(super) struct Env<'a> {
@@ -23,10 +27,12 @@ pub(super) struct Env<'a> {
     pub workers: u32,
 }
 
-/// A started path: where the load goes (HTTPS), and its servers (stopped when dropped).
+/// A started path: where the load goes (HTTPS), its servers (whose CPU time is the path's),
+/// and servers it needs beside them (the handoff path's nodes); all stopped when dropped.
 pub(super) struct Started {
     pub addr: SocketAddr,
     pub servers: Vec<Server>,
+    pub _beside: Vec<Server>,
 }
 
 /// One TLS path.
@@ -54,6 +60,11 @@ pub const TLS_PATHS: &[TlsPath] = &[
         name: "locus",
         about: "Locus switch, proxy mode, terminating TLS (rustls) before the two nodes",
         start: locus_switch,
+    },
+    TlsPath {
+        name: "handoff",
+        about: "Locus switch, handoff mode: it terminates TLS, reads the first request and moves the connection with its TLS session to the node (one-way HTTPS); nodes answer encrypted, the switch's CPU is the path's",
+        start: handoff,
     },
     TlsPath {
         name: "haproxy",
@@ -91,14 +102,14 @@ fn direct(env: &Env<'_>) -> anyhow::Result<Started> {
         ..NodeSpec::new("node1", env.root)
     };
     let s = servers::locus_node(env.net, env.locus, &scratch, &spec)?;
-    Ok(Started { addr: s.addr, servers: vec![s] })
+    Ok(Started { addr: s.addr, servers: vec![s], _beside: Vec::new() })
 }
 
 fn nginx_static(env: &Env<'_>) -> anyhow::Result<Started> {
     let scratch = env.scratch.join("tls-nginx-static");
     std::fs::create_dir_all(&scratch)?;
     let s = servers::nginx_static(env.net, &scratch, &env.nodes[0].0, env.root, Some(env.tls))?;
-    Ok(Started { addr: s.addr, servers: vec![s] })
+    Ok(Started { addr: s.addr, servers: vec![s], _beside: Vec::new() })
 }
 
 fn locus_switch(env: &Env<'_>) -> anyhow::Result<Started> {
@@ -111,7 +122,30 @@ fn locus_switch(env: &Env<'_>) -> anyhow::Result<Started> {
     };
     let listen = env.net.listen_addr("switch", 80)?;
     let s = servers::locus_switch(env.net, env.locus, &scratch, listen, env.nodes, &spec)?;
-    Ok(Started { addr: tls_addr, servers: vec![s] })
+    Ok(Started { addr: tls_addr, servers: vec![s], _beside: Vec::new() })
+}
+
+/// Port of the handoff path's TLS listener on the virtual IP (its cleartext one is 84).
+const HANDOFF_TLS_PORT: u16 = 8443;
+
+fn handoff(env: &Env<'_>) -> anyhow::Result<Started> {
+    let scratch = env.scratch.join("tls-handoff");
+    let roles: Vec<String> = env.nodes.iter().map(|(role, _)| role.clone()).collect();
+    let nodes =
+        AgentNodes::start(env.net, env.locus, &scratch.join("nodes"), env.root, &roles, env.workers, false)?;
+    let tls_addr = env.net.switch_addr(HANDOFF_TLS_PORT)?;
+    let spec = SwitchSpec {
+        admin: true,
+        handoff_key_file: Some(nodes.key.clone()),
+        handoff_agents: nodes.agents(),
+        tls: Some((env.tls.clone(), tls_addr)),
+        ..SwitchSpec::new("lard-r", "handoff", env.workers, 20_000)
+    };
+    let listen = env.net.switch_addr(84)?;
+    let switch = servers::locus_switch(env.net, env.locus, &scratch, listen, &nodes.addrs(), &spec)?;
+    let want = u64::from(env.workers.max(1)) * nodes.servers.len() as u64;
+    await_control_channels(env.net, &switch, want, "handoff")?;
+    Ok(Started { addr: tls_addr, servers: vec![switch], _beside: nodes.servers })
 }
 
 fn haproxy(env: &Env<'_>) -> anyhow::Result<Started> {
@@ -127,7 +161,7 @@ fn haproxy(env: &Env<'_>) -> anyhow::Result<Started> {
         &HaproxyTuning::default(),
         env.workers,
     )?;
-    Ok(Started { addr: s.addr, servers: vec![s] })
+    Ok(Started { addr: s.addr, servers: vec![s], _beside: Vec::new() })
 }
 
 fn nginx_proxy(env: &Env<'_>) -> anyhow::Result<Started> {
@@ -135,7 +169,7 @@ fn nginx_proxy(env: &Env<'_>) -> anyhow::Result<Started> {
     std::fs::create_dir_all(&scratch)?;
     let listen = Listen { addr: env.net.listen_addr("switch", 445)?, tls: Some(env.tls) };
     let s = servers::nginx_proxy(env.net, &scratch, listen, env.nodes, NginxBalance::UriChash, env.workers)?;
-    Ok(Started { addr: s.addr, servers: vec![s] })
+    Ok(Started { addr: s.addr, servers: vec![s], _beside: Vec::new() })
 }
 
 #[cfg(test)]

@@ -1,11 +1,18 @@
 //! The TLS benchmark's report in Markdown: per certificate, a table of every path's
 //! throughput (median req/s with the rounds' range) and CPU per request at each measure, the
-//! Locus switch against HAProxy and NGINX as ratios of medians, and the idle-connection
-//! memory.
+//! Locus switch against HAProxy and NGINX and one-way HTTPS (`handoff`) against HAProxy and
+//! the node serving TLS itself as ratios of medians, the handoff switch's CPU per request
+//! against HAProxy's, and the idle-connection memory.
 
 use std::fmt::Write;
 
 use super::{MEASURES, Measure, TLS_PATHS, TlsRow};
+
+/// The throughput ratios the table gives (path ÷ rival, medians).
+const RATIOS: [(&str, &str); 4] =
+    [("locus", "haproxy"), ("locus", "nginx"), ("handoff", "haproxy"), ("handoff", "direct")];
+/// The CPU-per-request ratio it gives: the one-way switch's against HAProxy's.
+const CPU_RATIO: (&str, &str) = ("handoff", "haproxy");
 
 fn measure_name(m: &Measure) -> String {
     match (m.keepalive, m.resumed) {
@@ -58,12 +65,16 @@ pub fn tls_markdown(rows: &[TlsRow]) -> String {
             .map(|p| p.name)
             .filter(|p| MEASURES.iter().any(|m| cell(rows, cert, p, m).is_some()))
             .collect();
+        let ratio_heads: Vec<String> = RATIOS.iter().map(|(a, b)| format!("{a} ÷ {b}")).collect();
         let _ = writeln!(
             out,
-            "\n### {cert}\n\n| measure | {} | locus ÷ haproxy | locus ÷ nginx |",
-            paths.join(" | ")
+            "\n### {cert}\n\n| measure | {} | {} | {} CPU/req ÷ {} |",
+            paths.join(" | "),
+            ratio_heads.join(" | "),
+            CPU_RATIO.0,
+            CPU_RATIO.1
         );
-        let _ = writeln!(out, "|---|{}---|---|", "---|".repeat(paths.len()));
+        let _ = writeln!(out, "|---|{}{}---|", "---|".repeat(paths.len()), "---|".repeat(RATIOS.len()));
         for m in &MEASURES {
             let mut line = format!("| {} |", measure_name(m));
             for p in &paths {
@@ -75,11 +86,22 @@ pub fn tls_markdown(rows: &[TlsRow]) -> String {
                     None => line.push_str(" – |"),
                 }
             }
-            let ratio = |rival: &str| match (cell(rows, cert, "locus", m), cell(rows, cert, rival, m)) {
-                (Some((a, ..)), Some((b, ..))) if b > 0.0 => format!("{:.2}×", a / b),
-                _ => "–".into(),
-            };
-            let _ = writeln!(out, "{line} {} | {} |", ratio("haproxy"), ratio("nginx"));
+            for (path, rival) in RATIOS {
+                match (cell(rows, cert, path, m), cell(rows, cert, rival, m)) {
+                    (Some((a, ..)), Some((b, ..))) if b > 0.0 => {
+                        let _ = write!(line, " {:.2}× |", a / b);
+                    }
+                    _ => line.push_str(" – |"),
+                }
+            }
+            let cpu = (cell(rows, cert, CPU_RATIO.0, m), cell(rows, cert, CPU_RATIO.1, m));
+            match cpu {
+                (Some((.., Some(a))), Some((.., Some(b)))) if b > 0.0 => {
+                    let _ = write!(line, " {:.2}× |", a / b);
+                }
+                _ => line.push_str(" – |"),
+            }
+            let _ = writeln!(out, "{line}");
         }
         for r in rows {
             if let TlsRow::Idle { path, cert: c, held, rss_mb, rss_before_mb, stopped, .. } = r
@@ -122,6 +144,9 @@ mod tests {
         let t = tls_markdown(&rows);
         assert!(t.contains("### ecdsa-p256"), "{t}");
         assert!(t.contains("| full handshakes (conn/request, 1 KiB) | 1200 (1190–1205), 42 µs/req |"), "{t}");
-        assert!(t.contains("| 1.20× | 1.50× |"), "{t}");
+        assert!(t.contains("| 1.20× | 1.50× | – | – | – |"), "{t}");
+        let rows = vec![row("handoff", m, 3000.0), row("haproxy", m, 1000.0), row("direct", m, 2000.0)];
+        let t = tls_markdown(&rows);
+        assert!(t.contains("| – | – | 3.00× | 1.50× | 1.00× |"), "{t}");
     }
 }

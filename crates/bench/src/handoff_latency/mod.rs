@@ -1,12 +1,16 @@
 //! `measure_handoff_latency`: handoffs of established loopback connections, each timed from
 //! the start of the dump on the "switch" thread until the switch holds the node's `Ready`
-//! (dump, HandOver over an authenticated control channel, restore on the "node" thread, Ready),
-//! on the public API of `locus-handoff`; `locus bench handoff` prints it.
+//! (dump, HandOver over an encrypted control channel, restore on the "node" thread, Ready),
+//! on the public API of `locus-handoff`; `locus bench handoff` prints it. With TLS (`ends`)
+//! the timing also holds the session's export on the switch and its continuation on the node.
 
-use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
-use std::os::fd::AsFd;
+mod ends;
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
 use std::time::{Duration, Instant};
+
+use ends::{End, TlsSetup, connect_pair, continue_on};
 
 use serde::Serialize;
 
@@ -38,6 +42,9 @@ pub struct HandoffLatency {
     pub restored_median_us: f64,
     /// Where the two threads ran.
     pub placement: ThreadPlacement,
+    /// Whether each connection carried a TLS session (exported by the switch, continued by
+    /// the node, both inside the timing).
+    pub tls: bool,
 }
 
 impl HandoffLatency {
@@ -135,14 +142,19 @@ const BUSY_POLL: Duration = Duration::from_millis(200);
 /// CPUs costs tens of µs of hypervisor work (an idle vCPU must be woken) that two real
 /// hosts do not pay in that form — they pay the wire instead. Needs CAP_NET_ADMIN.
 pub fn measure_handoff_latency(count: usize) -> Result<HandoffLatency, LatencyError> {
-    measure_handoff_latency_with(count, ThreadPlacement::OneCpu)
+    measure_handoff_latency_with(count, ThreadPlacement::OneCpu, false)
 }
 
-/// `measure_handoff_latency` with the threads placed as asked.
+/// `measure_handoff_latency` with the threads placed as asked; with `tls`, every connection
+/// is a TLS 1.3 session that moves with it: the switch takes it over from rustls and exports
+/// it into the HandOver, the node continues it before `Ready` (both timed), the client
+/// checks the node's response through its session.
 pub fn measure_handoff_latency_with(
     count: usize,
     placement: ThreadPlacement,
+    tls: bool,
 ) -> Result<HandoffLatency, LatencyError> {
+    let tls = if tls { Some(TlsSetup::new()?) } else { None };
     // SAFETY: sched_getcpu has no arguments.
     let here = Some(unsafe { libc::sched_getcpu() }).filter(|cpu| *cpu >= 0);
     let (switch_cpu, node_cpu, busy_poll) = match placement {
@@ -156,6 +168,7 @@ pub fn measure_handoff_latency_with(
             (Some(here), Some(other), Some(BUSY_POLL))
         }
     };
+    let tls_run = tls.is_some();
     let (key, _) = ControlKey::generate();
     let service =
         TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| LatencyError::io("bind service", e))?;
@@ -185,11 +198,16 @@ pub fn measure_handoff_latency_with(
         .name("handoff-switch".into())
         .spawn(move || {
             pin_to(switch_cpu)?;
-            run_switch(count, &service, control_addr, &key, busy_poll)
+            run_switch(count, &service, control_addr, &key, busy_poll, tls.as_ref())
         })
         .map_err(|e| LatencyError::io("spawn switch thread", e))?;
     let switch = switch.join().map_err(|_| LatencyError::Protocol("switch thread panicked".into()))?;
     let node = node.join().map_err(|_| LatencyError::Protocol("node thread panicked".into()))?;
+    // The node's failure explains the switch's (a channel the node closed by failing).
+    let (switch, node) = match (switch, node) {
+        (Err(_), Err(node)) => return Err(node),
+        pair => pair,
+    };
     let SwitchTimes { mut total, mut dump, starts } = switch?;
     let node = node?;
     let mut restore_times: Vec<f64> = node.iter().map(|(_, us, _)| *us).collect();
@@ -209,6 +227,7 @@ pub fn measure_handoff_latency_with(
         restore_median_us: percentile(&mut restore_times, 0.5),
         restored_median_us: percentile(&mut restored, 0.5),
         placement,
+        tls: tls_run,
     })
 }
 
@@ -258,8 +277,10 @@ fn runtime() -> Result<tokio::runtime::Runtime, LatencyError> {
         .map_err(|e| LatencyError::io("runtime", e))
 }
 
+/// The channel's receive timeout: longer than setting a batch up takes (250 TLS handshakes
+/// in a debug build take seconds), while the other side waits.
 fn control_config() -> ControlConfig {
-    ControlConfig { recv_timeout: Some(Duration::from_secs(10)), ..ControlConfig::default() }
+    ControlConfig { recv_timeout: Some(Duration::from_secs(60)), ..ControlConfig::default() }
 }
 
 /// What the node saw of one handoff: the connection, the restore's time (µs), and when the
@@ -298,10 +319,9 @@ fn run_node(
         let channel = listener.accept().await?;
         Ok::<_, LatencyError>(Some(channel.into_blocking()?))
     })?;
-    drop(rt);
     let Some(mut channel) = channel else { return Ok(Vec::new()) };
     channel.set_busy_poll(busy_poll);
-    let mut restored: Vec<(ConnectionId, TcpStream)> = Vec::with_capacity(BATCH);
+    let mut restored: Vec<(ConnectionId, End)> = Vec::with_capacity(BATCH);
     let mut records = Vec::new();
     let options = RestoreOptions::default();
     let mut pool = prepared_sockets(&options, service)?;
@@ -312,13 +332,15 @@ fn run_node(
             Err(e) => return Err(e.into()),
         };
         match message {
-            HandoffMessage::HandOver { id, state, .. } => {
+            HandoffMessage::HandOver { id, state, tls, .. } => {
                 let t = Instant::now();
                 let socket = match pool.pop() {
                     Some(socket) => socket,
                     None => PreparedSocket::bound(&options, service)?,
                 };
-                let result = restore_prepared(socket, &state, &options);
+                let result = restore_prepared(socket, &state, &options)
+                    .map_err(|e| e.to_string())
+                    .and_then(|stream| continue_on(&rt, stream, tls));
                 let done = Instant::now();
                 records.push((id, (done - t).as_secs_f64() * 1e6, done));
                 match result {
@@ -326,8 +348,7 @@ fn run_node(
                         restored.push((id, stream));
                         channel.send(&HandoffMessage::Ready { id })?;
                     }
-                    Err(e) => {
-                        let reason = e.to_string();
+                    Err(reason) => {
                         channel.send(&HandoffMessage::Refused { id, reason })?;
                     }
                 }
@@ -335,7 +356,7 @@ fn run_node(
             HandoffMessage::Go { id } => {
                 let stream = restored.iter_mut().find(|(i, _)| *i == id).map(|(_, s)| s);
                 let stream = stream.ok_or_else(|| LatencyError::Protocol(format!("Go for unknown {id}")))?;
-                stream.write_all(RESPONSE).map_err(|e| LatencyError::io("node write", e))?;
+                stream.write_all(&rt, RESPONSE).map_err(|e| LatencyError::io("node write", e))?;
             }
             HandoffMessage::Closed { .. } => {
                 restored.clear();
@@ -363,6 +384,7 @@ fn run_switch(
     control_addr: SocketAddr,
     key: &ControlKey,
     busy_poll: Option<Duration>,
+    tls: Option<&TlsSetup>,
 ) -> Result<SwitchTimes, LatencyError> {
     let service_addr = match service.local_addr() {
         Ok(SocketAddr::V4(addr)) => addr,
@@ -374,7 +396,6 @@ fn run_switch(
         let channel = ControlChannel::connect_with(control_addr, key, control_config()).await?;
         Ok::<_, LatencyError>(channel.into_blocking()?)
     })?;
-    drop(rt);
     channel.set_busy_poll(busy_poll);
     let mut times = SwitchTimes {
         total: Vec::with_capacity(count),
@@ -385,7 +406,7 @@ fn run_switch(
     let mut request = [0u8; REQUEST.len()];
     while times.total.len() < count {
         let batch = BATCH.min(count - times.total.len());
-        let (mut clients, accepted) = open_batch(service, service_addr, batch, &mut request)?;
+        let (mut clients, accepted) = open_batch(&rt, service, service_addr, batch, &mut request, tls)?;
         let mut ids = Vec::with_capacity(batch);
         for (server, peer) in accepted {
             let id = ConnectionId(next_id);
@@ -394,10 +415,10 @@ fn run_switch(
             ids.push(id);
         }
         // Outside the timing: every handed-off connection must work.
-        check_batch(&mut channel, &ids, &mut clients)?;
+        check_batch(&rt, &mut channel, &ids, &mut clients)?;
         // Abortive close (RST): no TIME_WAIT, so ports are reused freely.
         for client in &clients {
-            set_linger_zero(client);
+            set_linger_zero(client.fd());
         }
         drop(clients);
         channel.send(&HandoffMessage::Closed { id: ConnectionId(u64::MAX) })?;
@@ -406,28 +427,25 @@ fn run_switch(
 }
 
 /// A connection the switch accepted, with the client's address.
-type Accepted = (TcpStream, SocketAddrV4);
+type Accepted = (End, SocketAddrV4);
 
-/// `batch` clients connected to the service, each having sent the request, which the switch
-/// read (into `request`) on the accepted side: the clients, and the accepted sockets with
-/// their peers.
+/// `batch` clients connected to the service (over TLS with `tls`), each having sent the
+/// request, which the switch read (into `request`) on the accepted side: the clients, and
+/// the accepted ends with their peers.
 fn open_batch(
+    rt: &tokio::runtime::Runtime,
     service: &TcpListener,
     service_addr: SocketAddrV4,
     batch: usize,
     request: &mut [u8],
-) -> Result<(Vec<TcpStream>, Vec<Accepted>), LatencyError> {
+    tls: Option<&TlsSetup>,
+) -> Result<(Vec<End>, Vec<Accepted>), LatencyError> {
     let mut clients = Vec::with_capacity(batch);
     let mut accepted = Vec::with_capacity(batch);
     for _ in 0..batch {
-        let mut client =
-            TcpStream::connect(service_addr).map_err(|e| LatencyError::io("client connect", e))?;
-        let (mut server, peer) = service.accept().map_err(|e| LatencyError::io("accept", e))?;
-        let SocketAddr::V4(peer) = peer else {
-            return Err(LatencyError::Protocol("IPv6 client on an IPv4 listener".into()));
-        };
-        client.write_all(REQUEST).map_err(|e| LatencyError::io("client write", e))?;
-        server.read_exact(request).map_err(|e| LatencyError::io("switch read", e))?;
+        let (mut client, mut server, peer) = connect_pair(rt, service, service_addr, tls)?;
+        client.write_all(rt, REQUEST).map_err(|e| LatencyError::io("client write", e))?;
+        server.read_exact(rt, request).map_err(|e| LatencyError::io("switch read", e))?;
         clients.push(client);
         accepted.push((server, peer));
     }
@@ -435,24 +453,34 @@ fn open_batch(
 }
 
 /// One timed handoff of `server` (with the request it read, the service's and the client's
-/// address): dump and disconnect, HandOver, wait for Ready; then close the descriptor.
+/// address): a TLS session taken over from rustls and exported, dump and disconnect,
+/// HandOver, wait for Ready; then close the descriptor.
 fn hand_off_timed(
     channel: &mut BlockingControlChannel,
     id: ConnectionId,
-    server: TcpStream,
+    mut server: End,
     (request, service_addr, peer): (&[u8], SocketAddrV4, SocketAddrV4),
     times: &mut SwitchTimes,
 ) -> Result<(), LatencyError> {
     let t0 = Instant::now();
+    // A TLS session carries the request in its plaintext; cleartext puts it back in the queue.
+    let (tls, read_back) = match &mut server {
+        End::Plain(_) => (None, request),
+        End::Tls(t) => {
+            let export = t.take_over().and_then(|()| t.session_state(request));
+            let session = export.map_err(|e| LatencyError::Protocol(format!("TLS export: {e}")))?;
+            (Some(Box::new(session)), &[][..])
+        }
+    };
     // The addresses come from the listener and `accept`, as a switch has them.
-    let state = dump_connection_in_place_at(server.as_fd(), request, service_addr, peer)
+    let state = dump_connection_in_place_at(server.fd(), read_back, service_addr, peer)
         .map_err(|error| DumpError { error, socket: None })?;
     // Out of the kernel's tables now (the node restores it on this same host); the
     // descriptor is closed after the handoff, off the critical path.
-    disconnect_dumped(server.as_fd())?;
+    disconnect_dumped(server.fd())?;
     let t_dump = t0.elapsed();
-    let hint = HandoffHint { target: "/bench".into(), request_len: REQUEST.len() as u32 };
-    channel.send(&HandoffMessage::HandOver { id, state, hint, tls: None })?;
+    let hint = HandoffHint { target: "/bench".into(), request_len: read_back.len() as u32 };
+    channel.send(&HandoffMessage::HandOver { id, state, hint, tls })?;
     match channel.recv()? {
         HandoffMessage::Ready { id: ready } if ready == id => {}
         HandoffMessage::Refused { reason, .. } => {
@@ -472,16 +500,16 @@ fn hand_off_timed(
 /// Send `Go` for each handed-off connection and check that its client gets the node's
 /// response byte for byte.
 fn check_batch(
+    rt: &tokio::runtime::Runtime,
     channel: &mut BlockingControlChannel,
     ids: &[ConnectionId],
-    clients: &mut [TcpStream],
+    clients: &mut [End],
 ) -> Result<(), LatencyError> {
     for (id, client) in ids.iter().zip(clients.iter_mut()) {
         channel.send(&HandoffMessage::Go { id: *id })?;
-        client.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| LatencyError::io("timeout", e))?;
         let mut seen = [0u8; RESPONSE.len()];
         client
-            .read_exact(&mut seen)
+            .read_exact(rt, &mut seen)
             .map_err(|e| LatencyError::io("client read of the node's response", e))?;
         if seen != RESPONSE {
             return Err(LatencyError::Protocol(format!("{id}: wrong response bytes")));
@@ -491,7 +519,7 @@ fn check_batch(
 }
 
 /// SO_LINGER {on, 0}: close with RST.
-fn set_linger_zero(stream: &TcpStream) {
+fn set_linger_zero(stream: std::os::fd::BorrowedFd<'_>) {
     use std::os::fd::AsRawFd;
     let linger = libc::linger { l_onoff: 1, l_linger: 0 };
     // SAFETY: setsockopt reads a live `linger` of the given size; the descriptor is open.
