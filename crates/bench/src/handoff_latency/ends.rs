@@ -111,6 +111,10 @@ pub fn connect_pair(
     let std::net::SocketAddr::V4(peer) = peer else {
         return Err(LatencyError::Protocol("IPv6 client on an IPv4 listener".into()));
     };
+    // As the switch and the load generator do: no Nagle delay on the handshake's last flight.
+    for s in [&client, &server] {
+        s.set_nodelay(true).map_err(|e| LatencyError::io("TCP_NODELAY", e))?;
+    }
     let Some(tls) = tls else { return Ok((End::Plain(client), End::Plain(server), peer)) };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let name = rustls::pki_types::ServerName::try_from(SERVER_NAME).expect("a DNS name").to_owned();
