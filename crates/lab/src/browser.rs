@@ -1,8 +1,8 @@
 //! `HeadlessBrowser`: Chromium (the Debian package) run headless on a lab host to load one page
 //! as a user's browser would — the page, its style sheets and images — and report what the
 //! browser itself saw, from its network log (`--log-net-log`): every URL it requested and the
-//! status it got. Optionally writes a screenshot. Background networking is switched off; the lab
-//! hosts have no route out anyway.
+//! status it got, over HTTP or HTTPS. Optionally writes a screenshot. Background networking is
+//! switched off; the lab hosts have no route out anyway.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -52,7 +52,7 @@ pub struct BrowserRequest {
 pub struct PageLoad {
     /// The page's URL.
     pub url: String,
-    /// Every `http://` request, in the order the browser started them.
+    /// Every `http://` and `https://` request, in the order the browser started them.
     pub requests: Vec<BrowserRequest>,
     /// The screenshot, if one was asked for and written.
     pub screenshot: Option<PathBuf>,
@@ -94,6 +94,19 @@ pub fn load_page(
     work: &Path,
     screenshot: Option<&Path>,
 ) -> Result<PageLoad, LabError> {
+    load_page_with(net, role, url, work, screenshot, &[])
+}
+
+/// `load_page` with more Chromium flags (`--ignore-certificate-errors` for a lab certificate
+/// no CA signed, say).
+pub fn load_page_with(
+    net: &Net,
+    role: &str,
+    url: &str,
+    work: &Path,
+    screenshot: Option<&Path>,
+    flags: &[&str],
+) -> Result<PageLoad, LabError> {
     let browser = chromium()?;
     std::fs::create_dir_all(work).map_err(|e| LabError::io(work, e))?;
     let visit = VISITS.fetch_add(1, Ordering::Relaxed);
@@ -101,6 +114,7 @@ pub fn load_page(
     let profile = work.join("profile");
     let mut cmd: Command = net.command(role, &browser)?;
     cmd.args(QUIET_FLAGS)
+        .args(flags)
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--log-net-log={}", netlog.display()))
         .arg("--window-size=1024,768")
@@ -137,18 +151,23 @@ pub fn load_page(
     Ok(PageLoad { url: url.to_string(), requests, screenshot })
 }
 
-/// Whether `url` is on the server at `authority`; the browser writes `host:80` as `host`.
+/// Whether `url` is on the server at `authority`; the browser writes `host:80` (`host:443`
+/// over HTTPS) as `host`.
 fn names_authority(url: &str, authority: &str) -> bool {
-    let Some(rest) = url.strip_prefix("http://") else { return false };
+    let (rest, default_port) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(rest), _) => (rest, ":80"),
+        (_, Some(rest)) => (rest, ":443"),
+        _ => return false,
+    };
     let host = rest.split('/').next().unwrap_or("");
-    host == authority || authority.strip_suffix(":80") == Some(host)
+    host == authority || authority.strip_suffix(default_port) == Some(host)
 }
 
 fn url_slug(url: &str) -> String {
     url.bytes().filter(u8::is_ascii_alphanumeric).take(40).map(char::from).collect()
 }
 
-/// The `http://` requests of a Chromium network log and the status each got: a request's URL
+/// The `http://` and `https://` requests of a Chromium network log and the status each got: a request's URL
 /// comes from its `URL_REQUEST_START_JOB` event, its status from the first response headers
 /// of the same source.
 pub fn parse_net_log(text: &str) -> Result<Vec<BrowserRequest>, String> {
@@ -166,7 +185,9 @@ pub fn parse_net_log(text: &str) -> Result<Vec<BrowserRequest>, String> {
     for e in events {
         let (Some(kind), Some(source)) = (e["type"].as_u64(), e["source"]["id"].as_u64()) else { continue };
         if kind == start {
-            if let Some(url) = e["params"]["url"].as_str().filter(|u| u.starts_with("http://")) {
+            if let Some(url) =
+                e["params"]["url"].as_str().filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+            {
                 order.push((source, url.to_string()));
             }
         } else if kind == headers
@@ -201,10 +222,11 @@ mod tests {
     fn net_log_pairs_each_request_with_its_status_even_when_cut_short() {
         let requests = parse_net_log(LOG).unwrap();
         let urls: Vec<&str> = requests.iter().map(|r| r.url.as_str()).collect();
-        assert_eq!(urls.len(), 4, "https requests are not the lab's: {urls:?}");
+        assert_eq!(urls.len(), 5, "{urls:?}");
         assert_eq!(requests[0].status, Some(200));
         assert_eq!(requests[1].status, Some(404));
-        assert_eq!(requests[3].status, None, "no headers arrived");
+        assert_eq!(requests[2].url, "https://example.invalid/x");
+        assert_eq!(requests[4].status, None, "no headers arrived");
         let load = PageLoad { url: urls[0].into(), requests: requests.clone(), screenshot: None };
         let hosts = ["10.0.0.1".to_string(), "10.0.0.2".to_string()];
         let failed: Vec<&str> = load.failures(&hosts).iter().map(|r| r.url.as_str()).collect();
@@ -212,6 +234,8 @@ mod tests {
         let failed_on_one = load.failures(&hosts[..1]).len();
         assert_eq!(failed_on_one, 1, "requests to other hosts are not the cluster's");
         assert_eq!(load.failures(&["10.0.0.2:80".to_string()]).len(), 1, "port 80 is left out of URLs");
+        assert!(names_authority("https://10.0.0.3/x", "10.0.0.3:443"), "and 443 out of https ones");
+        assert!(!names_authority("https://10.0.0.3/x", "10.0.0.3:80"));
     }
 
     #[test]

@@ -267,6 +267,11 @@ impl<'n> LabCluster<'n> {
         }
     }
 
+    /// The switch's admin listener (`/locus/status`), if it has one.
+    pub fn switch_admin(&self) -> Option<SocketAddr> {
+        self.switch.as_ref().and_then(|s| s.admin)
+    }
+
     /// Every node's HTTP address, in order.
     pub fn node_addrs(&self) -> Vec<SocketAddr> {
         self.nodes.iter().map(|n| n.addr).collect()

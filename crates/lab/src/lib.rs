@@ -21,7 +21,9 @@ mod sim_twin;
 mod site;
 mod utc_time;
 
-pub use cluster::{ClusterDelta, ClusterSnapshot, ClusterSpec, LabCluster, NodeCounters, max_over_mean};
+pub use cluster::{
+    ClusterDelta, ClusterSnapshot, ClusterSpec, LabCluster, NodeCounters, TLS_NAME, max_over_mean,
+};
 pub use demo::{DEMO_EXPERIMENT, DemoCheck, checks_markdown, demo_checks, demo_experiment, tuning_note};
 pub use error::LabError;
 pub use experiment::{

@@ -510,11 +510,10 @@ files = 100
         assert!(e.workloads[0].tls && e.to_toml().contains("tls = true"));
         let handoff =
             tls.replace("policies = [\"wrr\", \"lard\"]", "policies = [\"lard\"]\nmodes = [\"handoff\"]");
-        let err = Experiment::from_toml(&handoff, "x").unwrap_err().to_string();
-        assert!(
-            err.contains("switch[0]") && err.contains("`handoff`") && err.contains("tls = true"),
-            "{err}"
-        );
+        assert!(Experiment::from_toml(&handoff, "x").is_ok(), "one-way HTTPS: handoff terminates TLS");
+        let l4 = tls.replace("policies = [\"wrr\", \"lard\"]", "policies = [\"rr\"]\nmodes = [\"l4\"]");
+        let err = Experiment::from_toml(&l4, "x").unwrap_err().to_string();
+        assert!(err.contains("switch[0]") && err.contains("`l4`") && err.contains("tls = true"), "{err}");
         let dc = tls.replace(
             "kind = \"haproxy\"\npolicies = [\"uri-chash-bounded\"]",
             "kind = \"dc\"\npolicies = [\"off\"]",

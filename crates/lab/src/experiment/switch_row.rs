@@ -204,8 +204,12 @@ impl SwitchRow {
         if self.kind == SwitchKind::Dc {
             return Some("a DC row has no balancer to terminate TLS".into());
         }
-        let one_way = self.modes.iter().find(|m| locus_rig::servers::is_one_way_mode(m))?;
-        Some(format!("mode `{one_way}` moves connections to the nodes and cannot terminate TLS yet"))
+        // Handoff mode terminates TLS and moves the session with the connection (one-way
+        // HTTPS); l4 never reads a request, so it has nothing to terminate TLS with.
+        self.modes
+            .iter()
+            .find(|m| m.as_str() == "l4")
+            .map(|_| "mode `l4` places connections at the SYN and cannot terminate TLS".to_string())
     }
 }
 
