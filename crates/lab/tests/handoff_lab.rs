@@ -2,7 +2,9 @@
 //! `./quickstart test`): `locus switch --mode handoff` with its tc forwarder on the switch's
 //! interface, `locus node` with the handoff agent. Byte-exact 1 KB and 1 MB responses that do
 //! not pass the switch; keep-alive with a re-handoff between requests; a pipelined pair that
-//! crosses nodes; a switch restart with live handed-off connections; a wrong key refused; a
+//! crosses nodes; a switch restart with live handed-off connections, cleartext and HTTPS (the
+//! TLS session lives on the node and moves on through the new switch); a node that never
+//! answers a HandOver (its HTTPS session then served by the switch); a wrong key refused; a
 //! node refusal (it lacks the virtual IP) served by the switch's proxy path.
 
 use std::collections::{HashMap, HashSet};
@@ -12,10 +14,16 @@ use std::process::Command;
 use std::time::Duration;
 
 use locus_rig::servers::{
-    HTTP_PORT, NodeSpec, Server, SwitchSpec, locus_node, locus_switch, write_handoff_key,
+    CertKind, HTTP_PORT, NodeSpec, Server, SwitchSpec, TlsFiles, locus_node, locus_switch, write_handoff_key,
+    write_tls_files,
 };
 use locus_rig::{LabNetwork, Net, tear_down_everything};
 use locus_test_support::{Client, Response, locus_binary, require_namespaces, watchdog};
+
+/// Port of the switch's TLS listener on the virtual IP.
+const HTTPS_PORT: u16 = 443;
+/// The name on its certificate.
+const TLS_NAME: &str = "locus.test";
 
 /// Deterministic content of a site file.
 fn content(name: &str, len: usize) -> Vec<u8> {
@@ -56,6 +64,10 @@ struct HandoffLab {
     agents: bool,
     /// Servers behind the agents (NGINX), kept running.
     _upstreams: Vec<Server>,
+    /// The switch's certificate, when it also terminates TLS (on the virtual IP, port 443).
+    tls: Option<TlsFiles>,
+    /// Agents the switch is given instead of the nodes' own, by node index.
+    agent_instead: Vec<(usize, SocketAddr)>,
 }
 
 impl HandoffLab {
@@ -65,11 +77,12 @@ impl HandoffLab {
 
     /// `mode` "handoff" or "l4"; `agents`: nodes run the agent (in l4 mode: with cloning).
     fn start_mode(nodes: usize, policy: &str, pinned: bool, mode: &str, agents: bool) -> HandoffLab {
-        HandoffLab::start_full(nodes, policy, pinned, mode, agents, false)
+        HandoffLab::start_full(nodes, policy, pinned, mode, agents, false, false)
     }
 
     /// As `start_mode`; with `nginx`, each node runs NGINX on port 8080 and its agent relays
-    /// handed-off connections to it (an unmodified server behind the agent).
+    /// handed-off connections to it (an unmodified server behind the agent); with `tls`, the
+    /// switch also terminates TLS on port 443 of the virtual IP.
     fn start_full(
         nodes: usize,
         policy: &str,
@@ -77,6 +90,7 @@ impl HandoffLab {
         mode: &str,
         agents: bool,
         nginx: bool,
+        tls: bool,
     ) -> HandoffLab {
         let l4 = mode == "l4";
         let net = Net::Namespaces(LabNetwork::create(nodes).expect("lab network"));
@@ -119,6 +133,8 @@ impl HandoffLab {
         let (servers, extra): (Vec<Server>, Vec<Server>) =
             servers.into_iter().partition(|s| s.name != "nginx");
         let pins = pinned.then(|| Bpffs::new(scratch.path().join("bpffs")));
+        let tls =
+            tls.then(|| write_tls_files(&scratch.path().join("tls"), CertKind::EcdsaP256, TLS_NAME).unwrap());
         let mut lab = HandoffLab {
             net,
             scratch,
@@ -130,6 +146,8 @@ impl HandoffLab {
             mode: mode.to_string(),
             agents,
             _upstreams: extra,
+            tls,
+            agent_instead: Vec::new(),
         };
         lab.start_switch(None);
         lab
@@ -139,8 +157,16 @@ impl HandoffLab {
         let spec = SwitchSpec {
             admin: true,
             handoff_key_file: self.agents.then(|| key.unwrap_or(&self.key).to_path_buf()),
-            handoff_agents: self.nodes.iter().filter_map(|n| n.agent).collect(),
+            handoff_agents: self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, n)| {
+                    self.agent_instead.iter().find(|(j, _)| *j == i).map(|(_, a)| *a).or(n.agent)
+                })
+                .collect(),
             handoff_pin_dir: self.pins.as_ref().map(|p| p.0.join("locus")),
+            tls: self.tls.clone().map(|t| (t, self.net.switch_addr(HTTPS_PORT).unwrap())),
             ..SwitchSpec::new(&self.policy, &self.mode, 1, 1000)
         };
         let named: Vec<(String, SocketAddr)> = self.nodes.iter().map(|n| (n.name.clone(), n.addr)).collect();
@@ -152,6 +178,9 @@ impl HandoffLab {
         if key.is_none() && self.agents {
             let n = self.nodes.len() as u64;
             self.wait_for(|lab| lab.switch_status()["handoff"]["channels_up"] == n, "control channels");
+            if !self.agent_instead.is_empty() {
+                return;
+            }
             // And every agent has the switch's Hello: before it, a node serves what it is asked
             // itself rather than asking the switch.
             self.wait_for(
@@ -180,6 +209,14 @@ impl HandoffLab {
 
     fn vip(&self) -> SocketAddr {
         self.net.switch_addr(HTTP_PORT).unwrap()
+    }
+
+    /// A TLS client of the switch's HTTPS listener (from the client host).
+    fn tls_client(&self) -> Client<locus_test_support::TlsClientStream> {
+        let tls = self.tls.as_ref().expect("a lab started with tls");
+        let pem = std::fs::read_to_string(&tls.cert).unwrap();
+        let addr = self.net.switch_addr(HTTPS_PORT).unwrap();
+        self.client(|| Client::connect_tls(addr, locus_test_support::client_config(&pem), TLS_NAME))
     }
 
     /// Run `f` on the client host.
@@ -344,6 +381,88 @@ fn handed_off_connections_survive_a_switch_restart() {
     drop(client);
     // The close reaches the new switch, which never saw the connection's first handoff.
     lab.wait_for(|l| handoff_counter(&l.switch_status(), "on_nodes_now") == 0, "Closed");
+}
+
+#[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
+fn a_handed_off_https_session_survives_a_switch_restart_and_moves_on_through_the_new_one() {
+    require_namespaces("the lab's network namespaces");
+    watchdog("https handoff restart", Duration::from_secs(180), tear_down_everything);
+    let mut lab = HandoffLab::start_full(2, "hash", true, "handoff", true, false, true);
+    let (a, b) = lab.targets_on_two_nodes();
+    let node_b = lab.node_of(&b);
+    let mut client = lab.tls_client();
+    lab.client(|| assert_eq!(client.get(&a).status, 200));
+    assert_eq!(lab.switch_status()["handoff"]["tls"]["handoffs"], 1);
+    lab.stop_switch();
+    // The session lives on the node; the forwarder keeps steering its packets.
+    lab.client(|| {
+        let r = client.get(&a);
+        assert_eq!((r.status, r.body.clone()), (200, content(&a[1..], r.body.len())));
+    });
+    lab.start_switch(None);
+    // The new switch never saw the session: it hands it on with the state the node gives.
+    lab.client(|| {
+        let r = client.get(&b);
+        assert_eq!((r.status, node(&r)), (200, node_b.clone()));
+        assert_eq!(r.body, content(&b[1..], r.body.len()));
+    });
+    lab.wait_for(|l| handoff_counter(&l.switch_status(), "rehandoffs") == 1, "the re-handoff counted");
+    drop(client);
+    lab.wait_for(|l| handoff_counter(&l.switch_status(), "on_nodes_now") == 0, "Closed");
+}
+
+/// An agent on `role`'s host that takes the switch's control channels (right key, `key_file`)
+/// and never answers: a node that died in the middle of a handoff. Its address.
+fn mute_agent(net: &Net, role: &str, key_file: &Path) -> SocketAddr {
+    let addr = net.listen_addr(role, 7999).unwrap();
+    let key = locus_handoff::ControlKey::from_hex(&std::fs::read_to_string(key_file).unwrap()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // A thread started on the host's thread lives in its namespace.
+    net.on_host(role, move || {
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = locus_handoff::ControlListener::bind(addr, &key).await.unwrap();
+                tx.send(()).unwrap();
+                loop {
+                    let Ok(mut channel) = listener.accept().await else { continue };
+                    tokio::spawn(async move { while channel.recv().await.is_ok() {} });
+                }
+            });
+        });
+        Ok::<(), locus_rig::RigError>(())
+    })
+    .unwrap();
+    rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    addr
+}
+
+#[test]
+#[ignore = "needs root: network namespaces (./quickstart test runs it as root)"]
+fn a_node_that_dies_mid_handoff_leaves_the_https_session_to_the_switch_and_nothing_is_lost() {
+    require_namespaces("the lab's network namespaces");
+    watchdog("https handoff to a mute node", Duration::from_secs(180), tear_down_everything);
+    let mut lab = HandoffLab::start_full(2, "hash", false, "handoff", true, false, true);
+    let (a, _) = lab.targets_on_two_nodes();
+    let home = lab.node_of(&a);
+    let index = lab.nodes.iter().position(|n| n.name == home).unwrap();
+    let mute = mute_agent(&lab.net, &home, &lab.key);
+    lab.stop_switch();
+    lab.agent_instead = vec![(index, mute)];
+    lab.start_switch(None);
+    // HandOver goes out, no Ready comes: the switch takes the connection back (its packets
+    // held meanwhile) and serves the session it took over from rustls.
+    let mut client = lab.tls_client();
+    lab.client(|| {
+        for _ in 0..2 {
+            let r = client.get(&a);
+            assert_eq!((r.status, r.body.clone()), (200, content(&a[1..], r.body.len())));
+        }
+    });
+    let s = lab.switch_status();
+    assert_eq!((handoff_counter(&s, "failed"), handoff_counter(&s, "served_here")), (1, 1), "{s}");
+    assert_eq!(s["handoff"]["tls"]["handoffs"], 0, "{s}");
 }
 
 #[test]
@@ -521,7 +640,7 @@ fn an_unmodified_nginx_behind_the_agent_answers_handed_off_connections_directly(
         return;
     }
     watchdog("handoff to nginx", Duration::from_secs(120), tear_down_everything);
-    let lab = HandoffLab::start_full(1, "lard", false, "handoff", true, true);
+    let lab = HandoffLab::start_full(1, "lard", false, "handoff", true, true, false);
     let vip = lab.vip();
     let tx_before = lab.switch_tx_bytes();
     let servers: Vec<String> = lab.client(|| {

@@ -434,3 +434,76 @@ fn a_tls_session_a_node_refuses_or_on_tls_1_2_is_served_by_the_switch_and_counte
     drop(client);
     c.stop();
 }
+
+/// A blocking rustls client of `addr` that has finished its handshake.
+fn raw_tls_client(
+    addr: std::net::SocketAddr,
+    pem: &str,
+) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let conn = rustls::ClientConnection::new(
+        locus_test_support::client_config(pem),
+        "localhost".try_into().unwrap(),
+    )
+    .unwrap();
+    let mut s = rustls::StreamOwned::new(conn, tcp);
+    while s.conn.is_handshaking() {
+        s.conn.complete_io(&mut s.sock).unwrap();
+    }
+    s
+}
+
+/// Read `s` to its end (or an error): the bytes, and the error if one ended it.
+fn read_to_end_or_error(s: &mut impl std::io::Read) -> (Vec<u8>, Option<std::io::Error>) {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16384];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return (out, None),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) => return (out, Some(e)),
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
+fn a_client_closing_at_once_still_gets_its_answer_and_a_forged_record_ends_the_session() {
+    use std::io::Write;
+    require_root();
+    let (c, _dir, pem) = tls_cluster("hash", 2, |_| {});
+    let tls_addr = c.switch.tls_addr().unwrap();
+    // The request, then close_notify and FIN at once: the node answers, or, when the FIN came
+    // before the dump (such a connection cannot be dumped), the switch on the session it took
+    // over from rustls.
+    let mut s = raw_tls_client(tls_addr, &pem);
+    s.write_all(b"GET /f3.txt HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    s.conn.send_close_notify();
+    s.flush().unwrap();
+    s.sock.shutdown(std::net::Shutdown::Write).unwrap();
+    let (answer, error) = read_to_end_or_error(&mut s);
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 200") && answer.ends_with(&file_body("/f3.txt")), "{text} {error:?}");
+    // A record whose tag does not verify, after the handoff: an alert, the end, nothing served.
+    let mut s = raw_tls_client(tls_addr, &pem);
+    s.write_all(b"GET /f4.txt HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let mut first = vec![0u8; 4096];
+    let n = std::io::Read::read(&mut s, &mut first).unwrap();
+    assert!(first[..n].starts_with(b"HTTP/1.1 200"));
+    s.conn.writer().write_all(b"GET /f5.txt HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let mut record = Vec::new();
+    s.conn.write_tls(&mut record).unwrap();
+    *record.last_mut().unwrap() ^= 0x55;
+    s.sock.write_all(&record).unwrap();
+    let (rest, error) = read_to_end_or_error(&mut s);
+    assert!(!String::from_utf8_lossy(&rest).contains("HTTP/1.1"), "nothing served after a forged record");
+    let error = error.expect("the session ends with an alert").to_string();
+    assert!(error.contains("BadRecordMac"), "{error}");
+    // The first connection went to its node or (its FIN there before the dump) stayed here.
+    let s = c.status();
+    let handed = s["handoff"]["tls"]["handoffs"].as_u64().unwrap();
+    assert!(handed >= 1 && handed + c.counter("failed") == 2, "{s}");
+    c.wait_for(|s| s["handoff"]["on_nodes_now"] == 0, "closes reported");
+    c.stop();
+}
