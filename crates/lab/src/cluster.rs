@@ -419,11 +419,6 @@ impl ClusterDelta {
             switch_requests,
         }
     }
-
-    /// Requests forwarded to nodes in the interval.
-    pub fn forwarded(&self) -> u64 {
-        self.switch_requests.as_ref().unwrap_or(&self.node_requests).iter().sum()
-    }
 }
 
 /// Max over mean (1.0: perfectly even); `None` without requests.
@@ -475,7 +470,6 @@ mod tests {
         // Remote hits (25 + 10) over the cache lookups (300 + 100).
         assert_eq!(d.remote_hit_ratio, Some(35.0 / 400.0));
         assert_eq!(d.switch_requests.as_deref(), Some(&[300, 100][..]));
-        assert_eq!(d.forwarded(), 400);
         assert!((d.hit_ratio.unwrap() - 330.0 / 400.0).abs() < 1e-12);
         assert!((d.imbalance.unwrap() - 1.5).abs() < 1e-12);
         assert_eq!(d.switch_cpu, Duration::from_millis(200));
@@ -500,7 +494,7 @@ mod tests {
         };
         let d = ClusterDelta::between(&snapshot(0, 0, 10), &snapshot(129, 126, 30));
         assert_eq!(d.switch_requests, None);
-        assert_eq!(d.forwarded(), 255);
+        assert_eq!(d.node_requests.iter().sum::<u64>(), 255);
         assert!((d.imbalance.unwrap() - 129.0 / 127.5).abs() < 1e-12);
     }
 

@@ -622,7 +622,13 @@ pub fn point_result(
         mismatches: load.mismatches,
         requests: load.requests,
         duration_s: load.duration_s,
-        switch_cpu_us_per_request: cpu_us_per_request(Duration::ZERO, delta.switch_cpu, delta.forwarded()),
+        // Per request served (the nodes' counts): a one-way switch counts only the requests it
+        // routed itself, not those a handed-off connection's node served without asking.
+        switch_cpu_us_per_request: cpu_us_per_request(
+            Duration::ZERO,
+            delta.switch_cpu,
+            delta.node_requests.iter().sum(),
+        ),
         node_cpu_us_per_request: cpu_us_per_request(
             Duration::ZERO,
             delta.node_cpu,
