@@ -29,6 +29,8 @@ pub struct ClusterSpec {
     pub workers: u32,
     /// Locus switch `splice_min_bytes` (`None`: its default).
     pub splice_min_bytes: Option<u64>,
+    /// Handoff mode: the nodes' `rehandoff` (`handoff`, `forward`; `None`: their default).
+    pub rehandoff: Option<String>,
     /// The Locus switch's `[policy]` table (TOML) with the row's parameters, if any.
     pub policy_table: Option<String>,
     /// The workload's dynamic classes (`[[classes]]` file), for the nodes and a Locus switch.
@@ -185,6 +187,7 @@ impl<'n> LabCluster<'n> {
                 class_file: spec.class_file.clone(),
                 admin: true,
                 handoff_key_file: key_file.clone(),
+                handoff_rehandoff: spec.rehandoff.clone().filter(|_| one_way),
                 handoff_clone: cloning,
                 handoff_clone_service: if cloning { Some(net.switch_addr(port)?) } else { None },
                 listen_any: cloning,
@@ -375,6 +378,11 @@ pub struct ClusterDelta {
 }
 
 impl ClusterDelta {
+    /// Requests forwarded to nodes in the interval: the switch's counts when it has them.
+    pub fn forwarded(&self) -> u64 {
+        self.switch_requests.as_ref().unwrap_or(&self.node_requests).iter().sum()
+    }
+
     /// The difference between two snapshots of the same cluster.
     pub fn between(before: &ClusterSnapshot, after: &ClusterSnapshot) -> ClusterDelta {
         let node_requests: Vec<u64> = after

@@ -87,6 +87,7 @@ pub fn loopback_experiment(opts: &DemoOptions) -> Experiment {
             modes: vec!["proxy".into()],
             workers: 1,
             splice_min_bytes: None,
+            rehandoff: None,
             workloads: Vec::new(),
             policy_params: None,
             coop: None,

@@ -521,6 +521,7 @@ fn run_point(
         mode: point.mode.clone(),
         workers: point.workers,
         splice_min_bytes: point.splice_min_bytes,
+        rehandoff: point.rehandoff.clone(),
         policy_table: point.policy_table.clone(),
         coop: point.coop.clone(),
         dc_quota: point.dc_quota.clone(),

@@ -41,6 +41,7 @@ fn dc_cluster<'n>(net: &'n Net, site: &LabSite, scratch: &Path) -> LabCluster<'n
         mode: "proxy".into(),
         workers: 1,
         splice_min_bytes: None,
+        rehandoff: None,
         policy_table: None,
         class_file: None,
         coop: None,

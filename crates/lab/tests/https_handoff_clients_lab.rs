@@ -41,6 +41,7 @@ fn cluster<'n>(net: &'n Net, site: &LabSite, scratch: &Path, tls: &TlsFiles) -> 
         mode: "handoff".into(),
         workers: 1,
         splice_min_bytes: None,
+        rehandoff: None,
         policy_table: None,
         class_file: None,
         coop: None,

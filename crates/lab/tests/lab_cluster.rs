@@ -56,6 +56,7 @@ impl SmallLab {
             mode: "proxy".into(),
             workers: 1,
             splice_min_bytes,
+            rehandoff: None,
             policy_table: None,
             class_file: None,
             coop: None,

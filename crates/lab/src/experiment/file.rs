@@ -302,6 +302,7 @@ impl Experiment {
                                     nodes,
                                     workers: row.workers,
                                     splice_min_bytes: row.splice_min_bytes,
+                                    rehandoff: row.rehandoff.clone(),
                                     policy_table: row.policy_table(policy),
                                     coop: row.coop.clone(),
                                     dc_quota: row.dc_quota.clone(),
@@ -501,6 +502,23 @@ files = 100
         let err = Experiment::from_toml("nodes = [1]\n", "x").unwrap_err().to_string();
         assert!(err.contains("switch"), "missing rows are named: {err}");
         assert!(Experiment::from_toml("not toml at all [", "x").is_err());
+    }
+
+    #[test]
+    fn rehandoff_is_a_setting_of_locus_handoff_rows_named_in_their_config() {
+        let row = |extra: &str| {
+            SMALL.replace("policies = [\"wrr\", \"lard\"]", &format!("policies = [\"lard\"]\n{extra}"))
+        };
+        let e = Experiment::from_toml(&row("modes = [\"handoff\"]\nrehandoff = \"forward\""), "x").unwrap();
+        assert!(
+            e.points()
+                .iter()
+                .any(|p| p.rehandoff.as_deref() == Some("forward") && p.config.contains("rehandoff=forward"))
+        );
+        let proxy = Experiment::from_toml(&row("rehandoff = \"forward\""), "x").unwrap_err().to_string();
+        assert!(proxy.contains("rehandoff") && proxy.contains("handoff"), "{proxy}");
+        let bogus = row("modes = [\"handoff\"]\nrehandoff = \"sideways\"");
+        assert!(Experiment::from_toml(&bogus, "x").unwrap_err().to_string().contains("sideways"));
     }
 
     #[test]

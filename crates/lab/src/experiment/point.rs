@@ -30,6 +30,8 @@ pub struct ExperimentPoint {
     pub workers: u32,
     /// Locus switch `splice_min_bytes`, if the row sets it.
     pub splice_min_bytes: Option<u64>,
+    /// Handoff rows: the nodes' `rehandoff` (`handoff`, `forward`), if the row sets it.
+    pub rehandoff: Option<String>,
     /// The Locus switch's `[policy]` table (TOML), if the row sets parameters.
     pub policy_table: Option<String>,
     /// The nodes' cooperative caching replacement (`lru`, `lfu`), if the row sets it.

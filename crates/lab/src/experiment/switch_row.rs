@@ -67,6 +67,11 @@ pub struct SwitchRow {
     /// The workloads (by name) this row runs on; empty: every workload.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<String>,
+    /// Locus handoff rows only: what a node does with a keep-alive request the switch routes to
+    /// another node: `handoff` (hand the connection on, the default) or `forward` (fetch the
+    /// response from that node itself; the connection stays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rehandoff: Option<String>,
     /// Locus only: parameters of the row's policies (keys of the switch's `[policy]` table,
     /// e.g. `{ t_low = 8, t_high = 24 }`); absent: their defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -187,6 +192,9 @@ impl SwitchRow {
         if let Some(s) = self.splice_min_bytes {
             parts.push(format!("splice_min_bytes={s}"));
         }
+        if let Some(r) = &self.rehandoff {
+            parts.push(format!("rehandoff={r}"));
+        }
         if let Some(f) = self.class_cost_scale {
             parts.push(format!("costs×{f}"));
         }
@@ -226,6 +234,14 @@ impl SwitchRow {
         }
         if self.splice_min_bytes.is_some() && self.kind != SwitchKind::Locus {
             return Err("splice_min_bytes: a setting of the Locus switch only".into());
+        }
+        if let Some(r) = &self.rehandoff {
+            if self.kind != SwitchKind::Locus || self.modes.iter().any(|m| m != "handoff") {
+                return Err("rehandoff: a setting of Locus rows in mode `handoff` only".into());
+            }
+            if r != "handoff" && r != "forward" {
+                return Err(format!("rehandoff = {r:?}: `handoff` or `forward`"));
+            }
         }
         if self.policy_params.is_some() && self.kind != SwitchKind::Locus {
             return Err("policy_params: a setting of the Locus switch only".into());
