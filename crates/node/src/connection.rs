@@ -152,6 +152,7 @@ impl Connection<'_> {
                 if let Some(b) = bufs.take() {
                     give_back(b);
                 }
+                self.stream.release_idle_buffers();
                 if node.is_shutting_down() {
                     return Close::Now;
                 }

@@ -64,6 +64,9 @@ impl Client {
         if self.out.capacity() > 0 {
             self.worker.read_buffers.borrow_mut().give(std::mem::take(&mut self.out));
         }
+        if let ClientStream::Tls(tls) = &mut self.stream {
+            tls.release_idle_buffers();
+        }
     }
 
     fn prepare_read(&mut self) {

@@ -158,6 +158,18 @@ impl ContinuedSession {
         Ok(())
     }
 
+    /// Give back the buffers that hold nothing now (see `TlsStream::release_idle_buffers`).
+    pub(crate) fn release_idle_buffers(&mut self) {
+        if self.plain_at == self.plain.len() && self.plain.capacity() > 0 {
+            self.plain = Vec::new();
+            self.plain_at = 0;
+        }
+        if self.out_at == self.out.len() && self.out.capacity() > 0 {
+            self.out = Vec::new();
+            self.out_at = 0;
+        }
+    }
+
     pub(crate) fn wants_write(&self) -> bool {
         self.out_at < self.out.len()
     }

@@ -295,8 +295,7 @@ impl TlsStream {
         if fed > 0 {
             return Ok(fed);
         }
-        self.incoming.reserve(SOCKET_READ);
-        let n = self.tcp.try_read_buf(&mut self.incoming).map_err(Received::Io)?;
+        let n = self.read_socket()?;
         if n == 0 {
             if let Engine::Rustls(tls) = &mut self.engine {
                 tls.read_tls(&mut &[][..]).map_err(Received::Io)?;
@@ -349,6 +348,24 @@ impl TlsStream {
         }
         self.incoming.drain(..at);
         Ok(at)
+    }
+
+    /// Read what the socket has into `incoming`.
+    fn read_socket(&mut self) -> Result<usize, Received> {
+        self.incoming.reserve(SOCKET_READ);
+        self.tcp.try_read_buf(&mut self.incoming).map_err(Received::Io)
+    }
+
+    /// Give back the buffers an idle connection need not hold (input read and used, output
+    /// sent; 16 KiB and more each, a page or more touched): call it when waiting for the next
+    /// request, so thousands of idle connections keep none of it resident.
+    pub fn release_idle_buffers(&mut self) {
+        if self.incoming.is_empty() && self.incoming.capacity() > 0 {
+            self.incoming = Vec::new();
+        }
+        if let Engine::Continued(session) = &mut self.engine {
+            session.release_idle_buffers();
+        }
     }
 
     /// Keep `secrets` (this connection's key log) for `export`.

@@ -63,6 +63,13 @@ impl Transport {
         }
     }
 
+    /// Give back what an idle connection need not hold (TLS's input and output buffers).
+    pub fn release_idle_buffers(&mut self) {
+        if let Transport::Tls(t) = self {
+            t.release_idle_buffers();
+        }
+    }
+
     /// Whether the stream holds bytes taken by a write and not yet sent.
     pub fn has_queued_output(&self) -> bool {
         match self {
