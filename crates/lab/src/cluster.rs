@@ -49,6 +49,38 @@ pub struct ClusterSpec {
     pub tls: Option<servers::TlsFiles>,
 }
 
+impl ClusterSpec {
+    /// `nodes` nodes with default settings serving `root` behind `switch` with `policy` in
+    /// `mode`, one worker; nothing else set.
+    pub fn new(
+        nodes: usize,
+        root: std::path::PathBuf,
+        switch: SwitchKind,
+        policy: &str,
+        mode: &str,
+    ) -> ClusterSpec {
+        ClusterSpec {
+            nodes,
+            node: NodeSettings::default(),
+            root,
+            switch,
+            policy: policy.into(),
+            mode: mode.into(),
+            workers: 1,
+            splice_min_bytes: None,
+            rehandoff: None,
+            policy_table: None,
+            class_file: None,
+            coop: None,
+            dc_quota: None,
+            dc_balance_ms: None,
+            haproxy: HaproxyTuning::default(),
+            switch_class_file: None,
+            tls: None,
+        }
+    }
+}
+
 /// The started servers of one point.
 pub struct LabCluster<'n> {
     net: &'n Net,

@@ -29,27 +29,13 @@ fn mapug_site(dir: &Path) -> LabSite {
 
 fn dc_cluster<'n>(net: &'n Net, site: &LabSite, scratch: &Path) -> LabCluster<'n> {
     let spec = ClusterSpec {
-        nodes: NODES,
         // Each node a modelled CPU of its own, so the home is the loaded one and replicates.
         node: NodeSettings {
             cpu: Some("conn_us=1000,request_us=450,kb_us=4".into()),
             ..NodeSettings::default()
         },
-        root: site.root.clone(),
-        switch: SwitchKind::Dc,
-        policy: "resource-aware".into(),
-        mode: "proxy".into(),
-        workers: 1,
-        splice_min_bytes: None,
-        rehandoff: None,
-        policy_table: None,
-        class_file: None,
-        coop: None,
-        dc_quota: None,
         dc_balance_ms: Some(500),
-        haproxy: Default::default(),
-        switch_class_file: None,
-        tls: None,
+        ..ClusterSpec::new(NODES, site.root.clone(), SwitchKind::Dc, "resource-aware", "proxy")
     };
     LabCluster::start(net, &locus_binary(), scratch, &spec).unwrap()
 }

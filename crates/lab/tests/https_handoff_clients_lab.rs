@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use locus_lab::browser::{chromium, load_page_with};
-use locus_lab::{ClusterSpec, LabCluster, LabSite, NodeSettings, SwitchKind, WorkloadSpec};
+use locus_lab::{ClusterSpec, LabCluster, LabSite, SwitchKind, WorkloadSpec};
 use locus_rig::servers::{CertKind, TlsFiles, write_tls_files};
 use locus_rig::{LabNetwork, Net, find_program};
 use locus_test_support::{locus_binary, require_namespaces, watchdog};
@@ -33,23 +33,8 @@ fn site(dir: &Path) -> LabSite {
 
 fn cluster<'n>(net: &'n Net, site: &LabSite, scratch: &Path, tls: &TlsFiles) -> LabCluster<'n> {
     let spec = ClusterSpec {
-        nodes: NODES,
-        node: NodeSettings::default(),
-        root: site.root.clone(),
-        switch: SwitchKind::Locus,
-        policy: "hash".into(),
-        mode: "handoff".into(),
-        workers: 1,
-        splice_min_bytes: None,
-        rehandoff: None,
-        policy_table: None,
-        class_file: None,
-        coop: None,
-        dc_quota: None,
-        dc_balance_ms: None,
-        haproxy: Default::default(),
-        switch_class_file: None,
         tls: Some(tls.clone()),
+        ..ClusterSpec::new(NODES, site.root.clone(), SwitchKind::Locus, "hash", "handoff")
     };
     LabCluster::start(net, &locus_binary(), scratch, &spec).unwrap()
 }

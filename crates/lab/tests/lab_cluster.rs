@@ -44,27 +44,13 @@ impl SmallLab {
 
     fn cluster(&self, policy: &str, splice_min_bytes: Option<u64>) -> LabCluster<'_> {
         let spec = ClusterSpec {
-            nodes: 2,
             node: NodeSettings {
                 cache: "2MiB".into(),
                 storage: Some("seek_ms=1,mb_s=100,disks=1".into()),
                 ..NodeSettings::default()
             },
-            root: self.site.root.clone(),
-            switch: SwitchKind::Locus,
-            policy: policy.into(),
-            mode: "proxy".into(),
-            workers: 1,
             splice_min_bytes,
-            rehandoff: None,
-            policy_table: None,
-            class_file: None,
-            coop: None,
-            dc_quota: None,
-            dc_balance_ms: None,
-            haproxy: Default::default(),
-            switch_class_file: None,
-            tls: None,
+            ..ClusterSpec::new(2, self.site.root.clone(), SwitchKind::Locus, policy, "proxy")
         };
         let scratch = self.dir.path().join(format!("logs-{policy}-{splice_min_bytes:?}"));
         LabCluster::start(&self.net, &self.locus, &scratch, &spec).unwrap()

@@ -40,22 +40,15 @@ impl ContinuedSession {
     pub(crate) fn new(export: SessionExport) -> Result<(ContinuedSession, Vec<u8>), RecordError> {
         let layer = export.record_layer()?;
         let SessionExport { plaintext, undecrypted, .. } = export;
-        let session = ContinuedSession {
-            layer,
-            plain: plaintext,
-            plain_at: 0,
-            out: Vec::new(),
-            out_at: 0,
-            closed: false,
-            closing: false,
-            failed: false,
-            pinned: false,
-        };
-        Ok((session, undecrypted))
+        Ok((ContinuedSession::with(layer, plaintext, false), undecrypted))
     }
 
     /// A session known by `layer`'s keys only, with `plaintext` to read first.
     pub(crate) fn pinned(layer: RecordLayer, plaintext: Vec<u8>) -> ContinuedSession {
+        ContinuedSession::with(layer, plaintext, true)
+    }
+
+    fn with(layer: RecordLayer, plaintext: Vec<u8>, pinned: bool) -> ContinuedSession {
         ContinuedSession {
             layer,
             plain: plaintext,
@@ -65,7 +58,7 @@ impl ContinuedSession {
             closed: false,
             closing: false,
             failed: false,
-            pinned: true,
+            pinned,
         }
     }
 

@@ -255,54 +255,56 @@ async fn a_session_taken_over_is_served_on_its_socket_then_continued_twice_acros
     tokio::task::spawn_blocking(move || peer.join().unwrap()).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_record_with_a_bad_tag_after_the_handoff_ends_the_session_with_an_alert() {
+/// A session continued elsewhere (as a node would) after its first request, `one`, whose
+/// client then runs `misbehave` and must get back an alert whose name contains `alert`: the
+/// continued session and the error its next read gets.
+async fn continued_read_error(
+    misbehave: impl FnOnce(&mut Client) + Send + 'static,
+    alert: &'static str,
+) -> (locus_tls::TlsStream, std::io::Error) {
     let (_dir, server, client) = configs();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let peer = scripted_client(client, listener.local_addr().unwrap(), |s| {
+    let peer = scripted_client(client, listener.local_addr().unwrap(), move |s| {
         s.write_all(b"one").unwrap();
+        misbehave(s);
+        let mut buf = [0u8; 16];
+        let e = s.read(&mut buf).unwrap_err();
+        assert!(e.to_string().contains(alert), "{e}");
+    });
+    let mut s = accepted(&listener, &server).await;
+    read_exactly(&mut s, b"one").await;
+    let (tcp, state) = s.export().unwrap();
+    let mut s = locus_tls::TlsStream::continued(tcp, state).unwrap();
+    let mut buf = [0u8; 16];
+    let e = s.read(&mut buf).await.unwrap_err();
+    tokio::task::spawn_blocking(move || peer.join().unwrap()).await.unwrap();
+    (s, e)
+}
+
+#[tokio::test]
+async fn a_record_with_a_bad_tag_after_the_handoff_ends_the_session_with_an_alert() {
+    let forge = |s: &mut Client| {
         s.conn.writer().write_all(b"forged").unwrap();
         let mut record = Vec::new();
         s.conn.write_tls(&mut record).unwrap();
         *record.last_mut().unwrap() ^= 1;
         s.sock.write_all(&record).unwrap();
-        let mut buf = [0u8; 16];
-        let e = s.read(&mut buf).unwrap_err();
-        assert!(e.to_string().contains("BadRecordMac"), "{e}");
-    });
-    let mut s = accepted(&listener, &server).await;
-    read_exactly(&mut s, b"one").await;
-    let (tcp, state) = s.export().unwrap();
-    let mut s = locus_tls::TlsStream::continued(tcp, state).unwrap();
-    let mut buf = [0u8; 16];
-    let e = s.read(&mut buf).await.unwrap_err();
+    };
+    let (mut s, e) = continued_read_error(forge, "BadRecordMac").await;
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
     assert!(s.write_all(b"never").await.is_err(), "nothing is served after a bad record");
-    tokio::task::spawn_blocking(move || peer.join().unwrap()).await.unwrap();
 }
 
 #[tokio::test]
 async fn a_key_update_storm_ends_the_continued_session() {
-    let (_dir, server, client) = configs();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let peer = scripted_client(client, listener.local_addr().unwrap(), |s| {
-        s.write_all(b"one").unwrap();
+    let storm = |s: &mut Client| {
         for _ in 0..=locus_tls::KEY_UPDATES_IN_A_ROW {
             s.conn.refresh_traffic_keys().unwrap();
             s.conn.complete_io(&mut s.sock).unwrap();
         }
-        let mut buf = [0u8; 16];
-        let e = s.read(&mut buf).unwrap_err();
-        assert!(e.to_string().contains("UnexpectedMessage"), "{e}");
-    });
-    let mut s = accepted(&listener, &server).await;
-    read_exactly(&mut s, b"one").await;
-    let (tcp, state) = s.export().unwrap();
-    let mut s = locus_tls::TlsStream::continued(tcp, state).unwrap();
-    let mut buf = [0u8; 16];
-    let e = s.read(&mut buf).await.unwrap_err();
+    };
+    let (_, e) = continued_read_error(storm, "UnexpectedMessage").await;
     assert!(e.to_string().contains("KeyUpdates"), "{e}");
-    tokio::task::spawn_blocking(move || peer.join().unwrap()).await.unwrap();
 }
 
 #[tokio::test]
