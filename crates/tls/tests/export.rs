@@ -36,14 +36,7 @@ fn client_thread(
     addr: std::net::SocketAddr,
     expect: &'static [u8],
 ) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let tcp = StdTcp::connect(addr).unwrap();
-        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let conn = rustls::ClientConnection::new(config, "a.example".try_into().unwrap()).unwrap();
-        let mut s = rustls::StreamOwned::new(conn, tcp);
-        while s.conn.is_handshaking() {
-            s.conn.complete_io(&mut s.sock).unwrap();
-        }
+    scripted_client(config, addr, move |s| {
         let mut record = |data: &[u8]| {
             s.conn.writer().write_all(data).unwrap();
             let mut bytes = Vec::new();
