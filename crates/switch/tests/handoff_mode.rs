@@ -350,6 +350,7 @@ fn tls_cluster(
     let c = cluster_of(policy, n, KEY, RehandoffPolicy::Handoff, agent, |config| {
         config.listen_tls = Some("127.0.0.1:0".parse().unwrap());
         config.tls = Some(locus_tls::TlsSettings::single(crt, key));
+        config.admin = Some("127.0.0.1:0".parse().unwrap());
     });
     (c, dir, pem)
 }
@@ -431,6 +432,9 @@ fn a_tls_session_a_node_refuses_or_on_tls_1_2_is_served_by_the_switch_and_counte
     let s = c.status();
     assert_eq!(s["handoff"]["tls"]["two_way"]["tls12"], 1, "{s}");
     assert_eq!((c.counter("handoffs"), c.counter("refused")), (0, 0), "{s}");
+    let metrics = locus_test_support::get(c.switch.admin_addr().unwrap(), "/metrics").text();
+    assert!(metrics.contains("handoff_tls_two_way_total{reason=\"tls12\"} 1"), "{metrics}");
+    assert!(metrics.contains("handoffs_tls_total 0"), "{metrics}");
     drop(client);
     c.stop();
 }
