@@ -40,15 +40,12 @@ impl ContinuedSession {
     pub(crate) fn new(export: SessionExport) -> Result<(ContinuedSession, Vec<u8>), RecordError> {
         let layer = export.record_layer()?;
         let SessionExport { plaintext, undecrypted, .. } = export;
-        Ok((ContinuedSession::with(layer, plaintext, false), undecrypted))
+        Ok((ContinuedSession::from_layer(layer, plaintext, false), undecrypted))
     }
 
-    /// A session known by `layer`'s keys only, with `plaintext` to read first.
-    pub(crate) fn pinned(layer: RecordLayer, plaintext: Vec<u8>) -> ContinuedSession {
-        ContinuedSession::with(layer, plaintext, true)
-    }
-
-    fn with(layer: RecordLayer, plaintext: Vec<u8>, pinned: bool) -> ContinuedSession {
+    /// The session `layer` continues, with `plaintext` to read first; `pinned`: known by its
+    /// keys only, so served where it is and never moved.
+    pub(crate) fn from_layer(layer: RecordLayer, plaintext: Vec<u8>, pinned: bool) -> ContinuedSession {
         ContinuedSession {
             layer,
             plain: plaintext,

@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use zeroize::Zeroizing;
 
-use crate::record_layer::{Direction, RecordError, RecordLayer, Suite, next_secret, traffic_key};
+use crate::record_layer::{Direction, RecordError, RecordLayer, Suite, next_secret};
 use crate::stream::{HandshakeFailure, TlsStream, accept};
 
 const CLIENT_SECRET: &str = "CLIENT_TRAFFIC_SECRET_0";
@@ -163,13 +163,13 @@ pub(crate) fn check_exportable(tls: &rustls::Connection, has_secrets: bool) -> R
     Ok(suite)
 }
 
-/// The keys rustls gave up.
-pub(crate) enum Extracted {
-    /// With their traffic secrets: the session can move.
-    Movable(SessionExport),
-    /// Updated since the key log's secrets (a KeyUpdate came before the handoff): only the
-    /// keys in use are known, so the session is served where it is, to its next KeyUpdate.
-    Pinned(Box<RecordLayer>, Vec<u8>),
+/// What rustls gave up: the record layer that continues the session, known by its traffic
+/// secrets or, `pinned`, by its keys alone (updated past following since the key log's
+/// secrets: served where it is, to its next KeyUpdate), and the plaintext not yet read.
+pub(crate) struct Extracted {
+    pub layer: RecordLayer,
+    pub plaintext: Vec<u8>,
+    pub pinned: bool,
 }
 
 /// The keys of the session `tls` (its key log `secrets`), with `plaintext` (decrypted bytes
@@ -189,25 +189,13 @@ pub(crate) fn export_secrets(
     let extracted = tls.dangerous_extract_secrets().map_err(ExportError::Extract)?;
     // The key log gives the first secrets only: after KeyUpdates the secrets in use are found
     // by following them a few generations; past that the session is served where it is.
-    let tx_secret = current_secret(suite, tx_secret, &extracted.tx.1)?;
-    let rx_secret = current_secret(suite, rx_secret, &extracted.rx.1)?;
-    let (Some(tx_secret), Some(rx_secret)) = (tx_secret, rx_secret) else {
-        let direction = |(seq, keys): &(u64, rustls::ConnectionTrafficSecrets)| {
-            let (key, iv) = key_and_iv(keys).ok_or(ExportError::Suite("unknown"))?;
-            Direction::from_key(suite, key, iv, *seq).map_err(ExportError::Record)
-        };
-        let layer = RecordLayer::new(direction(&extracted.tx)?, direction(&extracted.rx)?);
-        return Ok(Extracted::Pinned(Box::new(layer), plaintext));
+    let tx = current_direction(suite, tx_secret, &extracted.tx)?;
+    let rx = current_direction(suite, rx_secret, &extracted.rx)?;
+    let (layer, pinned) = match (tx, rx) {
+        (Some(tx), Some(rx)) => (RecordLayer::new(tx, rx), false),
+        _ => (RecordLayer::new(keys_only(suite, &extracted.tx)?, keys_only(suite, &extracted.rx)?), true),
     };
-    Ok(Extracted::Movable(SessionExport {
-        suite,
-        tx_secret,
-        tx_seq: extracted.tx.0,
-        rx_secret,
-        rx_seq: extracted.rx.0,
-        plaintext,
-        undecrypted: Vec::new(),
-    }))
+    Ok(Extracted { layer, plaintext, pinned })
 }
 
 /// The record key and IV rustls gave for one direction.
@@ -224,30 +212,32 @@ fn key_and_iv(keys: &rustls::ConnectionTrafficSecrets) -> Option<(&[u8], &[u8])>
 /// KeyUpdates followed from the key log's secret to find the one in use.
 const SECRET_GENERATIONS: usize = 8;
 
-/// The traffic secret whose keys are `keys`: `secret` (the first) or one of the next
-/// `SECRET_GENERATIONS` after it; `None` past those.
-fn current_secret(
+/// The direction rustls gave as `(seq, keys)`, with its traffic secret: `secret` (the first)
+/// or one of the next `SECRET_GENERATIONS` after it, whichever has those keys; `None` past
+/// those.
+fn current_direction(
     suite: Suite,
     secret: Zeroizing<Vec<u8>>,
-    keys: &rustls::ConnectionTrafficSecrets,
-) -> Result<Option<Zeroizing<Vec<u8>>>, ExportError> {
+    (seq, keys): &(u64, rustls::ConnectionTrafficSecrets),
+) -> Result<Option<Direction>, ExportError> {
+    let Some((key, iv)) = key_and_iv(keys) else { return Ok(None) };
     let mut secret = secret;
     for _ in 0..=SECRET_GENERATIONS {
-        if keys_match(suite, &secret, keys)? {
-            return Ok(Some(secret));
+        if let Some(direction) =
+            Direction::matching(suite, &secret, *seq, key, iv).map_err(ExportError::Record)?
+        {
+            return Ok(Some(direction));
         }
         secret = next_secret(suite, &secret).map_err(ExportError::Record)?;
     }
     Ok(None)
 }
 
-/// Whether the key and IV derived from `secret` are those rustls uses.
-fn keys_match(
+/// The direction rustls gave as `(seq, keys)`, known by its keys alone.
+fn keys_only(
     suite: Suite,
-    secret: &[u8],
-    keys: &rustls::ConnectionTrafficSecrets,
-) -> Result<bool, ExportError> {
-    let Some((key, iv)) = key_and_iv(keys) else { return Ok(false) };
-    let (derived_key, derived_iv) = traffic_key(suite, secret).map_err(ExportError::Record)?;
-    Ok(derived_key.as_slice() == key && derived_iv.as_slice() == iv)
+    (seq, keys): &(u64, rustls::ConnectionTrafficSecrets),
+) -> Result<Direction, ExportError> {
+    let (key, iv) = key_and_iv(keys).ok_or(ExportError::Suite("unknown"))?;
+    Direction::from_key(suite, key, iv, *seq).map_err(ExportError::Record)
 }

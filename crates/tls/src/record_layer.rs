@@ -154,10 +154,10 @@ pub(crate) fn next_secret(suite: Suite, secret: &[u8]) -> Result<Zeroizing<Vec<u
 }
 
 /// A record key and its IV.
-pub(crate) type KeyAndIv = (Zeroizing<Vec<u8>>, Zeroizing<Vec<u8>>);
+type KeyAndIv = (Zeroizing<Vec<u8>>, Zeroizing<Vec<u8>>);
 
 /// The record key and IV of the traffic secret `secret` (RFC 8446 §7.3).
-pub(crate) fn traffic_key(suite: Suite, secret: &[u8]) -> Result<KeyAndIv, RecordError> {
+fn traffic_key(suite: Suite, secret: &[u8]) -> Result<KeyAndIv, RecordError> {
     Ok((
         expand_label(suite, secret, b"key", suite.aead().key_len())?,
         expand_label(suite, secret, b"iv", 12)?,
@@ -177,21 +177,45 @@ pub struct Direction {
 impl Direction {
     /// The direction whose traffic secret is `secret`, at sequence number `seq`.
     pub fn new(suite: Suite, secret: &[u8], seq: u64) -> Result<Direction, RecordError> {
-        let (key_bytes, iv_bytes) = traffic_key(suite, secret)?;
-        let key = UnboundKey::new(suite.aead(), &key_bytes).map_err(|_| RecordError::KeyDerivation)?;
-        let mut iv = Zeroizing::new([0u8; 12]);
-        iv.copy_from_slice(&iv_bytes);
-        Ok(Direction { suite, secret: Zeroizing::new(secret.to_vec()), key: LessSafeKey::new(key), iv, seq })
+        let (key, iv) = traffic_key(suite, secret)?;
+        Direction::with_keys(suite, secret, &key, &iv, seq)
+    }
+
+    /// The direction whose traffic secret is `secret`, if that secret's key and IV are `key`
+    /// and `iv` (the keys a session uses, checked against a secret believed to be theirs).
+    pub(crate) fn matching(
+        suite: Suite,
+        secret: &[u8],
+        seq: u64,
+        key: &[u8],
+        iv: &[u8],
+    ) -> Result<Option<Direction>, RecordError> {
+        let (derived_key, derived_iv) = traffic_key(suite, secret)?;
+        if derived_key.as_slice() != key || derived_iv.as_slice() != iv {
+            return Ok(None);
+        }
+        Direction::with_keys(suite, secret, key, iv, seq).map(Some)
     }
 
     /// A direction known by its record key and IV only (rustls's after a KeyUpdate, whose
     /// secret the key log does not give): it cannot follow another KeyUpdate.
     pub(crate) fn from_key(suite: Suite, key: &[u8], iv: &[u8], seq: u64) -> Result<Direction, RecordError> {
+        Direction::with_keys(suite, &[], key, iv, seq)
+    }
+
+    /// The direction of `secret` (empty: unknown) with its record `key` and `iv`.
+    fn with_keys(
+        suite: Suite,
+        secret: &[u8],
+        key: &[u8],
+        iv: &[u8],
+        seq: u64,
+    ) -> Result<Direction, RecordError> {
         let key = UnboundKey::new(suite.aead(), key).map_err(|_| RecordError::KeyDerivation)?;
         let iv: [u8; 12] = iv.try_into().map_err(|_| RecordError::KeyDerivation)?;
         Ok(Direction {
             suite,
-            secret: Zeroizing::new(Vec::new()),
+            secret: Zeroizing::new(secret.to_vec()),
             key: LessSafeKey::new(key),
             iv: Zeroizing::new(iv),
             seq,

@@ -295,7 +295,8 @@ impl TlsStream {
         if fed > 0 {
             return Ok(fed);
         }
-        let n = self.read_socket()?;
+        self.incoming.reserve(SOCKET_READ);
+        let n = self.tcp.try_read_buf(&mut self.incoming).map_err(Received::Io)?;
         if n == 0 {
             if let Engine::Rustls(tls) = &mut self.engine {
                 tls.read_tls(&mut &[][..]).map_err(Received::Io)?;
@@ -350,12 +351,6 @@ impl TlsStream {
         Ok(at)
     }
 
-    /// Read what the socket has into `incoming`.
-    fn read_socket(&mut self) -> Result<usize, Received> {
-        self.incoming.reserve(SOCKET_READ);
-        self.tcp.try_read_buf(&mut self.incoming).map_err(Received::Io)
-    }
-
     /// Give back the buffers an idle connection need not hold (input read and used, output
     /// sent; 16 KiB and more each, a page or more touched): call it when waiting for the next
     /// request, so thousands of idle connections keep none of it resident.
@@ -408,17 +403,11 @@ impl TlsStream {
             return Err(ExportError::Ended);
         };
         self.plaintext = 0;
-        match crate::export::export_secrets(tls, self.secrets.take(), plaintext)? {
-            crate::export::Extracted::Movable(export) => {
-                let (session, _) = ContinuedSession::new(export).map_err(ExportError::Record)?;
-                self.engine = Engine::Continued(Box::new(session));
-                Ok(())
-            }
-            crate::export::Extracted::Pinned(layer, plaintext) => {
-                self.engine = Engine::Continued(Box::new(ContinuedSession::pinned(*layer, plaintext)));
-                Err(ExportError::KeyUpdated)
-            }
-        }
+        let extracted = crate::export::export_secrets(tls, self.secrets.take(), plaintext)?;
+        let pinned = extracted.pinned;
+        let session = ContinuedSession::from_layer(extracted.layer, extracted.plaintext, pinned);
+        self.engine = Engine::Continued(Box::new(session));
+        if pinned { Err(ExportError::KeyUpdated) } else { Ok(()) }
     }
 
     /// What another process needs to continue the session taken over (`take_over`): `before`
