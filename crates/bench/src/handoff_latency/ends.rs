@@ -42,12 +42,9 @@ impl TlsSetup {
             SERVER_NAME,
         )
         .map_err(|e| fail("certificate", &e))?;
-        let loaded = locus_tls::load_certificate(&files.cert, &files.key, std::time::SystemTime::now())
-            .map_err(|e| fail("loading the certificate", &e))?;
-        let sni = locus_tls::SniCertificates::new(&[loaded], locus_tls::UnknownName::Default)
-            .map_err(|e| fail("certificates", &e))?;
-        let server =
-            locus_tls::server_config(sni, &[locus_tls::ALPN_HTTP1], None).map_err(|e| fail("server", &e))?;
+        let server = locus_tls::TlsSettings::single(files.cert.clone(), files.key)
+            .load(&[locus_tls::ALPN_HTTP1], std::time::SystemTime::now())
+            .map_err(|e| fail("server", &e))?;
         let client =
             locus_load::tls_client_config(&files.cert, false, Some(SUITE)).map_err(|e| fail("client", &e))?;
         Ok(TlsSetup { server, client, _dir: dir })
