@@ -146,9 +146,23 @@ impl BodyTracker {
     pub fn advance_with(
         &mut self,
         buf: &[u8],
+        on_data: impl FnMut(&[u8]),
+    ) -> Result<BodyProgress, BodyError> {
+        self.advance_parts(buf, on_data, |_| {})
+    }
+
+    /// Feed `buf`, handing runs of decoded data to `on_data` and the bytes of a chunked body's
+    /// trailer section (its field lines and the final empty line, CRLFs included) to
+    /// `on_trailer`, so a relay that re-frames the body can pass its trailers on.
+    pub fn advance_parts(
+        &mut self,
+        buf: &[u8],
         mut on_data: impl FnMut(&[u8]),
+        mut on_trailer: impl FnMut(&[u8]),
     ) -> Result<BodyProgress, BodyError> {
         let mut i = 0;
+        // The trailer section is the body's last part: once entered, it runs to the end.
+        let mut trailer_from = None;
         while i < buf.len() {
             match &mut self.state {
                 State::Done => break,
@@ -216,6 +230,7 @@ impl BodyTracker {
                     }
                 }
                 State::Trailer { line, total, cr } => {
+                    trailer_from.get_or_insert(i);
                     let b = buf[i];
                     i += 1;
                     *total += 1;
@@ -241,6 +256,9 @@ impl BodyTracker {
                     }
                 }
             }
+        }
+        if let Some(from) = trailer_from {
+            on_trailer(&buf[from..i]);
         }
         Ok(BodyProgress { consumed: i, done: self.state == State::Done })
     }
@@ -274,6 +292,28 @@ mod tests {
         assert!(p.done);
         assert_eq!(p.consumed, input.len() - 4);
         assert_eq!(data, b"hello world");
+    }
+
+    #[test]
+    fn chunked_trailer_section_is_handed_over_whole_however_the_input_is_cut() {
+        let input = b"5\r\nhello\r\n0\r\nX-T: v\r\nX-U: w\r\n\r\nNEXT";
+        for cut in 0..input.len() {
+            let mut t = BodyTracker::new(BodyKind::Chunked);
+            let (mut data, mut trailer) = (Vec::new(), Vec::new());
+            let mut consumed = 0;
+            for part in [&input[..cut], &input[cut..]] {
+                let p = t
+                    .advance_parts(part, |d| data.extend_from_slice(d), |x| trailer.extend_from_slice(x))
+                    .unwrap();
+                consumed += p.consumed;
+                if p.done {
+                    break;
+                }
+            }
+            assert_eq!(consumed, input.len() - 4, "cut at {cut}");
+            assert_eq!(data, b"hello");
+            assert_eq!(trailer, b"X-T: v\r\nX-U: w\r\n\r\n", "cut at {cut}");
+        }
     }
 
     #[test]

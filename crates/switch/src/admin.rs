@@ -159,6 +159,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         "bytes_to_nodes": c.bytes_to_nodes.load(Relaxed),
         "shutting_down": shared.is_shutting_down(),
         "tls": tls_json(shared),
+        "http2": http2_json(shared),
         "nodes": nodes,
     })
 }
@@ -176,6 +177,13 @@ fn tls_json(shared: &Shared) -> serde_json::Value {
     v["https_port"] = json!(shared.https_port.get());
     v["served_by"] = json!(mode);
     v["redirect_to_https"] = json!(shared.config.redirect_to_https);
+    v
+}
+
+/// The `http2` object: whether it is spoken, and its counters.
+fn http2_json(shared: &Shared) -> serde_json::Value {
+    let mut v = shared.h2.to_json();
+    v["enabled"] = json!(shared.config.http2.enabled_in(shared.config.mode));
     v
 }
 
@@ -231,6 +239,7 @@ pub fn metrics_text(shared: &Shared) -> String {
     if let Some(p) = shared.handoff.as_ref() {
         register_handoff_metrics(&mut reg, p);
     }
+    shared.h2.register_metrics(&mut reg);
     let mut text = String::new();
     if let Err(e) = encode(&mut text, &reg) {
         tracing::warn!("metrics encoding failed: {e}");

@@ -83,6 +83,25 @@ impl AsyncWrite for ClientStream {
         }
     }
 
+    /// Cleartext: gathered into one `writev` (HTTP/2 writes a frame's header and its data so).
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            ClientStream::Tls(t) => {
+                let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &**b);
+                Pin::new(&mut **t).poll_write(cx, first)
+            }
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        matches!(self, ClientStream::Plain(_))
+    }
+
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             ClientStream::Plain(s) => Pin::new(s).poll_flush(cx),

@@ -201,6 +201,9 @@ pub struct SwitchConfig {
     /// Handoff mode's settings.
     #[serde(default)]
     pub handoff: HandoffSettings,
+    /// HTTP/2 to clients.
+    #[serde(default)]
+    pub http2: crate::h2::Http2Settings,
     /// Request classes (the nodes' `[[classes]]` schema): every request is classified, and
     /// content-aware policies read the classes' costs and resources.
     #[serde(default)]
@@ -253,6 +256,7 @@ impl Default for SwitchConfig {
             health: HealthConfig::default(),
             limits: SwitchLimits::default(),
             handoff: HandoffSettings::default(),
+            http2: crate::h2::Http2Settings::default(),
             classes: Vec::new(),
             class_file: None,
             site_root: None,
@@ -334,6 +338,7 @@ impl SwitchConfig {
         locus_policy::build_with(&self.policy, &self.weights(), &site.inputs)
             .map_err(|e| ConfigError::Invalid(format!("policy: {e}")))?;
         self.validate_tls()?;
+        self.http2.check().map_err(ConfigError::Invalid)?;
         self.validate_mode(&names)
     }
 

@@ -11,6 +11,7 @@ mod client_stream;
 mod config;
 mod dispatch;
 mod forward;
+mod h2;
 mod handoff;
 mod health;
 mod metrics_poll;
@@ -32,6 +33,7 @@ mod worker;
 
 pub use config::{ConfigError, HandoffSettings, HealthConfig, NodeEntry, SwitchConfig, SwitchLimits};
 pub use dispatch::{DispatchError, DispatchSnapshot};
+pub use h2::Http2Settings;
 pub use handoff::HandoffSetupError;
 pub use mode::{L4Selection, Mode};
 pub use server::{SwitchError, SwitchServer};

@@ -2,7 +2,8 @@
 //! (keep-alive and pipelined requests in order, an idle connection holding no buffers),
 //! refuse what the switch answers itself, and serve the request the configured mode's way,
 //! chosen in one place: proxied (`proxy`), tunnelled (`splice_mode`) or handed off to its
-//! node (`handoff`, proxied when the handoff is not taken).
+//! node (`handoff`, proxied when the handoff is not taken). A connection that opens with the
+//! HTTP/2 preface, or agreed on `h2` by ALPN, is served by `h2` instead.
 
 use crate::client::{Client, Next};
 use crate::client_stream::ClientStream;
@@ -53,6 +54,11 @@ pub async fn serve_tls(
         tls.accept(stream, deadline).await
     };
     match accepted {
+        Ok(session) if session.alpn() == Some(locus_tls::ALPN_H2) => {
+            let stream = ClientStream::Tls(Box::new(session));
+            crate::h2::serve(worker, stream, peer, shutdown, Vec::new()).await;
+            drop(slot);
+        }
         Ok(session) => {
             let stream = ClientStream::Tls(Box::new(session));
             serve_with(worker, stream, peer, shutdown, Restart::Fresh, slot).await
@@ -109,16 +115,32 @@ async fn serve_with(
         Restart::Fresh => (true, None),
         Restart::Restored(dispatch) => (false, dispatch),
     };
+    // h2c with prior knowledge: a fresh cleartext connection whose first bytes are the preface.
+    let may_be_h2c = matches!(restart, Restart::Fresh)
+        && stream.plain().is_some()
+        && worker.shared.config.http2.enabled_in(worker.shared.config.mode);
     let mut session = Session {
         client: Client::new(worker, stream, peer),
         shutdown,
         handoff_allowed,
         restored,
         counted: false,
+        may_be_h2c,
     };
-    session.run().await;
+    let ended = session.run().await;
     session.end();
+    if let Ended::Http2 = ended {
+        let Session { client, shutdown, .. } = session;
+        crate::h2::serve(client.worker, client.stream, peer, shutdown, client.buf).await;
+    }
     drop(slot);
+}
+
+/// How a session's HTTP/1.1 loop ended.
+enum Ended {
+    Closed,
+    /// The connection opened with the HTTP/2 preface (in the read buffer).
+    Http2,
 }
 
 struct Session {
@@ -132,6 +154,8 @@ struct Session {
     restored: Option<DetachedAssignment>,
     /// The next request read was counted already (read again after a refused handoff).
     counted: bool,
+    /// No request was read yet and HTTP/2 may be spoken: the preface is looked for.
+    may_be_h2c: bool,
 }
 
 /// Whether the session goes on after waiting for or reading more of a request.
@@ -151,23 +175,29 @@ impl Session {
         }
     }
 
-    async fn run(&mut self) {
+    async fn run(&mut self) -> Ended {
         let shared = self.client.worker.shared.clone();
         let limits = shared.limits;
         let mut head = RequestHead::default();
         let mut head_started: Option<Instant> = None;
         loop {
-            let parsed = if self.client.buf.is_empty() {
-                Ok(false)
-            } else {
-                parse_request(&self.client.buf, &limits, &mut head)
+            let preface = match self.may_be_h2c && !self.client.buf.is_empty() {
+                true => crate::h2::starts_with_preface(&self.client.buf),
+                false => Some(false),
+            };
+            let parsed = match preface {
+                Some(true) => return Ended::Http2,
+                _ if self.client.buf.is_empty() => Ok(false),
+                // Part of the preface: more bytes tell.
+                None => Ok(false),
+                Some(false) => parse_request(&self.client.buf, &limits, &mut head),
             };
             let read = match parsed {
                 Err(e) => {
                     shared.counters.client_errors.fetch_add(1, Relaxed);
                     tracing::debug!(peer = %self.client.peer, "refused request: {e}");
                     self.client.send_error(e.status(), true).await;
-                    return;
+                    return Ended::Closed;
                 }
                 Ok(false) if self.client.buf.is_empty() => {
                     // Idle between requests: hold no buffers while waiting.
@@ -182,11 +212,12 @@ impl Session {
                 }
                 Ok(true) => {
                     head_started = None;
+                    self.may_be_h2c = false;
                     if !std::mem::take(&mut self.counted) {
                         shared.counters.requests.fetch_add(1, Relaxed);
                     }
                     match self.handle(&head).await {
-                        Next::Close => return,
+                        Next::Close => return Ended::Closed,
                         Next::Continue(consumed) => {
                             self.client.buf.drain(..consumed);
                             if !self.client.buf.is_empty() {
@@ -198,7 +229,7 @@ impl Session {
                 }
             };
             if let Read::End = read {
-                return;
+                return Ended::Closed;
             }
         }
     }

@@ -101,6 +101,8 @@ pub struct Shared {
     pub dispatcher: Dispatcher,
     pub nodes: Vec<NodeInfo>,
     pub counters: SwitchCounters,
+    /// HTTP/2 connections, streams, resets and GOAWAYs.
+    pub h2: crate::h2::H2Counters,
     /// Client connections open, against `limits.max_connections`: each session holds a slot.
     pub connections: Arc<ConnectionLimit>,
     pub shutting_down: AtomicBool,
@@ -148,8 +150,12 @@ impl Shared {
         let connections = ConnectionLimit::new(config.limits.max_connections);
         let tls = match &config.tls {
             Some(t) => {
-                let alpn = [locus_tls::ALPN_HTTP1];
-                Some(Arc::new(locus_tls::TlsService::new(t.clone(), &alpn, std::time::SystemTime::now())?))
+                let alpn: &[&[u8]] = if config.http2.enabled_in(config.mode) {
+                    &[locus_tls::ALPN_H2, locus_tls::ALPN_HTTP1]
+                } else {
+                    &[locus_tls::ALPN_HTTP1]
+                };
+                Some(Arc::new(locus_tls::TlsService::new(t.clone(), alpn, std::time::SystemTime::now())?))
             }
             None => None,
         };
@@ -160,6 +166,7 @@ impl Shared {
             dispatcher: Dispatcher::new(cluster),
             nodes,
             counters: SwitchCounters::default(),
+            h2: crate::h2::H2Counters::default(),
             connections,
             shutting_down: AtomicBool::new(false),
             shutdown_tx,

@@ -19,6 +19,13 @@ pub fn refusal(head: &RequestHead, buf: &[u8], shared: &Shared, client: &TcpStre
     refusal_for(head, buf, &shared.config.server_names, || client.local_addr())
 }
 
+/// `refusal` for a request that came over a connection to `local` (an HTTP/2 stream's).
+pub fn refusal_at(head: &RequestHead, buf: &[u8], shared: &Shared, local: Option<SocketAddr>) -> Option<u16> {
+    refusal_for(head, buf, &shared.config.server_names, || {
+        local.ok_or_else(|| std::io::Error::other("no local address"))
+    })
+}
+
 /// `refusal` for these server names; `local` gives the address the client connected to
 /// (asked only for an absolute-form target).
 fn refusal_for(

@@ -26,7 +26,7 @@ pub use export::{ExportError, SessionExport, SessionSecrets, accept_exportable};
 pub use record_layer::{
     Direction, KEY_UPDATES_IN_A_ROW, MAX_PLAINTEXT, Opened, RecordError, RecordLayer, Suite,
 };
-pub use server_config::{ALPN_HTTP1, server_config};
+pub use server_config::{ALPN_H2, ALPN_HTTP1, server_config};
 pub use service::{CertificateSummary, TlsService, TlsStatus, counter_family};
 pub use settings::{CertificateFiles, TlsSettings, UnknownSni};
 pub use sni::{SniCertificates, UnknownName};

@@ -17,6 +17,9 @@ pub const SESSION_CACHE: usize = 20_000;
 /// ALPN's name of HTTP/1.1.
 pub const ALPN_HTTP1: &[u8] = b"http/1.1";
 
+/// ALPN's name of HTTP/2 over TLS.
+pub const ALPN_H2: &[u8] = b"h2";
+
 /// A server configuration offering `alpn` (in preference order), with tickets under `tickets`.
 pub fn server_config(
     certs: SniCertificates,

@@ -500,6 +500,15 @@ impl TlsStream {
         }
     }
 
+    /// The application protocol ALPN agreed on, if any (either side, in rustls; a continued
+    /// session was HTTP/1.1 when it moved).
+    pub fn alpn(&self) -> Option<&[u8]> {
+        match &self.engine {
+            Engine::Rustls(tls) => tls.alpn_protocol(),
+            _ => None,
+        }
+    }
+
     /// Whether decrypted bytes wait to be read, or the peer's close does: a read will not
     /// block even if the socket has nothing.
     pub fn has_buffered_input(&self) -> bool {

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod h2_raw;
+
 use locus_http::{BodyKind, BodyTracker, Limits, RequestHead, parse_request};
 use locus_policy::PolicyConfig;
 use locus_switch::{HandoffSettings, Mode, NodeEntry, SwitchConfig};
@@ -35,6 +37,8 @@ pub struct SeenRequest {
     pub target: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// A chunked body's trailer section as sent (field lines and the empty line).
+    pub trailers: Vec<u8>,
 }
 
 impl SeenRequest {
@@ -157,13 +161,19 @@ fn serve_scripted(
                 })
                 .collect(),
             body: Vec::new(),
+            trailers: Vec::new(),
         };
         let mut seen = seen_head;
         buf.drain(..head.head_len);
         let mut tracker =
             BodyTracker::new(if head.body == BodyKind::Empty { BodyKind::Empty } else { head.body });
         loop {
-            let p = match tracker.advance_with(&buf, |d| seen.body.extend_from_slice(d)) {
+            let (body, trailers) = (&mut seen.body, &mut seen.trailers);
+            let p = match tracker.advance_parts(
+                &buf,
+                |d| body.extend_from_slice(d),
+                |t| trailers.extend_from_slice(t),
+            ) {
                 Ok(p) => p,
                 Err(_) => return,
             };
