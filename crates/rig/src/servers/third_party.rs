@@ -127,7 +127,7 @@ pub fn haproxy_config(
         Some(t) => (
             "  ssl-default-bind-options ssl-min-ver TLSv1.2\n  tune.ssl.cachesize 100000\n".to_string(),
             format!(
-                " ssl crt {} alpn http/1.1 tls-ticket-keys {}",
+                " ssl crt {} alpn h2,http/1.1 tls-ticket-keys {}",
                 t.bundle.display(),
                 t.ticket_keys.display()
             ),
@@ -236,7 +236,7 @@ fn nginx_listen(listen: Listen<'_>) -> String {
     match listen.tls {
         None => format!("    listen {addr};\n"),
         Some(t) => format!(
-            "    listen {addr} ssl;\n    ssl_certificate {};\n    ssl_certificate_key {};\n\
+            "    listen {addr} ssl http2;\n    ssl_certificate {};\n    ssl_certificate_key {};\n\
              \x20   ssl_protocols TLSv1.2 TLSv1.3;\n    ssl_session_cache shared:SSL:64m;\n\
              \x20   ssl_session_tickets on;\n    ssl_session_ticket_key {};\n",
             t.cert.display(),

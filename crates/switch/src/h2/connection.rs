@@ -23,6 +23,11 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep_until, timeout};
 
+/// Response bytes h2 may hold for one stream that the socket has not taken yet: one DATA frame.
+/// With a stream's own read of one frame, a stream holds at most 32 KiB of its response, however
+/// large the windows a client opens while it does not read its socket.
+const MAX_SEND_BUFFER: usize = 16 * 1024;
+
 /// How long a connection sent GOAWAY for abuse is given to take it before it is dropped.
 const ABUSE_GRACE: Duration = Duration::from_secs(1);
 
@@ -130,7 +135,7 @@ fn builder(shared: &Shared) -> Builder {
         .initial_window_size(s.stream_window_bytes)
         .initial_connection_window_size(s.connection_window_bytes)
         .max_header_list_size(shared.config.limits.max_head_bytes as u32)
-        .max_send_buffer_size(64 * 1024)
+        .max_send_buffer_size(MAX_SEND_BUFFER)
         .max_local_error_reset_streams(Some(s.max_stream_errors));
     b
 }
