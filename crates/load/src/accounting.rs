@@ -72,7 +72,8 @@ pub struct RequestAccounting {
     pub scheduled: u64,
     /// Measured requests written, or for which a connection failed.
     pub sent: u64,
-    /// Of those, the ones that got no usable response (connect, closed, timeout, framing).
+    /// Of those, the ones that got no usable response (connect, closed, timeout, framing;
+    /// over HTTP/2 also reset, goaway, protocol).
     pub failed: u64,
     /// Of the failed, those that timed out.
     pub timeouts: u64,

@@ -247,6 +247,15 @@ pub struct LoadArgs {
     /// Offer only this TLS cipher suite (e.g. TLS13_AES_128_GCM_SHA256).
     #[arg(long, value_name = "SUITE")]
     pub tls_suite: Option<String>,
+    /// Speak HTTP/2: h2 chosen by ALPN for https:// targets, cleartext h2c (prior knowledge)
+    /// for http:// ones. Not with --pipeline, --no-keepalive or --surf.
+    #[arg(long)]
+    pub h2: bool,
+    /// With --h2: requests each connection keeps in flight, each on a stream of its own (like
+    /// h2load's -m); each stream runs its own loop of requests (or sessions), think times and
+    /// open-loop arrivals.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub streams: usize,
 }
 
 impl LoadArgs {
@@ -321,6 +330,8 @@ impl LoadArgs {
             tls_resume: self.resume,
             tls_name: self.tls_name.clone(),
             tls_suite: self.tls_suite.clone(),
+            h2: self.h2,
+            streams: self.streams,
         })
     }
 }
@@ -431,6 +442,16 @@ mod tests {
         assert_eq!(c.think, ThinkTime::Exponential(Duration::from_millis(5)));
         let c = parse(&["http://h:1/a"]).to_config().unwrap();
         assert!(c.keepalive && matches!(c.workload, Workload::SingleUrl));
+        assert_eq!((c.h2, c.streams), (false, 1), "HTTP/1.1 unless asked");
+        let c =
+            parse(&["https://h:1/a", "--h2", "--streams", "8", "--tls-ca", "/ca.pem"]).to_config().unwrap();
+        assert_eq!((c.h2, c.streams), (true, 8));
+        assert!(c.validate().is_ok());
+        let e = parse(&["http://h:1/a", "--streams", "8"]).to_config().unwrap().validate().unwrap_err();
+        assert!(e.to_string().contains("--h2"), "{e}");
+        let e =
+            parse(&["http://h:1/a", "--h2", "--pipeline", "4"]).to_config().unwrap().validate().unwrap_err();
+        assert!(e.to_string().contains("pipelining"), "{e}");
         assert!(parse(&["ftp://h/"]).to_config().is_err());
     }
 

@@ -1,6 +1,7 @@
 //! `LoadConfig`: everything a load run needs — where to send (`TargetUrl`s), what to send
-//! (`Workload`), how (closed or open loop, keep-alive, pipelining, think time, sessions), for
-//! how long, and what to check responses against (`Verification`) — with its validation.
+//! (`Workload`), how (closed or open loop, keep-alive, pipelining or HTTP/2 streams, think
+//! time, sessions), for how long, and what to check responses against (`Verification`) — with
+//! its validation.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -164,6 +165,14 @@ pub struct LoadConfig {
     /// `https://` targets: offer only this cipher suite (rustls's name, e.g.
     /// `TLS13_AES_128_GCM_SHA256`).
     pub tls_suite: Option<String>,
+    /// Speak HTTP/2 on every connection: `h2` chosen by ALPN for `https://` targets, cleartext
+    /// `h2c` with prior knowledge for `http://` ones. Not with pipelining, a connection per
+    /// request or the surfer.
+    pub h2: bool,
+    /// HTTP/2: requests each connection keeps in flight, each on a stream of its own (like
+    /// h2load's `-m`); every stream runs the client's loop of jobs, think times and arrivals.
+    /// Must be 1 without `h2`.
+    pub streams: usize,
 }
 
 impl Default for LoadConfig {
@@ -195,6 +204,8 @@ impl Default for LoadConfig {
             tls_suite: None,
             hot_spot: None,
             dynamic: Vec::new(),
+            h2: false,
+            streams: 1,
         }
     }
 }
@@ -208,6 +219,8 @@ const MAX_RUN_TIME: Duration = Duration::from_secs(365 * 86_400);
 const MAX_THINK: Duration = Duration::from_secs(3600);
 /// Most `/doc/N` model documents (each is rendered once before the run).
 const MAX_MODEL_DOCUMENTS: u64 = 10_000_000;
+/// Most HTTP/2 streams one connection keeps in flight.
+pub const MAX_STREAMS: usize = 1024;
 
 impl LoadConfig {
     /// A closed-loop run of the first URL's path against `targets`, other settings default.
@@ -280,6 +293,7 @@ impl LoadConfig {
         if self.switch_admin.iter().chain(&self.node_admins).any(|a| a.tls) {
             return fail("admin listeners are read over http://");
         }
+        self.validate_h2()?;
         if let Workload::Surf { session_requests, .. } = self.workload {
             if session_requests == 0 {
                 return fail("a surf session needs at least one request");
@@ -349,6 +363,37 @@ impl LoadConfig {
         self.validate_mix()
     }
 
+    /// HTTP/2 (`h2`) and its streams: what HTTP/2 cannot do is refused here, never ignored.
+    fn validate_h2(&self) -> Result<(), LoadError> {
+        let fail = |m: &str| Err(LoadError::config(m));
+        if !self.h2 {
+            if self.streams != 1 {
+                return fail(
+                    "--streams is for HTTP/2 (--h2); HTTP/1.1 keeps several requests in flight with --pipeline",
+                );
+            }
+            return Ok(());
+        }
+        if !(1..=MAX_STREAMS).contains(&self.streams) {
+            return fail("streams per HTTP/2 connection must be within 1..=1024");
+        }
+        if matches!(self.workload, Workload::Surf { .. }) {
+            return fail("the surfer speaks HTTP/1.1 only: drop --h2 or --surf");
+        }
+        if self.pipeline > 1 {
+            return fail(
+                "HTTP/2 has no pipelining: it multiplexes requests on streams (give --streams N, not --pipeline)",
+            );
+        }
+        if !self.keepalive {
+            return fail(
+                "an HTTP/2 connection carries many requests: a connection per request (--no-keepalive) \
+                 is HTTP/1.1's; drop --h2 or --no-keepalive",
+            );
+        }
+        Ok(())
+    }
+
     /// The hot spot and the dynamic targets: their ranges, on a synthetic workload without sessions.
     pub(crate) fn validate_mix(&self) -> Result<(), LoadError> {
         if self.hot_spot.is_none() && self.dynamic.is_empty() {
@@ -399,6 +444,33 @@ mod tests {
         };
         assert!(LoadConfig { workload: model.clone(), ..config() }.validate().is_ok());
         assert!(LoadConfig { workload: model, sessions: true, ..config() }.validate().is_err());
+    }
+
+    #[test]
+    fn what_http2_cannot_do_is_refused_with_h2_and_streams_need_h2() {
+        let h2 = || LoadConfig { h2: true, streams: 10, ..config() };
+        assert!(h2().validate().is_ok());
+        let think = ThinkTime::Fixed(Duration::from_millis(1));
+        let open = LoadConfig { rate: Some(100.0), ..h2() };
+        assert!(open.validate().is_ok(), "open loop: every stream takes arrivals");
+        assert!(LoadConfig { think, sessions: false, ..h2() }.validate().is_ok());
+        let refused = |c: LoadConfig, words: &[&str]| {
+            let e = c.validate().unwrap_err().to_string();
+            assert!(words.iter().all(|w| e.contains(w)), "{e}");
+        };
+        refused(LoadConfig { pipeline: 4, ..h2() }, &["pipelining", "--streams"]);
+        refused(LoadConfig { keepalive: false, ..h2() }, &["--no-keepalive"]);
+        refused(LoadConfig { streams: 0, ..h2() }, &["1..=1024"]);
+        refused(LoadConfig { streams: MAX_STREAMS + 1, ..h2() }, &["1..=1024"]);
+        refused(LoadConfig { streams: 2, ..config() }, &["--h2", "--pipeline"]);
+        let surf = Workload::Surf {
+            entry: "http://127.0.0.1:1/".parse().unwrap(),
+            hosts: Vec::new(),
+            session_requests: 3,
+        };
+        refused(LoadConfig { workload: surf, streams: 1, ..h2() }, &["surfer", "--h2"]);
+        let trace = Workload::Trace { source: TraceSource::Records(Arc::new(Vec::new())), repeat: true };
+        assert!(LoadConfig { workload: trace, sessions: true, ..h2() }.validate().is_ok());
     }
 
     #[test]

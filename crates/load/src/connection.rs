@@ -18,13 +18,13 @@ use std::time::{Duration, Instant};
 use tokio::time::Sleep;
 
 use crate::accounting::NotSentReason;
-use crate::exchange::{Fault, connect_within, count_response, read_response};
+use crate::exchange::{Fault, check_response, connect_within, count_response, read_response};
+use crate::h2_stream::H2Origin;
 use crate::load_stream::{LoadStream, TlsTarget};
 use crate::open_loop::ArrivalQueue;
 use crate::response_reader::{ResponseReader, ResponseSummary};
 use crate::stats::{ErrorKind, LiveCounters, ThreadStats};
 use crate::think_time::{ThinkSampler, ThinkTime};
-use crate::verifier::Mismatch;
 use crate::workload::{JobFeed, WorkloadPlan};
 
 /// One server the load is spread over.
@@ -50,6 +50,12 @@ pub struct RunSettings {
     pub sessions: bool,
     pub seed: u64,
     pub max_samples: usize,
+    /// Speak HTTP/2 (`H2Connection`s instead of `ClientConnection`s).
+    pub h2: bool,
+    /// HTTP/2: streams in flight per connection.
+    pub streams: usize,
+    /// HTTP/2: each server's `:scheme` and `:authority` (empty without `h2`).
+    pub origins: Vec<H2Origin>,
 }
 
 /// When the run started, when the warm-up ends and when no new request may start.
@@ -103,6 +109,26 @@ pub struct WorkerShared {
     pub workload_ended: Cell<bool>,
 }
 
+impl WorkerShared {
+    /// Whether the run's end has passed at `now`.
+    pub(crate) fn run_over(&self, now: Instant) -> bool {
+        self.timing.run_end.is_some_and(|end| now >= end)
+    }
+
+    /// Return `n` requests taken from the budget and not sent.
+    pub(crate) fn give_back(&self, n: usize) {
+        for _ in 0..n {
+            self.budget.give_back();
+        }
+    }
+
+    /// Count `n` errors of `kind`.
+    pub(crate) fn count_error(&self, kind: ErrorKind, n: u64) {
+        self.stats.borrow_mut().errors.add(kind, n);
+        self.live.add_errors(n);
+    }
+}
+
 /// A request written and not yet answered.
 #[derive(Clone, Copy, Debug)]
 struct InFlight {
@@ -116,8 +142,9 @@ struct InFlight {
     arrival: bool,
 }
 
+/// Whether a client goes on after a step, or stops (its run is over).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Flow {
+pub(crate) enum Flow {
     Continue,
     Stop,
 }
@@ -144,7 +171,8 @@ pub struct ClientConnection {
     arrival_pending: bool,
 }
 
-fn mix(seed: u64, slot: usize) -> u64 {
+/// A client's own seed from the run's: a different stream of draws for every client.
+pub(crate) fn mix(seed: u64, slot: usize) -> u64 {
     seed ^ (slot as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
@@ -530,21 +558,14 @@ impl ClientConnection {
         let now = Instant::now();
         let template = &self.shared.plan.templates[f.template as usize];
         let mut stats = self.shared.stats.borrow_mut();
-        if template.expect.is_checked() {
-            stats.verified += 1;
-            if let Some((kind, expected, actual)) = template.expect.check(template.head_only, summary) {
-                stats.mismatches.add(kind);
-                if stats.mismatch_samples.len() < self.shared.settings.max_samples {
-                    let base = &self.shared.settings.servers[self.server].base;
-                    stats.mismatch_samples.push(Mismatch {
-                        request: format!("{} {base}{}", template.method, template.target),
-                        kind,
-                        expected,
-                        actual,
-                    });
-                }
-            }
-        }
+        let settings = &self.shared.settings;
+        check_response(
+            &mut stats,
+            template,
+            summary,
+            &settings.servers[self.server].base,
+            settings.max_samples,
+        );
         if f.measured {
             stats.dynamic_requests += u64::from(template.dynamic);
             count_response(&mut stats, &self.shared.live, summary, f.latency_from, now);
@@ -553,15 +574,12 @@ impl ClientConnection {
 
     /// Return requests taken from the budget and not sent.
     fn give_back(&self, n: usize) {
-        for _ in 0..n {
-            self.shared.budget.give_back();
-        }
+        self.shared.give_back(n);
     }
 
     /// Count `n` errors of `kind`.
     fn count_error(&self, kind: ErrorKind, n: u64) {
-        self.shared.stats.borrow_mut().errors.add(kind, n);
-        self.shared.live.add_errors(n);
+        self.shared.count_error(kind, n);
     }
 
     /// A measured request went out (or its connection failed): `arrival`, the open-loop

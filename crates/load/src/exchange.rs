@@ -1,6 +1,7 @@
-//! One exchange on a client connection, shared by the load client's `ClientConnection` and the
-//! live surfer: connect within the timeout, read until a response completes (or say why none
-//! did: `Fault`), and count a measured response.
+//! One exchange on a client connection, shared by the load client's `ClientConnection`, its
+//! HTTP/2 streams and the live surfer: connect within the timeout, read until a response
+//! completes (or say why none did: `Fault`), check a response against its template's
+//! expectation, and count a measured response.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -12,6 +13,8 @@ use tokio::time::Sleep;
 
 use crate::response_reader::{FramingError, ResponseReader, ResponseSummary};
 use crate::stats::{ErrorKind, LiveCounters, ThreadStats};
+use crate::verifier::Mismatch;
+use crate::workload::RequestTemplate;
 
 /// Why a connection stopped waiting (also the live surfer's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,5 +140,31 @@ pub(crate) fn count_response(
     if let Some(kind) = kind {
         stats.errors.add(kind, 1);
         live.add_errors(1);
+    }
+}
+
+/// Check `summary` against what `template` expects (when anything is), counting it verified
+/// and any mismatch with a sample (up to `max_samples`) naming the request on `base`.
+pub(crate) fn check_response(
+    stats: &mut ThreadStats,
+    template: &RequestTemplate,
+    summary: &ResponseSummary,
+    base: &str,
+    max_samples: usize,
+) {
+    if !template.expect.is_checked() {
+        return;
+    }
+    stats.verified += 1;
+    if let Some((kind, expected, actual)) = template.expect.check(template.head_only, summary) {
+        stats.mismatches.add(kind);
+        if stats.mismatch_samples.len() < max_samples {
+            stats.mismatch_samples.push(Mismatch {
+                request: format!("{} {base}{}", template.method, template.target),
+                kind,
+                expected,
+                actual,
+            });
+        }
     }
 }

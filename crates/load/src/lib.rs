@@ -1,11 +1,11 @@
 //! The Locus load generator (`locus load`): replays traces (CLF/Combined, WC98, Locus) or
 //! synthetic Zipf/uniform workloads (with a moving hot spot and dynamic targets mixed in)
-//! against one or more servers, closed or open loop (seeded Poisson, no coordinated
-//! omission), with keep-alive, pipelining, think time and sessions; checks every response
-//! byte for byte (streamed XXH3-64); reports HDR latency percentiles, throughput and errors by
-//! kind as text or JSON. A live surfer (`Workload::Surf`) browses a DC-Apache cluster,
-//! following links as the servers rewrote them and checking pages rewrite-aware.
-//! In-process entry: `run_load(&LoadConfig)`.
+//! against servers, closed or open loop (seeded Poisson, no coordinated omission), with
+//! keep-alive, pipelining, think time and sessions over HTTP/1.1, or over HTTP/2 (h2, h2c) with
+//! several streams per connection; checks every response byte for byte (streamed XXH3-64);
+//! reports HDR latency percentiles, throughput and errors by kind as text or JSON. A live
+//! surfer (`Workload::Surf`) browses a DC-Apache cluster, following links as the servers
+//! rewrote them and checking pages rewrite-aware. In-process entry: `run_load(&LoadConfig)`.
 
 mod accounting;
 mod admin_status;
@@ -14,6 +14,9 @@ mod config;
 mod connection;
 mod error;
 mod exchange;
+mod h2_connection;
+mod h2_link;
+mod h2_stream;
 mod load_stream;
 mod mix;
 mod open_loop;

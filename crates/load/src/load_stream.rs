@@ -1,7 +1,8 @@
 //! What a simulated client's connection runs over: the TCP socket, or a TLS session on it
 //! (`https://` targets; rustls through `locus_tls::TlsStream`), with the non-blocking writes
-//! and the reads the connection loop uses, and the client TLS settings of a run (the
-//! certificate to trust, whether sessions are resumed with tickets).
+//! and the reads the connection loop uses (and `AsyncWrite` for HTTP/2's codec), and the client
+//! TLS settings of a run (the certificate to trust, whether sessions are resumed with tickets,
+//! the ALPN protocol offered).
 
 use std::io;
 use std::path::Path;
@@ -11,7 +12,7 @@ use std::task::{Context, Poll};
 
 use locus_tls::TlsStream;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::error::LoadError;
@@ -58,6 +59,16 @@ pub fn client_config(
     resume: bool,
     suite: Option<&str>,
 ) -> Result<Arc<rustls::ClientConfig>, LoadError> {
+    client_config_offering(ca, resume, suite, locus_tls::ALPN_HTTP1)
+}
+
+/// `client_config` offering `alpn` (`h2` for HTTP/2) instead of HTTP/1.1.
+pub(crate) fn client_config_offering(
+    ca: &Path,
+    resume: bool,
+    suite: Option<&str>,
+    alpn: &[u8],
+) -> Result<Arc<rustls::ClientConfig>, LoadError> {
     let bad = |message: String| LoadError::Tls { path: ca.display().to_string(), message };
     let mut roots = rustls::RootCertStore::empty();
     let certs = CertificateDer::pem_file_iter(ca).map_err(|e| bad(e.to_string()))?;
@@ -87,7 +98,7 @@ pub fn client_config(
         .map_err(|e| bad(e.to_string()))?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    config.alpn_protocols = vec![locus_tls::ALPN_HTTP1.to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     if !resume {
         config.resumption = rustls::client::Resumption::disabled();
     }
@@ -133,6 +144,44 @@ impl AsyncRead for LoadStream {
         match self.get_mut() {
             LoadStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             LoadStream::Tls(t) => Pin::new(&mut **t).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for LoadStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            LoadStream::Plain(s) => Pin::new(s).poll_write(cx, data),
+            LoadStream::Tls(t) => Pin::new(&mut **t).poll_write(cx, data),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            LoadStream::Plain(s) => Pin::new(s).poll_write_vectored(cx, data),
+            LoadStream::Tls(t) => Pin::new(&mut **t).poll_write_vectored(cx, data),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        matches!(self, LoadStream::Plain(_))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            LoadStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            LoadStream::Tls(t) => Pin::new(&mut **t).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            LoadStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            LoadStream::Tls(t) => Pin::new(&mut **t).poll_shutdown(cx),
         }
     }
 }

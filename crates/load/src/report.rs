@@ -1,7 +1,8 @@
 //! `LoadReport`: the result of a run — throughput, latency percentiles, errors by kind,
 //! verification mismatches, where every measured request ended (answered, failed, timed out,
-//! outstanding; open loop: against the arrivals scheduled), and what the switch and nodes
-//! counted — as the JSON object scripts read (`--json`) and as a short text for people.
+//! outstanding; open loop: against the arrivals scheduled), the protocol (HTTP/1.1 or HTTP/2
+//! with its streams), and what the switch and nodes counted — as the JSON object scripts read
+//! (`--json`) and as a short text for people.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -25,6 +26,10 @@ pub struct RunShape {
     pub threads: usize,
     pub keepalive: bool,
     pub pipeline: usize,
+    /// `http/1.1`, or `h2` (`--h2`: h2 by ALPN over TLS, h2c in cleartext).
+    pub protocol: &'static str,
+    /// HTTP/2: streams each connection keeps in flight (1 for HTTP/1.1).
+    pub streams: usize,
     pub sessions: bool,
     /// Open loop arrivals per second.
     pub rate: Option<f64>,
@@ -64,7 +69,8 @@ pub struct LoadReport {
     pub errors_by_kind: ErrorCounts,
     /// Measured requests written (or whose connection failed).
     pub sent: u64,
-    /// Of those, the ones that got no usable response (connect, closed, timeout, framing).
+    /// Of those, the ones that got no usable response (connect, closed, timeout, framing;
+    /// over HTTP/2 also reset, goaway, protocol).
     pub failed: u64,
     /// Of the failed, those that timed out (also in `errors`).
     pub timeouts: u64,
@@ -118,6 +124,18 @@ pub struct LoadReport {
     /// The merged latency histogram.
     #[serde(skip)]
     pub latency: LatencyReport,
+}
+
+/// What the report says when HTTP/2 could not be spoken (`protocol` errors), so that a server
+/// without HTTP/2 is named as such rather than left as a count.
+fn protocol_warning(errors: &ErrorCounts) -> Option<String> {
+    let n = errors.get(ErrorKind::Protocol);
+    (n > 0).then(|| {
+        format!(
+            "{n} requests failed because the server did not speak HTTP/2: it did not select h2 by \
+             ALPN (https://), or answered the HTTP/2 preface with something else (http://)"
+        )
+    })
 }
 
 /// The TLS handshakes of a run (warm-up included).
@@ -198,7 +216,7 @@ impl LoadReport {
             nodes: None,
             imbalance: None,
             hit_ratio: None,
-            warnings: Vec::new(),
+            warnings: protocol_warning(&stats.errors).into_iter().collect(),
             surf: None,
             tls: TlsReport::of(&stats.handshakes),
             latency: stats.latency,
@@ -248,13 +266,17 @@ impl LoadReport {
         let mut out = String::new();
         let r = &self.run;
         let rate = r.rate.map_or(String::new(), |rate| format!(" at {rate} req/s"));
+        let protocol = match r.protocol {
+            "h2" => format!("HTTP/2 with {} stream{} each", r.streams, if r.streams == 1 { "" } else { "s" }),
+            _ if r.keepalive => "keep-alive".into(),
+            _ => "connection per request".into(),
+        };
         let _ = writeln!(
             out,
-            "{} loop{rate}, {} connections on {} threads, {}{}{}, {:.1} s measured{}",
+            "{} loop{rate}, {} connections on {} threads, {protocol}{}{}, {:.1} s measured{}",
             r.loop_kind,
             r.clients,
             r.threads,
-            if r.keepalive { "keep-alive" } else { "connection per request" },
             if r.pipeline > 1 { format!(", pipeline {}", r.pipeline) } else { String::new() },
             if r.sessions { ", sessions" } else { "" },
             self.duration_s,
@@ -457,6 +479,43 @@ mod tests {
         let text = r.render_text();
         assert!(text.contains("mismatches 1") && text.contains("GET http://127.0.0.1:1/x"), "{text}");
         assert!(!r.verified_ok());
+    }
+
+    #[test]
+    fn the_protocol_and_streams_are_reported_and_protocol_errors_explained() {
+        let shape = RunShape {
+            loop_kind: "closed",
+            protocol: "h2",
+            streams: 10,
+            keepalive: true,
+            pipeline: 1,
+            ..RunShape::default()
+        };
+        let mut stats = ThreadStats::default();
+        stats.errors.add(ErrorKind::Protocol, 3);
+        stats.count_failure(ErrorKind::Protocol, 3);
+        stats.accounting.sent = 3;
+        let r = LoadReport::from_stats(stats, 1.0, shape);
+        let json = r.to_json();
+        assert_eq!(
+            (json["run"]["protocol"].as_str(), json["run"]["streams"].as_u64()),
+            (Some("h2"), Some(10))
+        );
+        assert_eq!(json["errors_by_kind"]["protocol"], 3);
+        assert_eq!((json["failed"].as_u64(), json["unaccounted"].as_i64()), (Some(3), Some(0)));
+        let text = r.render_text();
+        assert!(text.contains("HTTP/2 with 10 streams each") && text.contains("protocol 3"), "{text}");
+        assert!(r.warnings.len() == 1 && r.warnings[0].contains("did not speak HTTP/2"), "{:?}", r.warnings);
+        let shape = RunShape {
+            loop_kind: "closed",
+            protocol: "http/1.1",
+            streams: 1,
+            keepalive: true,
+            ..RunShape::default()
+        };
+        let http1 = LoadReport::from_stats(ThreadStats::default(), 1.0, shape);
+        assert!(http1.warnings.is_empty() && http1.render_text().contains("keep-alive"));
+        assert_eq!(http1.to_json()["run"]["protocol"], "http/1.1");
     }
 
     #[test]

@@ -10,7 +10,8 @@ use crate::admin_status::{CacheSnapshot, SwitchSnapshot, fetch_status, hit_ratio
 use crate::config::{LoadConfig, Workload};
 use crate::connection::{RequestBudget, RunSettings, RunTiming, ServerTarget};
 use crate::error::LoadError;
-use crate::load_stream::TlsTarget;
+use crate::h2_stream::H2Origin;
+use crate::load_stream::{TlsTarget, client_config_offering};
 use crate::progress::ProgressLine;
 use crate::report::{LoadReport, RunShape, SurfReport};
 use crate::stats::ThreadStats;
@@ -110,10 +111,9 @@ pub fn run_load(config: &LoadConfig) -> Result<LoadReport, LoadError> {
     let threads = config.worker_threads();
     let plan = Arc::new(WorkloadPlan::build(config, threads)?);
     let mut servers = Vec::with_capacity(config.targets.len());
+    let alpn = if config.h2 { locus_tls::ALPN_H2 } else { locus_tls::ALPN_HTTP1 };
     let tls_config = match &config.tls_ca {
-        Some(ca) => {
-            Some(crate::load_stream::client_config(ca, config.tls_resume, config.tls_suite.as_deref())?)
-        }
+        Some(ca) => Some(client_config_offering(ca, config.tls_resume, config.tls_suite.as_deref(), alpn)?),
         None => None,
     };
     for t in &config.targets {
@@ -132,6 +132,11 @@ pub fn run_load(config: &LoadConfig) -> Result<LoadReport, LoadError> {
             tls,
         });
     }
+    let origins = if config.h2 {
+        servers.iter().map(|s| H2Origin::of(&s.base)).collect::<Result<Vec<_>, _>>()?
+    } else {
+        Vec::new()
+    };
     let settings = Arc::new(RunSettings {
         servers,
         depth: config.pipeline,
@@ -141,6 +146,9 @@ pub fn run_load(config: &LoadConfig) -> Result<LoadReport, LoadError> {
         sessions: config.sessions,
         seed: config.seed,
         max_samples: config.mismatch_samples,
+        h2: config.h2,
+        streams: config.streams,
+        origins,
     });
     let budget = Arc::new(RequestBudget::new(config.requests));
     let mut watch = AdminWatch::new();
@@ -211,6 +219,8 @@ pub fn run_load(config: &LoadConfig) -> Result<LoadReport, LoadError> {
         threads,
         keepalive: config.keepalive,
         pipeline: config.pipeline,
+        protocol: if config.h2 { "h2" } else { "http/1.1" },
+        streams: config.streams,
         sessions: config.sessions || matches!(config.workload, Workload::Surf { .. }),
         rate: config.rate,
         warmup_s: config.warmup.as_secs_f64(),

@@ -23,7 +23,8 @@ pub enum ErrorKind {
     Closed,
     /// No complete response within the timeout.
     Timeout,
-    /// A response head or body that breaks HTTP/1.1 framing.
+    /// A response head or body that breaks HTTP/1.1 framing, or an HTTP/2 stream the client
+    /// reset because its response broke the protocol (a bad header, a wrong Content-Length).
     Framing,
     /// A response with a 4xx status.
     Status4xx,
@@ -31,11 +32,19 @@ pub enum ErrorKind {
     Status5xx,
     /// Open loop: every connection was busy at the request's scheduled time.
     Late,
+    /// HTTP/2: the server reset the request's stream (RST_STREAM).
+    Reset,
+    /// HTTP/2: the server's GOAWAY ended the connection before the request was answered.
+    GoAway,
+    /// HTTP/2 could not be spoken: the server did not select `h2` by ALPN, or broke the
+    /// protocol on the connection as a whole (the client's own GOAWAY: e.g. an HTTP/1.1 answer
+    /// to the connection preface).
+    Protocol,
 }
 
 impl ErrorKind {
     /// All kinds, in report order.
-    pub const ALL: [ErrorKind; 7] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::Connect,
         ErrorKind::Closed,
         ErrorKind::Timeout,
@@ -43,6 +52,9 @@ impl ErrorKind {
         ErrorKind::Status4xx,
         ErrorKind::Status5xx,
         ErrorKind::Late,
+        ErrorKind::Reset,
+        ErrorKind::GoAway,
+        ErrorKind::Protocol,
     ];
 
     /// The key used in reports.
@@ -55,12 +67,15 @@ impl ErrorKind {
             ErrorKind::Status4xx => "status_4xx",
             ErrorKind::Status5xx => "status_5xx",
             ErrorKind::Late => "late",
+            ErrorKind::Reset => "reset",
+            ErrorKind::GoAway => "goaway",
+            ErrorKind::Protocol => "protocol",
         }
     }
 
     /// Whether the request got no usable response (as opposed to an error status or lateness).
     pub fn is_failure(self) -> bool {
-        matches!(self, ErrorKind::Connect | ErrorKind::Closed | ErrorKind::Timeout | ErrorKind::Framing)
+        !matches!(self, ErrorKind::Status4xx | ErrorKind::Status5xx | ErrorKind::Late)
     }
 
     fn index(self) -> usize {
@@ -70,7 +85,7 @@ impl ErrorKind {
 
 /// Errors counted by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ErrorCounts([u64; 7]);
+pub struct ErrorCounts([u64; ErrorKind::ALL.len()]);
 
 impl ErrorCounts {
     /// Count `n` errors of `kind`.
@@ -487,10 +502,13 @@ mod tests {
         e.add(ErrorKind::Status5xx, 2);
         let json = serde_json::to_value(e).unwrap();
         let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys.len(), 7);
-        for k in ErrorKind::ALL {
+        assert_eq!(keys.len(), ErrorKind::ALL.len());
+        for (i, k) in ErrorKind::ALL.into_iter().enumerate() {
             assert!(keys.contains(&k.name()));
+            assert_eq!(k.index(), i, "{} counts in its own place", k.name());
         }
+        assert!(ErrorKind::Reset.is_failure() && ErrorKind::GoAway.is_failure());
+        assert!(ErrorKind::Protocol.is_failure() && !ErrorKind::Late.is_failure());
         assert_eq!(json["status_5xx"], 2);
     }
 }

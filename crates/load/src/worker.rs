@@ -1,8 +1,8 @@
 //! `LoadWorker`: one OS thread with its own current-thread tokio runtime running a share of
 //! the run's connections; it waits for the run's start time, runs its connections to the
-//! end (`ClientConnection`s, or `SurfClient`s for the surf workload), counts the open-loop
-//! arrivals due in the window that no connection took, and hands back its `ThreadStats` to be
-//! merged.
+//! end (`ClientConnection`s, `H2Connection`s with `--h2`, or `SurfClient`s for the surf
+//! workload), counts the open-loop arrivals due in the window that no connection took, and
+//! hands back its `ThreadStats` to be merged.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -14,6 +14,7 @@ use std::time::Instant;
 use crate::accounting::NotSentReason;
 use crate::connection::{ClientConnection, RequestBudget, RunSettings, RunTiming, WorkerShared};
 use crate::error::LoadError;
+use crate::h2_connection::H2Connection;
 use crate::open_loop::{ArrivalQueue, OpenLoopSchedule};
 use crate::stats::{LiveCounters, ThreadStats};
 use crate::surf_client::SurfClient;
@@ -110,6 +111,9 @@ fn worker_main(
             .map(|&slot| match &shared.plan.jobs {
                 JobPlan::Surf(plan) => {
                     tokio::task::spawn_local(SurfClient::new(slot, shared.clone(), plan.clone()).run())
+                }
+                _ if shared.settings.h2 => {
+                    tokio::task::spawn_local(H2Connection::new(slot, shared.clone()).run())
                 }
                 _ => tokio::task::spawn_local(ClientConnection::new(slot, shared.clone()).run()),
             })

@@ -22,6 +22,7 @@ use rand_distr::{Distribution, Zipf};
 
 use crate::config::{DocumentSet, LoadConfig, Popularity, TraceSource, Verification, Workload};
 use crate::error::LoadError;
+use crate::h2_stream::sendable_path;
 use crate::mix::{HotSet, RequestMix};
 use crate::surf_plan::SurfPlan;
 use crate::verifier::{Expectation, ResponseVerifier};
@@ -66,7 +67,8 @@ pub struct WorkloadPlan {
     pub jobs: JobPlan,
     /// Next position in a `Sequence` or `Sessions` plan (shared by all connections).
     cursor: AtomicU64,
-    /// Trace records left out (a method that cannot be replayed, an empty target).
+    /// Trace records left out (a method that cannot be replayed, an empty target, a target
+    /// HTTP/2 cannot carry).
     pub skipped_records: u64,
 }
 
@@ -101,13 +103,26 @@ impl TemplateTable {
     }
 }
 
-/// Whether a trace record can be replayed, and its target as sent.
-fn replayable(record: &TraceRecord) -> Option<String> {
+/// Whether a trace record can be replayed, and its target as sent (over HTTP/2 when `h2`:
+/// only a target HTTP/2 carries unchanged as its `:path`).
+fn replayable(record: &TraceRecord, h2: bool) -> Option<String> {
     if matches!(record.method, Method::Connect | Method::Other) {
         return None;
     }
     let target = wire_target(&record.target);
-    (!target.is_empty()).then(|| target.into_owned())
+    (!target.is_empty() && (!h2 || sendable_path(&target))).then(|| target.into_owned())
+}
+
+/// Over HTTP/2, every template's target must go out unchanged as its `:path` (a trace's
+/// records that cannot are left out before this; a URL's path or a site's file is refused).
+fn check_h2_targets(templates: &[RequestTemplate]) -> Result<(), LoadError> {
+    match templates.iter().find(|t| !sendable_path(&t.target)) {
+        Some(t) => Err(LoadError::config(format!(
+            "request target `{}` cannot be sent over HTTP/2 unchanged (not a valid :path)",
+            t.target
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Targets of `files` in popularity order (rank 0 first), as locus-trace's Zipf generator
@@ -160,7 +175,7 @@ impl WorkloadPlan {
                 let mut client_index: HashMap<u32, usize> = HashMap::new();
                 for record in records {
                     let record = record?;
-                    let Some(target) = replayable(&record) else {
+                    let Some(target) = replayable(&record, config.h2) else {
                         skipped += 1;
                         continue;
                     };
@@ -205,6 +220,9 @@ impl WorkloadPlan {
             Verification::Pinned(e) => Some(ResponseVerifier::pinned(*e)),
         };
         let mut templates = table.templates;
+        if config.h2 {
+            check_h2_targets(&templates)?;
+        }
         if let Some(verifier) = verifier {
             let checked: Vec<usize> = (0..templates.len())
                 .filter(|&i| {
@@ -444,6 +462,21 @@ mod tests {
         let mut feed = JobFeed::new(Arc::new(plan), 1, Instant::now());
         let order: Vec<u32> = std::iter::from_fn(|| feed.next_request()).collect();
         assert_eq!(targets(feed.plan(), &order), ["/a", "/b", "/a", "/a%20b"]);
+    }
+
+    #[test]
+    fn over_http2_records_it_cannot_carry_are_skipped_and_other_targets_refused() {
+        let recs = records(&[(0, "/a"), (1, "/b#part"), (0, "/a b"), (2, "/c")]);
+        let workload = Workload::Trace { source: TraceSource::Records(recs), repeat: false };
+        let h1 = WorkloadPlan::build(&config(workload.clone()), 1).unwrap();
+        assert_eq!((h1.templates.len(), h1.skipped_records), (4, 0));
+        let h2 = WorkloadPlan::build(&LoadConfig { h2: true, ..config(workload) }, 1).unwrap();
+        assert_eq!(h2.skipped_records, 1, "the fragment would be cut off");
+        assert_eq!(targets(&h2, &[0, 1, 2]), ["/a", "/a%20b", "/c"]);
+        let url = TargetUrl { host: "127.0.0.1".into(), port: 1, tls: false, path: "/x#y".into() };
+        let single = LoadConfig { h2: true, ..LoadConfig::new(vec![url]) };
+        let e = WorkloadPlan::build(&single, 1).unwrap_err().to_string();
+        assert!(e.contains("/x#y") && e.contains("HTTP/2"), "{e}");
     }
 
     #[test]
