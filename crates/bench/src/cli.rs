@@ -22,6 +22,9 @@ pub enum BenchCommand {
     Rehandoff(crate::rehandoff::RehandoffArgs),
     /// The real node's CPU time per connection, request and KiB, fitted into a `--cpu` spec.
     NodeCost(crate::node_cost::NodeCostArgs),
+    /// HTTP/2 through the switch, HAProxy and NGINX: h2load at 1, 10 and 100 streams on the
+    /// lab's zipf workload, HTTP/1.1 beside it, CPU per request (lab, root).
+    H2(crate::h2_bench::H2Args),
 }
 
 /// Flags of `locus bench tls`.
@@ -193,6 +196,17 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Handoff(a) => crate::handoff::run(a),
         BenchCommand::Clubweb(a) => crate::clubweb::run(a),
         BenchCommand::Rehandoff(a) => crate::rehandoff::run(a),
+        BenchCommand::H2(a) => {
+            let rows = crate::h2_bench::run(&a)?;
+            if a.json {
+                for r in &rows {
+                    println!("{}", serde_json::to_string(r)?);
+                }
+            } else {
+                print!("{}", crate::h2_bench::h2_markdown(&rows));
+            }
+            Ok(())
+        }
         BenchCommand::NodeCost(a) => {
             let report = crate::node_cost::run_node_cost(&a)?;
             if a.json {

@@ -3,12 +3,14 @@
 //! the same run, directly to one node, through Locus, through HAProxy and from NGINX directly;
 //! and the switch's resident memory while it holds thousands of idle keep-alive client
 //! connections; the load generator beside wrk; the handoff's latency; ClubWeb and multiple
-//! handoff in the lab's namespaces; and the node's CPU cost per connection, request and KiB
-//! (`node-cost`), the calibration of its CPU model.
+//! handoff in the lab's namespaces; the node's CPU cost per connection, request and KiB
+//! (`node-cost`), the calibration of its CPU model; and HTTP/2 through each balancer (`h2`, the
+//! lab's `experiments/h2.toml`).
 
 mod bench_files;
 pub mod cli;
 pub mod clubweb;
+pub mod h2_bench;
 pub mod handoff;
 pub mod handoff_latency;
 mod idle;

@@ -10,6 +10,7 @@ use crate::demo::{checks_markdown, demo_checks};
 use crate::demo::{demo_experiment, tuning_note};
 use crate::error::LabError;
 use crate::experiment::Experiment;
+use crate::report::LabReport;
 use crate::runner::{LabOptions, run_experiment};
 use crate::utc_time::UtcTime;
 use locus_rig::InterruptWatch;
@@ -115,6 +116,19 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<()> {
 fn run_and_report(experiment: Experiment, output: OutputArgs, demo: bool) -> anyhow::Result<()> {
     // First, before any other thread starts: every thread then has the signals blocked.
     let _watch = InterruptWatch::install()?;
+    let json = output.json;
+    let report = run_to_report(experiment, output, demo)?;
+    if json {
+        println!("{}", report.results_json());
+    }
+    Ok(())
+}
+
+/// Run `experiment` as `locus lab run` does (or `demo`, with its checks): progress on standard
+/// error, the report written into the output folder; the report back. An error when a point
+/// could not be measured (the report of the others is written first) or, for the demo, when a
+/// check failed. The caller installs `locus_rig::InterruptWatch` first.
+pub fn run_to_report(experiment: Experiment, output: OutputArgs, demo: bool) -> anyhow::Result<LabReport> {
     let out = output.out.unwrap_or_else(|| PathBuf::from("lab-out").join(UtcTime::now().compact()));
     let locus = match output.locus {
         Some(p) => p,
@@ -147,9 +161,6 @@ fn run_and_report(experiment: Experiment, output: OutputArgs, demo: bool) -> any
     }
     report.write(&out)?;
     eprintln!("report: {} ({:.0} s)", out.join("report.md").display(), report.wall_s);
-    if output.json {
-        println!("{}", report.results_json());
-    }
     if let Some(e) = run.error {
         let what = match e {
             LabError::PointsFailed { .. } => "the lab run did not measure every point",
@@ -164,5 +175,5 @@ fn run_and_report(experiment: Experiment, output: OutputArgs, demo: bool) -> any
             failed_checks.join("; ")
         );
     }
-    Ok(())
+    Ok(report)
 }

@@ -12,7 +12,10 @@ mod cluster;
 mod demo;
 mod error;
 mod experiment;
+mod h2load;
+mod h2load_point;
 pub mod loopback_demo;
+mod measured_load;
 mod plots;
 mod report;
 mod results;
@@ -27,9 +30,11 @@ pub use cluster::{
 pub use demo::{DEMO_EXPERIMENT, DemoCheck, checks_markdown, demo_checks, demo_experiment, tuning_note};
 pub use error::LabError;
 pub use experiment::{
-    DynamicSpec, Experiment, ExperimentPoint, FileSizes, HAPROXY_POLICIES, HotSpotSpec, NGINX_POLICIES,
-    NodeSettings, SwitchKind, SwitchRow, WorkloadSpec, haproxy_balance, nginx_balance,
+    DynamicSpec, Experiment, ExperimentPoint, FileSizes, HAPROXY_POLICIES, HotSpotSpec, LoadClient,
+    NGINX_POLICIES, NodeSettings, SwitchKind, SwitchRow, WorkloadSpec, haproxy_balance, nginx_balance,
 };
+pub use h2load::{H2loadFigures, H2loadRun, run_h2load};
+pub use measured_load::MeasuredLoad;
 pub use plots::write_plots;
 pub use report::{LabReport, PlotFile, Series, SeriesPoint, ratio_text};
 pub use results::{FailedPoint, PointResult, write_results_json};

@@ -14,7 +14,8 @@ use locus_load::{
 
 use crate::cluster::{ClusterDelta, ClusterSnapshot, ClusterSpec, LabCluster};
 use crate::error::LabError;
-use crate::experiment::{Experiment, ExperimentPoint, SwitchKind};
+use crate::experiment::{Experiment, ExperimentPoint, LoadClient, SwitchKind};
+use crate::measured_load::MeasuredLoad;
 use crate::report::LabReport;
 use crate::results::{FailedPoint, PointResult, write_results_json};
 use crate::site::LabSite;
@@ -66,7 +67,7 @@ fn describe_machine(experiment: &Experiment) -> String {
 }
 
 /// Everything that can be checked before the first point: root and `ip`, the `locus`
-/// executable, HAProxy and NGINX when rows use them, and every Locus policy and mode (with
+/// executable, HAProxy, NGINX and h2load when the experiment uses them, and every Locus policy and mode (with
 /// `locus switch --check`).
 pub fn preflight(experiment: &Experiment, locus: &Path) -> Result<(), LabError> {
     LabNetwork::available().map_err(RigError::Unavailable)?;
@@ -86,6 +87,9 @@ fn check_programs(experiment: &Experiment, locus: &Path) -> Result<(), LabError>
     }
     if experiment.uses(SwitchKind::Nginx) {
         require_program("nginx", "nginx")?;
+    }
+    if experiment.workloads.iter().any(|w| w.client == LoadClient::H2load) {
+        require_program("h2load", "nghttp2-client")?;
     }
     let scratch = tempfile::tempdir().map_err(|e| LabError::io(std::env::temp_dir(), e))?;
     check_third_party_configs(experiment, scratch.path())?;
@@ -406,6 +410,8 @@ fn load_config(
         seed: point.seed,
         progress: false,
         mismatch_samples: 5,
+        h2: w.h2,
+        streams: w.streams,
         ..LoadConfig::default()
     };
     if let Some(surf) = &w.surf {
@@ -542,7 +548,16 @@ fn run_point(
         config.tls_ca = Some(tls.cert.clone());
         config.tls_name = Some(crate::cluster::TLS_NAME.into());
     }
-    let (load, before, after) = measure(&cluster, &config).map_err(in_point)?;
+    let (load, before, after) = match experiment.workloads[point.workload].client {
+        LoadClient::Locus => {
+            let (report, before, after) = measure(&cluster, &config).map_err(in_point)?;
+            (MeasuredLoad::from(&report), before, after)
+        }
+        LoadClient::H2load => {
+            let run = crate::h2load_point::h2load_run(experiment, point, &config, &scratch)?;
+            crate::h2load_point::measure_h2load(&cluster, &run, config.warmup).map_err(in_point)?
+        }
+    };
     cluster.check_running().map_err(in_point)?;
     drop(cluster);
     let mut result = point_result(experiment, point, &load, &before, &after);
@@ -566,11 +581,11 @@ fn switch_class_file(
     Ok(Some(path))
 }
 
-/// The numbers of a point from its load report and cluster snapshots.
+/// The numbers of a point from what its client measured and the cluster snapshots.
 pub fn point_result(
     experiment: &Experiment,
     point: &ExperimentPoint,
-    load: &LoadReport,
+    load: &MeasuredLoad,
     before: &ClusterSnapshot,
     after: &ClusterSnapshot,
 ) -> PointResult {
@@ -581,18 +596,6 @@ pub fn point_result(
     }
     if delta.imbalance.is_none() {
         warnings.push("no requests reached a node: imbalance shown as 0".into());
-    }
-    if load.errors > 0 {
-        warnings.push(format!("{} requests failed: {:?}", load.errors, load.errors_by_kind));
-    }
-    for m in &load.mismatch_samples {
-        warnings.push(format!(
-            "mismatch: {} [{}]: expected {}, got {}",
-            m.request,
-            m.kind.name(),
-            m.expected,
-            m.actual
-        ));
     }
     PointResult {
         switch: point.switch,
@@ -610,11 +613,7 @@ pub fn point_result(
         p99_ms: load.p99_ms,
         hit_ratio: delta.hit_ratio.unwrap_or(0.0),
         remote_hit_ratio: delta.remote_hit_ratio.unwrap_or(0.0),
-        replica_share: load
-            .surf
-            .as_ref()
-            .filter(|_| load.requests > 0)
-            .map_or(0.0, |s| s.counts.replica_responses as f64 / load.requests as f64),
+        replica_share: load.replica_share,
         imbalance: delta.imbalance.unwrap_or(0.0),
         errors: load.errors,
         timeouts: load.timeouts,

@@ -271,6 +271,15 @@ impl Experiment {
             {
                 return Err(format!("switch[{i}] runs on `{}`, which has tls = true, but {why}", w.name));
             }
+            if let Some(w) = self.workloads.iter().find(|w| w.h2 && row.runs_on(&w.name))
+                && row.modes.iter().any(|m| m.as_str() == "handoff")
+            {
+                return Err(format!(
+                    "switch[{i}] runs on `{}`, which has h2 = true, but mode `handoff` would serve \
+                     HTTP/2 two-way (its streams cannot move): measure it in proxy mode",
+                    w.name
+                ));
+            }
         }
         Ok(())
     }
@@ -544,6 +553,26 @@ files = 100
         assert!(
             !SMALL.contains("tls") && !Experiment::from_toml(SMALL, "x").unwrap().to_toml().contains("tls")
         );
+    }
+
+    #[test]
+    fn an_h2_workload_needs_tls_streams_within_bounds_and_no_handoff_rows() {
+        let h2 = SMALL.replace("files = 100", "files = 100\ntls = true\nh2 = true\nstreams = 10");
+        let e = Experiment::from_toml(&h2, "x").unwrap();
+        assert!(e.workloads[0].h2 && e.workloads[0].streams == 10);
+        let again = Experiment::from_toml(&e.to_toml(), "x").unwrap();
+        assert_eq!(again.workloads[0], e.workloads[0], "h2 and streams survive the round trip");
+        let err = Experiment::from_toml(&h2.replace("tls = true\n", ""), "x").unwrap_err().to_string();
+        assert!(err.contains("h2") && err.contains("tls"), "{err}");
+        let err = Experiment::from_toml(&h2.replace("h2 = true\n", ""), "x").unwrap_err().to_string();
+        assert!(err.contains("streams = 10"), "{err}");
+        let err =
+            Experiment::from_toml(&h2.replace("streams = 10", "streams = 0"), "x").unwrap_err().to_string();
+        assert!(err.contains("streams = 0"), "{err}");
+        let handoff =
+            h2.replace("policies = [\"wrr\", \"lard\"]", "policies = [\"lard\"]\nmodes = [\"handoff\"]");
+        let err = Experiment::from_toml(&handoff, "x").unwrap_err().to_string();
+        assert!(err.contains("switch[0]") && err.contains("handoff") && err.contains("h2 = true"), "{err}");
     }
 
     #[test]

@@ -12,4 +12,4 @@ pub(crate) use file::validate_node_counts;
 pub use file::{Experiment, NodeSettings, SwitchKind};
 pub use point::{ExperimentPoint, seed_of_run};
 pub use switch_row::{HAPROXY_POLICIES, NGINX_POLICIES, SwitchRow, haproxy_balance, nginx_balance};
-pub use workload::{DynamicSpec, FileSizes, HotSpotSpec, WorkloadSpec};
+pub use workload::{DynamicSpec, FileSizes, HotSpotSpec, LoadClient, WorkloadSpec};

@@ -92,6 +92,40 @@ pub struct WorkloadSpec {
     /// splice mode, HAProxy, NGINX) before cleartext nodes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tls: bool,
+    /// Clients speak HTTP/2 (ALPN `h2`; needs `tls`): every balancer terminates it and speaks
+    /// HTTP/1.1 to the nodes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub h2: bool,
+    /// HTTP/2: requests each client connection keeps in flight, a stream each (h2load's `-m`).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub streams: usize,
+    /// The load generator: `locus` (`locus load`, every byte verified) or `h2load` (nghttp2's
+    /// client fetching the same Zipf stream as a URL list; status codes checked only).
+    #[serde(default, skip_serializing_if = "LoadClient::is_default")]
+    pub client: LoadClient,
+}
+
+/// Which program is the lab's client.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadClient {
+    #[default]
+    Locus,
+    H2load,
+}
+
+impl LoadClient {
+    fn is_default(&self) -> bool {
+        *self == LoadClient::Locus
+    }
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(v: &usize) -> bool {
+    *v == 1
 }
 
 fn default_session_requests() -> u32 {
@@ -197,6 +231,9 @@ impl WorkloadSpec {
             hot_spot: None,
             dynamic: Vec::new(),
             tls: false,
+            h2: false,
+            streams: 1,
+            client: LoadClient::Locus,
         }
     }
 
@@ -232,6 +269,15 @@ impl WorkloadSpec {
         self.validate_timing()?;
         if self.tls && self.surf.is_some() {
             return Err("tls: the surfer speaks HTTP only; drop tls or [workload.surf]".into());
+        }
+        if self.h2 && !self.tls {
+            return Err("h2: HTTP/2 is measured over TLS (ALPN h2); set tls = true".into());
+        }
+        if self.streams == 0 || self.streams > 1024 || (self.streams > 1 && !self.h2) {
+            return Err(format!("streams = {}: 1 without h2, within 1..=1024 with it", self.streams));
+        }
+        if self.client == LoadClient::H2load {
+            self.validate_h2load()?;
         }
         if let Some(node) = &self.node {
             node.validate().map_err(|m| format!("node.{m}"))?;
@@ -273,6 +319,23 @@ impl WorkloadSpec {
                     "surf: surfers follow links in a closed loop; no hot_spot, dynamic or rate".into()
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// What h2load cannot do: arrivals (it is a closed loop), surfing, and a hot spot that moves
+    /// (its URL list has no clock).
+    fn validate_h2load(&self) -> Result<(), String> {
+        if self.rate.is_some() || self.surf.is_some() {
+            return Err(
+                "client = \"h2load\": a closed loop over a URL list; drop rate and [workload.surf]".into()
+            );
+        }
+        if self.hot_spot.as_ref().is_some_and(|h| h.shift_s.is_some()) {
+            return Err(
+                "client = \"h2load\": its URL list cannot follow a moving hot spot; drop hot_spot.shift_s"
+                    .into(),
+            );
         }
         Ok(())
     }

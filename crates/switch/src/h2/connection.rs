@@ -1,6 +1,6 @@
 //! One HTTP/2 client connection: the handshake (under the header timeout) with the switch's
-//! limits as SETTINGS and h2's abuse limits set, then every stream accepted and served in a
-//! task of its own while this task drives the connection. It ends with GOAWAY: NO_ERROR at
+//! limits as SETTINGS and h2's abuse limits set, then every stream accepted and served beside
+//! the connection in this one task (each polled only when woken). It ends with GOAWAY: NO_ERROR at
 //! shutdown (streams in flight finish, up to the drain timeout) or after the keep-alive
 //! timeout without a stream; ENHANCE_YOUR_CALM when the `FrameMeter` finds a flood or h2 finds
 //! too many stream errors. Each GOAWAY is counted by reason.
@@ -14,14 +14,17 @@ use crate::mode::Mode;
 use crate::state::Shared;
 use crate::worker::Worker;
 use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use h2::server::{Builder, Connection};
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
-use tokio::time::{Instant, sleep_until, timeout};
+use tokio::time::{Instant, sleep, timeout};
 
 /// Response bytes h2 may hold for one stream that the socket has not taken yet: one DATA frame.
 /// With a stream's own read of one frame, a stream holds at most 32 KiB of its response, however
@@ -38,7 +41,7 @@ enum Event {
     Flood,
     Shutdown,
     Idle,
-    /// A stream's task ended.
+    /// A stream ended (or the idle deadline passed with streams open).
     StreamDone,
 }
 
@@ -71,23 +74,30 @@ pub async fn serve(
         Ok(Err(e)) => return tracing::debug!(%peer, "HTTP/2 handshake failed: {e}"),
         Err(_) => return tracing::debug!(%peer, "HTTP/2 handshake timed out"),
     };
-    let mut streams = JoinSet::new();
+    // The streams run inside this task: waking one polls it alone, with no task to spawn or
+    // join per request.
+    let mut streams: FuturesUnordered<Pin<Box<dyn Future<Output = ()>>>> = FuturesUnordered::new();
     let keepalive = shared.config.limits.keepalive_timeout();
-    let mut idle_since = Instant::now();
-    let mut ending: Option<Instant> = None;
+    // Without a stream: when the connection is idle; after GOAWAY: when the drain ends.
+    let deadline = sleep(keepalive);
+    // A shutdown that began before the connection did is one to answer at once.
+    let already = *shutdown.borrow_and_update();
+    // One wait for the shutdown signal for the connection's life, not one per event.
+    let shutting_down = shutdown.changed();
+    tokio::pin!(deadline, shutting_down);
+    let mut ending = false;
     loop {
-        if !streams.is_empty() {
-            idle_since = Instant::now();
-        }
-        let idle_at =
-            if streams.is_empty() && ending.is_none() { idle_since + keepalive } else { far_future() };
         let event = tokio::select! {
             biased;
             () = flood_found(&flood) => Event::Flood,
-            _ = shutdown.changed(), if ending.is_none() => Event::Shutdown,
-            () = sleep_until(ending.unwrap_or_else(far_future)) => Event::Ended(None),
-            () = sleep_until(idle_at) => Event::Idle,
-            Some(_) = streams.join_next(), if !streams.is_empty() => Event::StreamDone,
+            _ = &mut shutting_down, if !ending => Event::Shutdown,
+            () = std::future::ready(()), if already && !ending => Event::Shutdown,
+            () = &mut deadline => match (ending, streams.is_empty()) {
+                (true, _) => Event::Ended(None),
+                (false, true) => Event::Idle,
+                (false, false) => Event::StreamDone,
+            },
+            Some(()) = streams.next(), if !streams.is_empty() => Event::StreamDone,
             accepted = conn.accept() => match accepted {
                 Some(Ok(accepted)) => Event::Stream(Box::new(accepted)),
                 Some(Err(e)) => Event::Ended(Some(e)),
@@ -95,10 +105,14 @@ pub async fn serve(
             },
         };
         match event {
-            Event::StreamDone => {}
+            Event::StreamDone => {
+                if streams.is_empty() && !ending {
+                    deadline.as_mut().reset(Instant::now() + keepalive);
+                }
+            }
             Event::Stream(accepted) => {
                 let (req, respond) = *accepted;
-                streams.spawn_local(super::stream::serve(ctx.clone(), req, respond));
+                streams.push(Box::pin(super::stream::serve(ctx.clone(), req, respond)));
             }
             Event::Ended(error) => {
                 if let Some(e) = error {
@@ -121,7 +135,8 @@ pub async fn serve(
                     if matches!(event, Event::Idle) { GoawayReason::Idle } else { GoawayReason::Shutdown };
                 shared.h2.goaway(why);
                 conn.graceful_shutdown();
-                ending = Some(Instant::now() + shared.config.limits.drain_timeout());
+                ending = true;
+                deadline.as_mut().reset(Instant::now() + shared.config.limits.drain_timeout());
             }
         }
     }
@@ -166,9 +181,4 @@ fn count_end(shared: &Shared, e: &h2::Error, peer: SocketAddr) {
     };
     tracing::debug!(%peer, "HTTP/2 GOAWAY ({}): {e}", why.name());
     shared.h2.goaway(why);
-}
-
-/// A deadline that never comes (an hour is past every limit the switch has).
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(3600)
 }

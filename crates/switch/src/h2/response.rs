@@ -1,17 +1,19 @@
 //! A node's HTTP/1.1 response as an HTTP/2 client gets it: the status and the end-to-end
 //! fields (hop-by-hop ones, those the node's `Connection` names, and `transfer-encoding`
 //! dropped; names lowercased; a field HTTP/2 cannot carry left out), and a chunked body's
-//! trailer section as HTTP/2 trailers.
+//! trailer section as HTTP/2 trailers. Values are slices of the head's own buffer, never copied.
 
+use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use locus_http::{ResponseHead, has_token, is_hop_by_hop};
 
-/// The response head for the client; `None` when the node's status is not one HTTP/2 can
-/// carry (the caller answers 502).
-pub fn to_h2(resp: &ResponseHead, buf: &[u8]) -> Option<Response<()>> {
+/// The response head (`resp`, parsed from `buf`) for the client; `None` when the node's status
+/// is not one HTTP/2 can carry (the caller answers 502).
+pub fn to_h2(resp: &ResponseHead, buf: &Bytes) -> Option<Response<()>> {
     let status = StatusCode::from_u16(resp.status).ok()?;
     let mut out = Response::new(());
     *out.status_mut() = status;
+    *out.headers_mut() = HeaderMap::with_capacity(resp.headers.len());
     let connection: Vec<&[u8]> = resp
         .headers
         .iter()
@@ -20,12 +22,17 @@ pub fn to_h2(resp: &ResponseHead, buf: &[u8]) -> Option<Response<()>> {
         .collect();
     let headers = out.headers_mut();
     for h in &resp.headers {
-        let (name, value) = (h.name.get(buf), h.value.get(buf));
+        let name = h.name.get(buf);
         let named = std::str::from_utf8(name).is_ok_and(|n| connection.iter().any(|c| has_token(c, n)));
         if is_hop_by_hop(name) || named {
             continue;
         }
-        insert(headers, name, value);
+        match (HeaderName::from_bytes(name), HeaderValue::from_maybe_shared(buf.slice(h.value.range()))) {
+            (Ok(n), Ok(v)) => {
+                headers.append(n, v);
+            }
+            _ => tracing::debug!("a response field HTTP/2 cannot carry was left out"),
+        }
     }
     Some(out)
 }
@@ -72,7 +79,7 @@ mod tests {
         let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n\
 Keep-Alive: timeout=5\r\nETag: \"a\"\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\nabc";
         let head = parsed(raw);
-        let r = to_h2(&head, raw).unwrap();
+        let r = to_h2(&head, &Bytes::from_static(raw)).unwrap();
         assert_eq!(r.status(), 200);
         let h = r.headers();
         assert_eq!(h["content-length"], "3");
@@ -82,7 +89,7 @@ Keep-Alive: timeout=5\r\nETag: \"a\"\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r
             assert!(!h.contains_key(gone), "{gone}");
         }
         let chunked = b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n";
-        let r = to_h2(&parsed(chunked), chunked).unwrap();
+        let r = to_h2(&parsed(chunked), &Bytes::from_static(chunked)).unwrap();
         assert_eq!(r.status(), 404);
         assert!(r.headers().is_empty());
     }

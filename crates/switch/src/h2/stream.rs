@@ -104,6 +104,7 @@ impl Stream {
         let retryable = Candidates::may_retry(head.method, head.body != BodyKind::Empty);
         let queue_timeout = shared.config.limits.queue_timeout();
         let first = tokio::select! {
+            biased;
             c = Candidates::first(&shared.dispatcher, &info, queue_timeout, retryable) => c,
             _ = client_reset(&mut self.respond) => return shared.h2.reset(ResetReason::ByClient),
         };
@@ -233,7 +234,7 @@ impl Stream {
         resp: &ResponseHead,
         mut inbuf: BytesMut,
     ) -> Result<bool, Fault> {
-        let head_bytes = inbuf.split_to(resp.head_len);
+        let head_bytes = inbuf.split_to(resp.head_len).freeze();
         let Some(response) = super::response::to_h2(resp, &head_bytes) else {
             return Err(Fault::BadResponse);
         };
@@ -486,15 +487,21 @@ impl ResponseRelay {
 }
 
 /// Send `data` as the client's window allows (`end`: the stream's last bytes); a window that
-/// stays shut for `t` is a client that does not read.
+/// stays shut for `t` is a client that does not read. The last bytes (at most one read, so the
+/// stream's bound holds) go to h2 at once, to be sent as the window opens: the stream reads
+/// nothing more.
 async fn send_data(
     send: &mut SendStream<Bytes>,
     mut data: Bytes,
     end: bool,
     t: Duration,
 ) -> Result<(), ResetReason> {
-    if data.is_empty() {
-        return if end { send.send_data(data, true).map_err(|_| ResetReason::ByClient) } else { Ok(()) };
+    if data.is_empty() || (end && data.len() <= STREAM_READ) {
+        return if end || !data.is_empty() {
+            send.send_data(data, end).map_err(|_| ResetReason::ByClient)
+        } else {
+            Ok(())
+        };
     }
     while !data.is_empty() {
         send.reserve_capacity(data.len());
