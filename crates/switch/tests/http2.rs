@@ -94,7 +94,12 @@ async fn shut(switch: SwitchServer) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_stream_of_one_h2c_connection_is_dispatched_on_its_own_byte_for_byte() {
     let (a, b) = (backend("n0", 200_000), backend("n1", 200_000));
-    let switch = SwitchServer::start(switch_config(Mode::Proxy, &[a.addr, b.addr], "rr")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let mut config = switch_config(Mode::Proxy, &[a.addr, b.addr], "rr");
+    config.access_log = Some(log.clone());
+    config.admin = Some("127.0.0.1:0".parse().unwrap());
+    let switch = SwitchServer::start(config).unwrap();
     let send = h2c(switch.addr()).await;
     let mut tasks = Vec::new();
     for i in 0..10 {
@@ -116,7 +121,21 @@ async fn every_stream_of_one_h2c_connection_is_dispatched_on_its_own_byte_for_by
     assert_eq!(s["http2"]["connections"], 1, "{}", s["http2"]);
     assert_eq!(s["http2"]["streams"], 10);
     assert_eq!(s["requests"], 10);
+    let admin = switch.admin_addr().unwrap();
+    let metrics =
+        tokio::task::spawn_blocking(move || locus_test_support::get(admin, "/metrics")).await.unwrap();
+    let metrics = String::from_utf8(metrics.body).unwrap();
+    assert!(metrics.contains("locus_switch_h2_streams_total 10"), "{metrics}");
+    assert!(metrics.contains("locus_switch_h2_connections_total 1"), "{metrics}");
+    drop(send);
     shut(switch).await;
+    // A line per stream, flushed at shutdown.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.lines().count(), 10, "{text}");
+    assert!(
+        text.lines().all(|l| l.contains("\"GET /doc") && l.contains(" HTTP/2.0\" 200 200000 ")),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -132,6 +132,7 @@ impl FrameMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use std::time::Duration;
 
     fn frame(kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
@@ -193,5 +194,38 @@ mod tests {
             m.feed(&frame(DATA, 0, &[]), t0 + Duration::from_secs(100));
         }
         assert_eq!(m.flood(), Some(Flood::EmptyData));
+    }
+
+    proptest! {
+        #[test]
+        fn the_verdict_does_not_depend_on_how_the_bytes_are_cut(
+            kinds in proptest::collection::vec((0u8..10, 0u8..2, 0usize..40), 0..300),
+            cuts in proptest::collection::vec(1usize..64, 1..20),
+        ) {
+            let mut bytes = PREFACE.to_vec();
+            for (kind, flags, len) in kinds {
+                bytes.extend(frame(kind, flags, &vec![0xAB; len]));
+            }
+            let now = Instant::now();
+            let mut whole = FrameMeter::new(20, 1);
+            whole.feed(&bytes, now);
+            let mut cut = FrameMeter::new(20, 1);
+            let mut rest = &bytes[..];
+            let mut i = 0;
+            while !rest.is_empty() {
+                let n = cuts[i % cuts.len()].min(rest.len());
+                cut.feed(&rest[..n], now);
+                rest = &rest[n..];
+                i += 1;
+            }
+            prop_assert_eq!(whole.flood(), cut.flood());
+        }
+
+        #[test]
+        fn any_bytes_are_followed_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+            let mut m = FrameMeter::new(5, 1);
+            m.feed(&bytes, Instant::now());
+            let _ = m.flood();
+        }
     }
 }
