@@ -36,6 +36,7 @@ fn both_certificate_kinds_load_in_haproxy_nginx_and_locus() {
             1,
         );
         assert!(text.contains(" ssl crt ") && text.contains("tls-ticket-keys"), "{text}");
+        assert!(text.contains(" alpn h2,http/1.1 "), "HTTP/2 offered first: {text}");
         std::fs::write(&haproxy, text).unwrap();
         let mut cmd = Command::new("haproxy");
         cmd.arg("-c").arg("-f").arg(&haproxy);
@@ -51,7 +52,7 @@ fn both_certificate_kinds_load_in_haproxy_nginx_and_locus() {
             1,
         );
         assert!(
-            text.contains("listen 127.0.0.1:2 ssl;") && text.contains("ssl_session_ticket_key"),
+            text.contains("listen 127.0.0.1:2 ssl http2;") && text.contains("ssl_session_ticket_key"),
             "{text}"
         );
         let conf = prefix.join("nginx.conf");
