@@ -83,7 +83,8 @@ impl AsyncWrite for ClientStream {
         }
     }
 
-    /// Cleartext: gathered into one `writev` (HTTP/2 writes a frame's header and its data so).
+    /// Gathered into one `writev`, or sealed into as few TLS records as fit (HTTP/2 writes a
+    /// frame's header and its data so).
     fn poll_write_vectored(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -91,15 +92,12 @@ impl AsyncWrite for ClientStream {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             ClientStream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            ClientStream::Tls(t) => {
-                let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &**b);
-                Pin::new(&mut **t).poll_write(cx, first)
-            }
+            ClientStream::Tls(t) => Pin::new(&mut **t).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
-        matches!(self, ClientStream::Plain(_))
+        true
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

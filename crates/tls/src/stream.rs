@@ -700,6 +700,26 @@ impl AsyncWrite for TlsStream {
         }
     }
 
+    /// Several buffers sealed together: as few records as they fit in, one send (HTTP/2 writes a
+    /// frame's header and its payload so).
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        loop {
+            match this.try_write_vectored(data) {
+                Err(e) if would_block(&e) => ready!(this.tcp.poll_write_ready(cx))?,
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         loop {
