@@ -1,14 +1,16 @@
 //! Fuzz `BodyTracker` (Content-Length, chunked, until close): fed in any split of reads it
 //! never claims more bytes than it was given and ends, fails or decodes exactly as when fed
-//! in one read; a Content-Length body is its first n bytes; bytes moved by `skip_raw` count
-//! as if they had been fed; a finished body's bytes alone finish it again.
+//! in one read, its trailer section too; a Content-Length body is its first n bytes; bytes
+//! moved by `skip_raw` count as if they had been fed; a finished body's bytes alone finish it
+//! again; a finished chunked body's trailer section is the end of its bytes.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use locus_http::{BodyError, BodyKind, BodyTracker};
 
-/// How a run over one stream ended: bytes consumed, whether the body ended, decoded data.
-type Outcome = Result<(usize, bool, Vec<u8>), BodyError>;
+/// How a run over one stream ended: bytes consumed, whether the body ended, decoded data, the
+/// trailer section handed over.
+type Outcome = Result<(usize, bool, Vec<u8>, Vec<u8>), BodyError>;
 
 fuzz_target!(|input: &[u8]| {
     let Some((&selector, rest)) = input.split_first() else { return };
@@ -19,7 +21,12 @@ fuzz_target!(|input: &[u8]| {
     assert_eq!(whole, feed(kind, wire, &cuts, false), "split reads differ");
     assert_eq!(whole, feed(kind, wire, &[1], false), "byte-by-byte reads differ");
     assert_eq!(whole, feed(kind, wire, &cuts, true), "skip_raw differs");
-    if let Ok((consumed, done, data)) = &whole {
+    if let Ok((consumed, done, data, trailer)) = &whole {
+        if kind != BodyKind::Chunked {
+            assert!(trailer.is_empty(), "only a chunked body has a trailer section");
+        } else if *done {
+            assert!(wire[..*consumed].ends_with(trailer) && trailer.ends_with(b"\r\n"), "the trailer is the end");
+        }
         if let BodyKind::Length(n) = kind {
             assert_eq!(*consumed as u64, n.min(wire.len() as u64));
             assert_eq!(&data[..], &wire[..*consumed]);
@@ -56,6 +63,7 @@ fn body_kind(selector: u8, rest: &[u8]) -> (BodyKind, &[u8]) {
 fn feed(kind: BodyKind, wire: &[u8], cuts: &[usize], skip: bool) -> Outcome {
     let mut tracker = BodyTracker::new(kind);
     let mut data = Vec::new();
+    let mut trailer = Vec::new();
     let mut pos = 0;
     let mut end = 0;
     let mut sizes = cuts.iter().cycle();
@@ -68,7 +76,8 @@ fn feed(kind: BodyKind, wire: &[u8], cuts: &[usize], skip: bool) -> Outcome {
             pos += n;
         }
         let offered = &wire[pos..end];
-        let progress = tracker.advance_with(offered, |d| data.extend_from_slice(d))?;
+        let progress =
+            tracker.advance_parts(offered, |d| data.extend_from_slice(d), |t| trailer.extend_from_slice(t))?;
         assert!(progress.consumed <= offered.len(), "consumed past the buffer");
         assert_eq!(progress.done, tracker.is_done());
         if !progress.done {
@@ -76,5 +85,5 @@ fn feed(kind: BodyKind, wire: &[u8], cuts: &[usize], skip: bool) -> Outcome {
         }
         pos += progress.consumed;
     }
-    Ok((pos, tracker.is_done(), data))
+    Ok((pos, tracker.is_done(), data, trailer))
 }
