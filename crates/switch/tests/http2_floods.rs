@@ -49,6 +49,13 @@ impl Bystander {
     }
 }
 
+/// Close the test's `clients`, then stop the switch: a client that never acknowledges the
+/// PING of the shutdown's GOAWAY would hold the drain until its timeout.
+fn stop<T>(switch: SwitchServer, clients: T) {
+    drop(clients);
+    switch.shutdown();
+}
+
 /// Counters of the `http2` status object.
 fn h2_status(switch: &SwitchServer, group: &str, name: &str) -> u64 {
     switch.status()["http2"][group][name].as_u64().unwrap()
@@ -90,10 +97,7 @@ fn rapid_reset_is_stopped_with_enhance_your_calm_and_bounded_node_work() {
     let defaults = locus_switch::Http2Settings::default();
     let bound = (defaults.control_frame_burst + defaults.max_concurrent_streams) as usize;
     assert!(node.requests() <= bound, "{} requests reached the node", node.requests());
-    // Closed first: a client that never acknowledges the GOAWAY's PING holds the drain.
-    drop(by);
-    drop(c);
-    s.shutdown();
+    stop(s, (by, c));
 }
 
 #[test]
@@ -117,10 +121,7 @@ fn made_you_reset_is_stopped_once_the_switch_has_reset_too_many_streams() {
     assert!(c.closed_within(WAIT));
     h2_counted(&s, "goaways", "too_many_errors", 1);
     by.served();
-    // Closed first: a client that never acknowledges the GOAWAY's PING holds the drain.
-    drop(by);
-    drop(c);
-    s.shutdown();
+    stop(s, (by, c));
 }
 
 #[test]
@@ -140,10 +141,7 @@ fn a_continuation_flood_is_stopped_and_nothing_reaches_the_node() {
     h2_counted(&s, "goaways", "too_many_errors", 1);
     by.served();
     assert_eq!(node.requests(), 1, "only the bystander's request");
-    // Closed first: a client that never acknowledges the GOAWAY's PING holds the drain.
-    drop(by);
-    drop(c);
-    s.shutdown();
+    stop(s, (by, c));
 }
 
 #[test]
@@ -164,10 +162,7 @@ fn an_hpack_bomb_is_stopped_before_it_expands_and_nothing_reaches_the_node() {
     h2_counted(&s, "goaways", "too_many_errors", 1);
     by.served();
     assert_eq!(node.requests(), 1, "only the bystander's request");
-    // Closed first: a client that never acknowledges the GOAWAY's PING holds the drain.
-    drop(by);
-    drop(c);
-    s.shutdown();
+    stop(s, (by, c));
 }
 
 /// `frames` of one kind, sent as fast as possible, are called a flood.
@@ -181,9 +176,7 @@ fn control_flood(one: Vec<u8>) {
     assert!(c.closed_within(WAIT));
     h2_counted(&s, "goaways", "control_flood", 1);
     by.served();
-    // Closed first: a client that never acknowledges the GOAWAY's PING holds the drain.
-    drop(by);
-    s.shutdown();
+    stop(s, by);
 }
 
 #[test]
@@ -208,10 +201,7 @@ fn a_client_that_never_opens_its_window_loses_the_stream_after_the_node_timeout(
     assert_eq!(f.code(), Some(h2_raw::CANCEL));
     h2_counted(&s, "resets", "slow_read", 1);
     by.served();
-    // Closed first: a client that never acknowledges the GOAWAY's PING holds the drain.
-    drop(by);
-    drop(c);
-    s.shutdown();
+    stop(s, (by, c));
 }
 
 #[test]
@@ -227,10 +217,7 @@ fn a_stream_that_never_sends_its_body_is_answered_408_after_the_node_timeout() {
     assert_eq!(s.status()["responses"]["4xx"], 1);
     by.served();
     assert_eq!(node.requests(), 1, "only the bystander's request was whole at the node");
-    // Closed first: a client that never acknowledges the GOAWAY's PING holds the drain.
-    drop(by);
-    drop(c);
-    s.shutdown();
+    stop(s, (by, c));
 }
 
 #[test]
@@ -266,9 +253,7 @@ fn streams_past_the_limit_are_refused_and_never_reach_the_node() {
     }
     assert_eq!((answered, refused), (4, 6));
     assert_eq!(node.requests(), 4);
-    // Closed first: a client that never acknowledges the GOAWAY's PING holds the drain.
-    drop(c);
-    s.shutdown();
+    stop(s, c);
 }
 
 #[test]
@@ -286,7 +271,5 @@ fn a_header_block_over_the_limit_is_answered_431_and_the_connection_lives_on() {
     c.request(3, "GET", "/after", &[]);
     assert!(c.until(WAIT, |f| f.stream == 3 && f.kind == h2_raw::HEADERS).is_some(), "still served");
     assert_eq!(node.requests(), 1, "only the request after it reached the node");
-    // Closed first: a client that never acknowledges the GOAWAY's PING holds the drain.
-    drop(c);
-    s.shutdown();
+    stop(s, c);
 }
