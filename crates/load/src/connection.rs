@@ -247,7 +247,7 @@ impl ClientConnection {
                 match self.feed.next_session(&mut self.batch) {
                     Some(barrier) => barrier,
                     None => {
-                        self.give_back(prepaid);
+                        self.shared.give_back(prepaid);
                         self.workload_ended();
                         break;
                     }
@@ -262,7 +262,7 @@ impl ClientConnection {
                     }
                 }
                 if self.batch.is_empty() {
-                    self.give_back(prepaid);
+                    self.shared.give_back(prepaid);
                     self.workload_ended();
                     break;
                 }
@@ -347,9 +347,9 @@ impl ClientConnection {
                             if measured {
                                 prepaid -= 1;
                                 if sent == 0 && scheduled.is_some_and(|s| s.1) {
-                                    self.count_error(ErrorKind::Late, 1);
+                                    self.shared.count_error(ErrorKind::Late, 1);
                                 }
-                                self.count_error(kind, 1);
+                                self.shared.count_error(kind, 1);
                                 self.count_sent(sent == 0 && scheduled.is_some(), scheduled.is_some());
                                 self.shared.stats.borrow_mut().count_failure(kind, 1);
                             }
@@ -385,7 +385,7 @@ impl ClientConnection {
                             break;
                         }
                         if late {
-                            self.count_error(ErrorKind::Late, 1);
+                            self.shared.count_error(ErrorKind::Late, 1);
                         }
                         self.count_sent(sent == 0 && scheduled.is_some(), scheduled.is_some());
                     }
@@ -425,7 +425,7 @@ impl ClientConnection {
                         self.close();
                     } else if self.inflight.is_empty() && self.reader.buffered() > 0 {
                         // Bytes that answer no request: the server is out of step.
-                        self.count_error(ErrorKind::Framing, 1);
+                        self.shared.count_error(ErrorKind::Framing, 1);
                         self.close();
                     }
                 }
@@ -448,7 +448,7 @@ impl ClientConnection {
                 }
             }
         }
-        self.give_back(prepaid);
+        self.shared.give_back(prepaid);
         if budget_spent { Flow::Stop } else { Flow::Continue }
     }
 
@@ -572,16 +572,6 @@ impl ClientConnection {
         }
     }
 
-    /// Return requests taken from the budget and not sent.
-    fn give_back(&self, n: usize) {
-        self.shared.give_back(n);
-    }
-
-    /// Count `n` errors of `kind`.
-    fn count_error(&self, kind: ErrorKind, n: u64) {
-        self.shared.count_error(kind, n);
-    }
-
     /// A measured request went out (or its connection failed): `arrival`, the open-loop
     /// arrival itself (counted scheduled when taken); other requests of an open-loop session
     /// count as scheduled now.
@@ -613,7 +603,7 @@ impl ClientConnection {
         let n = self.inflight.len();
         let measured = self.inflight.iter().filter(|f| f.measured).count() as u64;
         if measured > 0 {
-            self.count_error(kind, measured);
+            self.shared.count_error(kind, measured);
             self.shared.stats.borrow_mut().count_failure(kind, measured);
         }
         self.inflight.clear();

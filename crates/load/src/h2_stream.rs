@@ -37,7 +37,7 @@ impl H2Origin {
     /// The request for `method` and `target` on this origin, without a body; `None` when
     /// HTTP/2 cannot carry them (plans leave such targets out before the run).
     pub(crate) fn request(&self, method: locus_core::Method, target: &str) -> Option<Request<()>> {
-        let path = PathAndQuery::try_from(target).ok().filter(|p| p.as_str() == target)?;
+        let path = h2_path(target)?;
         let uri = Uri::builder()
             .scheme(self.scheme.clone())
             .authority(self.authority.clone())
@@ -51,7 +51,12 @@ impl H2Origin {
 /// Whether HTTP/2 can send `target` as its `:path` unchanged (the `http` crate refuses some
 /// bytes HTTP/1.1 lines carry, and cuts a `#fragment` off).
 pub(crate) fn sendable_path(target: &str) -> bool {
-    PathAndQuery::try_from(target).is_ok_and(|p| p.as_str() == target)
+    h2_path(target).is_some()
+}
+
+/// `target` as HTTP/2's `:path`, when it carries it unchanged.
+fn h2_path(target: &str) -> Option<PathAndQuery> {
+    PathAndQuery::try_from(target).ok().filter(|p| p.as_str() == target)
 }
 
 fn http_method(method: locus_core::Method) -> Option<http::Method> {

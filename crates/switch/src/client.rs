@@ -184,11 +184,7 @@ impl Client {
 
     /// No node could take the request: count why and answer 503.
     pub async fn dispatch_failed(&mut self, head: &RequestHead, e: DispatchError) -> Next {
-        let c = &self.worker.shared.counters;
-        match e {
-            DispatchError::NoNodeUp => c.no_node.fetch_add(1, Relaxed),
-            DispatchError::QueueTimeout => c.queue_timeouts.fetch_add(1, Relaxed),
-        };
+        self.worker.shared.counters.dispatch_failed(&e);
         self.reject(head, 503, false).await
     }
 

@@ -30,6 +30,12 @@ impl NodeFailure {
         }
     }
 
+    /// A failure on a connection that was `reused` from the pool which says the node had closed
+    /// it while it was idle (a fresh connection to the same node is worth one more try).
+    pub fn is_stale(&self, reused: bool) -> bool {
+        reused && matches!(self, NodeFailure::Closed | NodeFailure::Io(_))
+    }
+
     /// The switch had no descriptor for the connection: its own limit, not the node's fault.
     pub fn is_out_of_descriptors(&self) -> bool {
         matches!(self, NodeFailure::Connect(e) if locus_io::is_out_of_descriptors(e))

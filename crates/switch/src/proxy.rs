@@ -152,7 +152,7 @@ async fn attempt(
         }
         Err(ExchangeError::BeforeResponse { failure, body_sent }) => {
             drop(conn);
-            let stale = reused && matches!(failure, NodeFailure::Closed | NodeFailure::Io(_));
+            let stale = failure.is_stale(reused);
             if matches!(failure, NodeFailure::Timeout) {
                 shared.counters.node_timeouts.fetch_add(1, Relaxed);
                 return Ok(client.reject(head, 504, body_sent).await);

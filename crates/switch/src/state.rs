@@ -86,6 +86,14 @@ pub struct SwitchCounters {
 }
 
 impl SwitchCounters {
+    /// A request no node could take: why (no node up, or the admission queue's timeout).
+    pub fn dispatch_failed(&self, e: &crate::dispatch::DispatchError) {
+        match e {
+            crate::dispatch::DispatchError::NoNodeUp => self.no_node.fetch_add(1, Relaxed),
+            crate::dispatch::DispatchError::QueueTimeout => self.queue_timeouts.fetch_add(1, Relaxed),
+        };
+    }
+
     pub fn response(&self, status: u16) {
         let class = (status / 100).clamp(1, 5) as usize - 1;
         self.responses[class].fetch_add(1, Relaxed);

@@ -39,8 +39,8 @@ enum Event {
     Stream(Box<(http::Request<h2::RecvStream>, h2::server::SendResponse<Bytes>)>),
     Ended(Option<h2::Error>),
     Flood,
-    Shutdown,
-    Idle,
+    /// Time to say GOAWAY NO_ERROR (shutdown, or idle).
+    Goaway(GoawayReason),
     /// A stream ended (or the idle deadline passed with streams open).
     StreamDone,
 }
@@ -90,11 +90,11 @@ pub async fn serve(
         let event = tokio::select! {
             biased;
             () = flood_found(&flood) => Event::Flood,
-            _ = &mut shutting_down, if !ending => Event::Shutdown,
-            () = std::future::ready(()), if already && !ending => Event::Shutdown,
+            _ = &mut shutting_down, if !ending => Event::Goaway(GoawayReason::Shutdown),
+            () = std::future::ready(()), if already && !ending => Event::Goaway(GoawayReason::Shutdown),
             () = &mut deadline => match (ending, streams.is_empty()) {
                 (true, _) => Event::Ended(None),
-                (false, true) => Event::Idle,
+                (false, true) => Event::Goaway(GoawayReason::Idle),
                 (false, false) => Event::StreamDone,
             },
             Some(()) = streams.next(), if !streams.is_empty() => Event::StreamDone,
@@ -130,9 +130,7 @@ pub async fn serve(
                 drive_out(&mut conn).await;
                 break;
             }
-            Event::Shutdown | Event::Idle => {
-                let why =
-                    if matches!(event, Event::Idle) { GoawayReason::Idle } else { GoawayReason::Shutdown };
+            Event::Goaway(why) => {
                 shared.h2.goaway(why);
                 conn.graceful_shutdown();
                 ending = true;

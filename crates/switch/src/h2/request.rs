@@ -8,7 +8,7 @@ use bytes::Bytes;
 use h2::Reason;
 use http::request::Parts;
 use http::{HeaderMap, Method};
-use locus_http::{Limits, RequestError, RequestHead, parse_request};
+use locus_http::{Limits, RequestError, RequestHead, is_hop_by_hop, parse_request};
 
 /// Why a stream is not forwarded.
 #[derive(Debug, PartialEq, Eq)]
@@ -27,9 +27,11 @@ pub struct StreamRequest {
     pub chunked: bool,
 }
 
-/// Fields that only mean something on one HTTP/1.1 connection: malformed in HTTP/2.
-const CONNECTION_SPECIFIC: [&str; 5] =
-    ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
+/// A field that only means something on one HTTP/1.1 connection, malformed in HTTP/2: the
+/// hop-by-hop fields but `te` (RFC 9113 §8.2.2 allows `te: trailers`).
+fn connection_specific(name: &http::HeaderName) -> bool {
+    name != http::header::TE && is_hop_by_hop(name.as_str().as_bytes())
+}
 
 /// Check the request `parts` (`end_of_stream`: no body follows its head) and write it as
 /// HTTP/1.1 under `limits`.
@@ -80,7 +82,7 @@ pub fn to_http1(parts: &Parts, end_of_stream: bool, limits: &Limits) -> Result<S
 
 /// No connection-specific field; `te` only as `trailers`.
 fn check_fields(headers: &HeaderMap) -> Result<(), Refusal> {
-    if CONNECTION_SPECIFIC.iter().any(|name| headers.contains_key(*name)) {
+    if headers.keys().any(connection_specific) {
         return Err(Refusal::Reset(Reason::PROTOCOL_ERROR, "a connection-specific field"));
     }
     if headers.get_all(http::header::TE).iter().any(|v| !v.as_bytes().eq_ignore_ascii_case(b"trailers")) {
@@ -142,7 +144,7 @@ fn write_fields(buf: &mut Vec<u8>, headers: &HeaderMap) {
 pub fn last_chunk(trailers: Option<&HeaderMap>) -> Bytes {
     let mut out = b"0\r\n".to_vec();
     for (name, value) in trailers.into_iter().flatten() {
-        if CONNECTION_SPECIFIC.contains(&name.as_str()) || name == http::header::CONTENT_LENGTH {
+        if connection_specific(name) || name == http::header::CONTENT_LENGTH {
             continue;
         }
         out.extend_from_slice(name.as_str().as_bytes());

@@ -165,10 +165,7 @@ impl Stream {
     }
 
     fn dispatch_failed(&mut self, shared: &Shared, e: DispatchError) {
-        match e {
-            DispatchError::NoNodeUp => shared.counters.no_node.fetch_add(1, Relaxed),
-            DispatchError::QueueTimeout => shared.counters.queue_timeouts.fetch_add(1, Relaxed),
-        };
+        shared.counters.dispatch_failed(&e);
         self.answer(503);
     }
 
@@ -191,10 +188,6 @@ impl Stream {
             Err(failure) => return Err(Fault::Node { failure, stale: false }),
         };
         shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
-        let stale = |failure: NodeFailure| {
-            let stale = reused && matches!(failure, NodeFailure::Closed | NodeFailure::Io(_));
-            Fault::Node { failure, stale }
-        };
         let mut resp = ResponseHead::default();
         let exchanged = tokio::select! {
             r = send_and_read_head(&self.ctx, &mut self.body, node, &mut conn, req, &mut resp) => r,
@@ -213,7 +206,10 @@ impl Stream {
                 self.answer(502);
                 return Ok(());
             }
-            Err(Fault::Node { failure, .. }) => return Err(stale(failure)),
+            Err(Fault::Node { failure, .. }) => {
+                let stale = failure.is_stale(reused);
+                return Err(Fault::Node { failure, stale });
+            }
             Err(other) => return Err(other),
         };
         let reusable = self.relay_response(shared, &mut conn, &resp, leftover).await?;
@@ -436,11 +432,10 @@ impl ResponseRelay {
         mut inbuf: BytesMut,
         t: Duration,
     ) -> Result<(), ResetReason> {
-        let chunked = self.chunked;
         loop {
             if !inbuf.is_empty() {
-                let data = self.decode(&mut inbuf, chunked)?;
-                let end = self.tracker.is_done() && !chunked;
+                let data = self.decode(&mut inbuf)?;
+                let end = self.tracker.is_done() && !self.chunked;
                 self.extra |= self.tracker.is_done() && !inbuf.is_empty();
                 self.bytes += data.len() as u64;
                 send_data(send, data, end, t).await?;
@@ -470,8 +465,8 @@ impl ResponseRelay {
 
     /// The body data at the front of `inbuf` (taken from it): as is for a delimited body,
     /// de-chunked (the trailer section kept aside) for a chunked one.
-    fn decode(&mut self, inbuf: &mut BytesMut, chunked: bool) -> Result<Bytes, ResetReason> {
-        if !chunked {
+    fn decode(&mut self, inbuf: &mut BytesMut) -> Result<Bytes, ResetReason> {
+        if !self.chunked {
             let p = self.tracker.advance(inbuf).map_err(|_| ResetReason::NodeFailed)?;
             return Ok(inbuf.split_to(p.consumed).freeze());
         }
@@ -497,11 +492,7 @@ async fn send_data(
     t: Duration,
 ) -> Result<(), ResetReason> {
     if data.is_empty() || (end && data.len() <= STREAM_READ) {
-        return if end || !data.is_empty() {
-            send.send_data(data, end).map_err(|_| ResetReason::ByClient)
-        } else {
-            Ok(())
-        };
+        return if end { send.send_data(data, true).map_err(|_| ResetReason::ByClient) } else { Ok(()) };
     }
     while !data.is_empty() {
         send.reserve_capacity(data.len());
