@@ -165,9 +165,11 @@ pub fn metrics_text(node: &NodeContext) -> String {
     }
     if let Some(coop) = &node.coop {
         coop.stats.snapshot(coop.directory.size()).register(&mut registry, s.hits);
+        coop.gate.register(&mut registry);
     }
     if let Some(dc) = &node.dc {
         dc.stats.snapshot().register(&mut registry, &dc.gauges());
+        dc.gate.register(&mut registry);
     }
     let responses = Family::<Vec<(String, String)>, Counter>::default();
     for (status, n) in &s.statuses {

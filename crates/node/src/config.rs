@@ -14,6 +14,7 @@ use crate::coop::config::CoopConfig;
 use crate::dc::config::DcConfig;
 pub use crate::handoff::config::{HandoffConfig, RehandoffPolicy};
 use crate::origin::OriginAddr;
+use crate::peer_link::{PeerKey, SecretText, configured_peer_key};
 use locus_classify::ByteSize;
 use locus_classify::{ClassConfig, ClassFile};
 use locus_node_config::{CpuModelConfig, StorageConfig};
@@ -93,6 +94,13 @@ pub struct NodeConfig {
     pub dc: Option<DcConfig>,
     /// Serve HTTPS on `listen` (`[tls]`, or `--tls-cert`/`--tls-key`) instead of HTTP.
     pub tls: Option<locus_tls::TlsSettings>,
+    /// File holding the cluster's shared peer key in hex (relative to the configuration
+    /// file): `[coop]` and `[dc]` requests between nodes are signed with it and told by their
+    /// signature; without a key, by their source address.
+    pub peer_key_file: Option<PathBuf>,
+    /// The peer key in hex, inline (`peer_key_file` is preferred; never printed).
+    #[serde(skip_serializing)]
+    pub peer_key: Option<SecretText>,
 }
 
 impl Default for NodeConfig {
@@ -117,6 +125,8 @@ impl Default for NodeConfig {
             coop: None,
             dc: None,
             tls: None,
+            peer_key_file: None,
+            peer_key: None,
         }
     }
 }
@@ -150,7 +160,8 @@ impl Default for CacheConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct NodeLimits {
     /// Open client connections; connections beyond it are accepted and closed at once.
-    /// Lowered at start, with a warning, to what the open-file limit holds.
+    /// Lowered at start to what the open-file limit holds: with a warning, unless it is the
+    /// default and the limit holds nine tenths of it (see `open_files::connection_limit`).
     pub max_connections: usize,
     /// Time allowed from a request's first byte (or the connection's start) to the end of
     /// its head; then 408 and close.
@@ -218,8 +229,19 @@ impl NodeConfig {
         {
             h.key_file = Some(dir.join(f));
         }
+        if let Some(f) = &config.peer_key_file
+            && f.is_relative()
+        {
+            config.peer_key_file = Some(dir.join(f));
+        }
         config.validate().map_err(|e| e.in_file(path))?;
         Ok(config)
+    }
+
+    /// The peer key, from `peer_key_file` (first) or `peer_key`; `None` without either.
+    /// Errors name the file or setting, never the key.
+    pub fn peer_key(&self) -> Result<Option<PeerKey>, ConfigError> {
+        configured_peer_key(self.peer_key_file.as_deref(), self.peer_key.as_ref())
     }
 
     /// Read the classes of `class_file`, if set, and append them to `classes` (clearing
@@ -464,6 +486,27 @@ mod tests {
         assert!(e.contains("exclude"), "{e}");
         let e = parse_err("[handoff]\nrehandoff = \"bounce\"\n");
         assert!(e.contains("bounce") && e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn the_peer_key_file_follows_the_file_and_an_inline_peer_key_is_never_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        let hex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        std::fs::write(dir.path().join("peer.key"), format!("{hex}\n")).unwrap();
+        std::fs::write(&path, "peer_key_file = \"peer.key\"\n").unwrap();
+        let c = NodeConfig::from_file(&path).unwrap();
+        assert_eq!(c.peer_key_file, Some(dir.path().join("peer.key")));
+        assert!(c.peer_key().unwrap().is_some());
+        assert!(NodeConfig::default().peer_key().unwrap().is_none());
+
+        let inline = NodeConfig::from_toml_str(&format!("peer_key = \"{hex}\"\n")).unwrap();
+        assert!(inline.peer_key().unwrap().is_some());
+        let shown = format!("{inline:?} {}", toml::to_string(&inline).unwrap());
+        assert!(!shown.contains("0011223344"), "{shown}");
+        let short = NodeConfig::from_toml_str("peer_key = \"abcd\"\n").unwrap();
+        let e = short.peer_key().unwrap_err().to_string();
+        assert!(e.contains("peer_key") && e.contains("16 bytes") && !e.contains("abcd"), "{e}");
     }
 
     #[test]

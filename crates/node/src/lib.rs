@@ -4,7 +4,8 @@
 //! that charges every request's CPU cost as modelled time), an admin listener, and an
 //! optional handoff agent for the one-way switch (`[handoff]`), and optional cooperative
 //! caching (`[coop]`: misses fetched from peers' memory before storage), or DC mode (`[dc]`:
-//! each node the home of its documents and a co-op for replicas of the others'). Start one in-process
+//! each node the home of its documents and a co-op for replicas of the others'), whose requests
+//! between nodes are signed with the cluster's peer key (`peer_key_file`). Start one in-process
 //! with `NodeServer::start(NodeConfig)`.
 
 mod admin;
@@ -27,6 +28,7 @@ mod node_metrics;
 mod open_files;
 mod origin;
 mod out_queue;
+mod peer_link;
 mod peer_requests;
 mod request_view;
 mod response;
@@ -51,6 +53,7 @@ pub use locus_classify::{ClassConfig, CostDistribution};
 pub use locus_node_config::{ByteSize, InvalidByteSize, Replacement, StorageConfig};
 pub use node_metrics::NodeStats;
 pub use origin::OriginAddr;
+pub use peer_link::{PeerKey, PeerKeyError, SecretText, peer_auth_value};
 pub use response::{RangeOutcome, evaluate_range};
 pub use server::NodeServer;
 pub use storage_model::{DiskQueue, StorageModel};

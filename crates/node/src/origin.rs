@@ -3,9 +3,11 @@
 //! connections (one pool per worker thread, as sockets belong to one event loop), and
 //! `OriginPool::fetch` sends a GET and reads the response, buffering bodies up to a limit and
 //! handing larger ones back to be relayed as they arrive. Peers answering cooperative fetches
-//! are reached the same way (`fetch_with`, extra request headers, the coop reply headers kept).
+//! and DC requests are reached the same way (`to_peer`: from the node's own address, every
+//! request signed; `fetch_with`: extra request headers; the coop and DC reply headers kept).
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -13,6 +15,8 @@ use locus_http::{BodyKind, BodyTracker, ResponseHead, parse_response};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use crate::peer_link::PeerLink;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
@@ -113,6 +117,8 @@ pub struct OriginHeaders {
     pub dc_load: Option<String>,
     pub dc_map_seq: Option<String>,
     pub dc_version: Option<String>,
+    /// `X-Locus-Peer-Refused`: a peer refused the request as not a member's (the reason).
+    pub peer_refused: Option<String>,
     /// Bytes followed the body on the connection: the peer sent more than it announced.
     pub overran: bool,
 }
@@ -148,15 +154,24 @@ async fn with_timeout<T>(fut: impl Future<Output = std::io::Result<T>>) -> Resul
 /// Idle connections to one origin, for the tasks of one worker thread.
 pub struct OriginPool {
     addr: OriginAddr,
+    /// `addr.authority()`, what peer requests are signed for.
+    authority: String,
     request_prefix: Bytes,
     idle: Mutex<Vec<TcpStream>>,
+    /// To a peer: connect from the node's address and sign every request.
+    peer: Option<Arc<PeerLink>>,
 }
 
 impl OriginPool {
     pub fn new(addr: OriginAddr) -> OriginPool {
-        let request_prefix =
-            Bytes::from(format!("Host: {}\r\nUser-Agent: locus-node\r\n\r\n", addr.authority()));
-        OriginPool { addr, request_prefix, idle: Mutex::new(Vec::new()) }
+        let authority = addr.authority();
+        let request_prefix = Bytes::from(format!("Host: {authority}\r\nUser-Agent: locus-node\r\n\r\n"));
+        OriginPool { addr, authority, request_prefix, idle: Mutex::new(Vec::new()), peer: None }
+    }
+
+    /// A pool of connections to the peer at `addr`, made and signed as `link` says.
+    pub fn to_peer(addr: OriginAddr, link: Arc<PeerLink>) -> OriginPool {
+        OriginPool { peer: Some(link), ..OriginPool::new(addr) }
     }
 
     /// Give back a connection whose last response was read completely.
@@ -168,7 +183,13 @@ impl OriginPool {
     }
 
     async fn connect(&self) -> Result<TcpStream, OriginError> {
-        let connect = TcpStream::connect((self.addr.host.as_str(), self.addr.port));
+        let (host, port) = (self.addr.host.as_str(), self.addr.port);
+        let connect = async {
+            match &self.peer {
+                Some(link) => link.connect(host, port).await,
+                None => TcpStream::connect((host, port)).await,
+            }
+        };
         let stream = match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
             Ok(r) => r.map_err(OriginError::Connect)?,
             Err(_) => return Err(OriginError::Timeout),
@@ -222,6 +243,10 @@ impl OriginPool {
         request.extend_from_slice(target.as_bytes());
         request.extend_from_slice(b" HTTP/1.1\r\n");
         request.extend_from_slice(extra);
+        if let Some(link) = &self.peer {
+            // Signed per attempt: a retry on a fresh connection needs a fresh nonce.
+            request.extend_from_slice(link.auth_line("GET", target, &self.authority).as_bytes());
+        }
         request.extend_from_slice(&self.request_prefix);
         with_timeout(stream.write_all(&request)).await.map_err(Exchange::BeforeResponse)?;
 
@@ -270,6 +295,7 @@ impl OriginPool {
             dc_load: text("x-dc-load"),
             dc_map_seq: text("x-dc-map-seq"),
             dc_version: text("x-dc-version"),
+            peer_refused: text("x-locus-peer-refused"),
             overran: false,
         };
         let reusable = head.keep_alive;

@@ -378,6 +378,39 @@ fn node_context(
     })
 }
 
+/// Cooperative caching's and DC mode's shared state (at most one of them is configured).
+type PeerModes = (Option<Arc<CoopNode>>, Option<Arc<DcNode>>);
+
+/// Cooperative caching's and DC mode's shared state, for a node listening on `addr`, with
+/// the peer key if one is configured (read here, once); without one, a warning that peer
+/// requests are told by their source address.
+fn peer_modes(config: &NodeConfig, addr: SocketAddr) -> Result<PeerModes, NodeError> {
+    if config.coop.is_none() && config.dc.is_none() {
+        return Ok((None, None));
+    }
+    let key = config.peer_key()?;
+    if key.is_none() {
+        tracing::warn!(
+            "no peer_key_file: coop and DC requests between nodes are told by their source address \
+             alone, so any process on a member's host can make them, and a member whose requests \
+             leave from an address the others do not know is refused; set peer_key_file (the same \
+             key on every member) to tell them by signature"
+        );
+    }
+    let coop = match &config.coop {
+        Some(c) => Some(Arc::new(
+            CoopNode::new(c, addr, config.cache.max_object.bytes(), key.clone())
+                .map_err(ConfigError::Invalid)?,
+        )),
+        None => None,
+    };
+    let dc = match &config.dc {
+        Some(c) => Some(Arc::new(DcNode::new(c, addr, config, key).map_err(ConfigError::Invalid)?)),
+        None => None,
+    };
+    Ok((coop, dc))
+}
+
 /// The handoff agent for `config` (none without `[handoff]`), and each worker's queue of the
 /// connections it restores.
 fn handoff_agent(
@@ -404,16 +437,7 @@ impl NodeServer {
         };
         let listeners = Listeners::bind(&config, workers)?;
         let (addr, admin_addr, handoff_addr) = listeners.addrs().map_err(NodeError::Start)?;
-        let coop = match &config.coop {
-            Some(c) => Some(Arc::new(
-                CoopNode::new(c, addr, config.cache.max_object.bytes()).map_err(ConfigError::Invalid)?,
-            )),
-            None => None,
-        };
-        let dc = match &config.dc {
-            Some(c) => Some(Arc::new(DcNode::new(c, addr, &config).map_err(ConfigError::Invalid)?)),
-            None => None,
-        };
+        let (coop, dc) = peer_modes(&config, addr)?;
         let node = Arc::new(node_context(&config, workers, origin.clone(), coop.clone(), dc.clone())?);
         if let Some(coop) = &coop {
             node.store.set_observer(observer(coop));

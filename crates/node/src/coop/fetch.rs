@@ -103,6 +103,7 @@ impl CoopWorker {
                 },
                 404 if ask == CoopAsk::Lookup => return PeerAnswer::Holders(self.holders(&headers)),
                 404 => PeerFailure::NotHeld,
+                403 if headers.peer_refused.is_some() => PeerFailure::Unauthorized,
                 _ => PeerFailure::BadReply,
             },
         };

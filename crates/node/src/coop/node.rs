@@ -1,11 +1,12 @@
 //! `CoopNode`: what every thread of a node doing cooperative caching shares — the membership
-//! and this node's part of the holder directory, the peers (address, the IPs coop requests
-//! are accepted from, when a failed peer may be tried again, the start-up reachability
-//! check), the counters, and the queue of insert/evict notices for other homes. As the
+//! and this node's part of the holder directory, the peers (address, when a failed peer may
+//! be tried again, the start-up reachability check), the gate its peers' requests pass and
+//! the link its own go out by (`peer_link`), the counters, and the queue of insert/evict
+//! notices for other homes. As the
 //! document store's `CacheObserver` it turns this node's inserts and evictions into notices
 //! (applied at once when this node is the document's home).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -18,6 +19,7 @@ use crate::coop::directory::{HolderDirectory, Membership};
 use crate::coop::stats::{CoopStats, PeerFailure, add};
 use crate::doc_store::CacheObserver;
 use crate::origin::{OriginAddr, OriginPool};
+use crate::peer_link::{PeerGate, PeerKey, PeerLink};
 
 /// Notices waiting to be sent; beyond it they are dropped (and counted).
 const NOTICE_QUEUE: usize = 64 * 1024;
@@ -51,7 +53,10 @@ pub struct CoopNode {
     pub peers: Vec<CoopPeer>,
     /// Member index → index in `peers` (`None` for this node).
     member_peer: Vec<Option<usize>>,
-    allowed_ips: Vec<IpAddr>,
+    /// Which coop requests are the peers' (by the peer key, or by address without one).
+    pub gate: PeerGate,
+    /// How this node's own coop requests go out (from its address, signed).
+    link: Arc<PeerLink>,
     pub timeout: Duration,
     /// A failed peer is not tried again for this long (ms).
     backoff_ms: u64,
@@ -66,9 +71,14 @@ pub struct CoopNode {
 
 impl CoopNode {
     /// The state for `config` on a node listening on `listen` (the bound address) whose
-    /// cache objects are at most `max_object` bytes. Refuses a peer that is this node, or
-    /// whose host does not resolve, naming the entry.
-    pub fn new(config: &CoopConfig, listen: SocketAddr, max_object: u64) -> Result<CoopNode, String> {
+    /// cache objects are at most `max_object` bytes, with the cluster's peer `key` if any.
+    /// Refuses a peer that is this node, or whose host does not resolve, naming the entry.
+    pub fn new(
+        config: &CoopConfig,
+        listen: SocketAddr,
+        max_object: u64,
+        key: Option<PeerKey>,
+    ) -> Result<CoopNode, String> {
         let entries = config.peer_entries()?;
         let me = config.self_addr(listen)?;
         refuse_self(&entries, &me, listen)?;
@@ -95,12 +105,15 @@ impl CoopNode {
             });
         }
         let (notices, queue) = mpsc::channel(NOTICE_QUEUE);
+        let link = Arc::new(PeerLink::new(listen, key.clone(), me.authority()));
+        let gate = PeerGate::new(key, me.authority(), authorities, allowed_ips);
         Ok(CoopNode {
             membership,
             directory: HolderDirectory::default(),
             peers,
             member_peer,
-            allowed_ips,
+            gate,
+            link,
             timeout: Duration::from_millis(config.timeout_ms),
             backoff_ms: config.backoff_ms,
             keep_copy: config.keep_copy,
@@ -114,15 +127,6 @@ impl CoopNode {
 
     fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
-    }
-
-    /// Whether coop requests from `ip` are accepted (it is a peer's).
-    pub fn is_peer_ip(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        self.allowed_ips.contains(&ip)
     }
 
     /// The peer that is member `member`.
@@ -161,7 +165,13 @@ impl CoopNode {
 
     /// One connection pool per peer (indexed by member), for one worker thread.
     pub fn pools(&self) -> Vec<Option<OriginPool>> {
-        (0..self.membership.len()).map(|m| self.peer(m).map(|p| OriginPool::new(p.addr.clone()))).collect()
+        let pool = |p: &CoopPeer| OriginPool::to_peer(p.addr.clone(), self.link.clone());
+        (0..self.membership.len()).map(|m| self.peer(m).map(pool)).collect()
+    }
+
+    /// How this node's coop requests go out (from its address, signed).
+    pub fn link(&self) -> Arc<PeerLink> {
+        self.link.clone()
     }
 
     /// The notice queue, for the one task that sends notices (`None` after the first call).
@@ -227,6 +237,8 @@ impl CoopNode {
             let failures: serde_json::Map<String, serde_json::Value> =
                 snapshot.peer_failures.iter().map(|(k, n)| (k.clone(), (*n).into())).collect();
             o.insert("peer_failures".into(), failures.into());
+            o.insert("peer_auth".into(), self.gate.status_json());
+            o.insert("source_address".into(), self.link.source().map(|ip| ip.to_string()).into());
         }
         v
     }

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::coop::node::{CoopNode, Notice};
@@ -62,9 +61,9 @@ async fn check_peers(coop: &Arc<CoopNode>) {
     let limit = START_CHECK_TIMEOUT.max(coop.timeout);
     let mut checks = tokio::task::JoinSet::new();
     for (i, peer) in coop.peers.iter().enumerate() {
-        let (host, port) = (peer.addr.host.clone(), peer.addr.port);
+        let (host, port, link) = (peer.addr.host.clone(), peer.addr.port, coop.link());
         checks.spawn(async move {
-            let result = match tokio::time::timeout(limit, TcpStream::connect((host.as_str(), port))).await {
+            let result = match tokio::time::timeout(limit, link.connect(&host, port)).await {
                 Ok(Ok(_)) => Ok(()),
                 Ok(Err(e)) => Err(e.to_string()),
                 Err(_) => Err(format!("no answer within {} ms", limit.as_millis())),
@@ -120,6 +119,9 @@ async fn send_one(coop: &CoopNode, pool: &OriginPool, target: &str) -> Result<()
     match tokio::time::timeout(coop.timeout, pool.fetch_with(target, b"", 0)).await {
         Err(_) => Err(PeerFailure::Timeout),
         Ok(Ok(OriginReply::Buffered { headers, .. })) if headers.status == 200 => Ok(()),
+        Ok(Ok(OriginReply::Buffered { headers, .. })) if headers.peer_refused.is_some() => {
+            Err(PeerFailure::Unauthorized)
+        }
         Ok(Ok(_)) => Err(PeerFailure::BadReply),
         Ok(Err(crate::origin::OriginError::Timeout)) => Err(PeerFailure::Timeout),
         Ok(Err(_)) => Err(PeerFailure::Refused),

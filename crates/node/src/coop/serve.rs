@@ -1,7 +1,8 @@
 //! The answering side of cooperative caching: requests under `/locus/coop/` on the main
-//! listener (see `coop::wire`), accepted only from the configured peers' IP addresses (403
-//! otherwise) and answered from memory only — never storage, never a further peer. They are
-//! counted in the coop counters, never as client requests.
+//! listener (see `coop::wire`), accepted only from peers — signed with the peer key, or
+//! without a key from the peers' IP addresses (403 with the reason otherwise, see
+//! `peer_link::gate`) — and answered from memory only: never storage, never a further peer.
+//! They are counted in the coop counters, never as client requests.
 
 use std::net::IpAddr;
 
@@ -21,14 +22,15 @@ pub fn answer(w: &WorkerContext, ip: IpAddr, head: &RequestHead, buf: &[u8], out
     let nh = &node.node_headers[..];
     let persistence = Persistence::of(head, node.is_shutting_down());
     let Some(coop) = &node.coop else { return false };
-    let refuse = |out: &mut OutQueue, status: u16| {
+    let refuse_with = |out: &mut OutQueue, status: u16, extra: &[u8]| {
         add(&coop.stats.refused, 1);
-        simple(out, nh, status, persistence, false, b"");
+        simple(out, nh, status, persistence, false, extra);
         persistence.keeps_open()
     };
-    if !coop.is_peer_ip(ip) {
-        tracing::debug!(%ip, "coop request from an address that is no peer's; 403");
-        return refuse(out, 403);
+    let refuse = |out: &mut OutQueue, status: u16| refuse_with(out, status, b"");
+    if let Err(why) = coop.gate.admit(ip, head, buf) {
+        tracing::debug!(%ip, reason = why.label(), "coop request not a peer's; 403");
+        return refuse_with(out, 403, why.header_line().as_bytes());
     }
     if head.method != Method::Get {
         return refuse(out, 405);

@@ -24,15 +24,19 @@ pub enum PeerFailure {
     Stale,
     /// The peer no longer holds it (a notice not yet, or never, received).
     NotHeld,
+    /// The peer refused the request as not a member's (403 with `X-Locus-Peer-Refused`:
+    /// the peer keys differ, or without keys this node's address is not the one it knows).
+    Unauthorized,
 }
 
 impl PeerFailure {
-    pub const ALL: [PeerFailure; 5] = [
+    pub const ALL: [PeerFailure; 6] = [
         PeerFailure::Timeout,
         PeerFailure::Refused,
         PeerFailure::BadReply,
         PeerFailure::Stale,
         PeerFailure::NotHeld,
+        PeerFailure::Unauthorized,
     ];
 
     pub fn label(self) -> &'static str {
@@ -42,12 +46,16 @@ impl PeerFailure {
             PeerFailure::BadReply => "bad_reply",
             PeerFailure::Stale => "stale",
             PeerFailure::NotHeld => "not_held",
+            PeerFailure::Unauthorized => "unauthorized",
         }
     }
 
     /// Whether the peer is avoided for a while after it: it is down, slow or broken.
     pub fn backs_off(self) -> bool {
-        matches!(self, PeerFailure::Timeout | PeerFailure::Refused | PeerFailure::BadReply)
+        matches!(
+            self,
+            PeerFailure::Timeout | PeerFailure::Refused | PeerFailure::BadReply | PeerFailure::Unauthorized
+        )
     }
 }
 
@@ -61,7 +69,7 @@ pub struct CoopStats {
     /// Documents fetched from peers (one per fetch, however many requests waited for it).
     pub documents_from_peers: AtomicU64,
     pub bytes_from_peers: AtomicU64,
-    failures: [AtomicU64; 5],
+    failures: [AtomicU64; 6],
     /// Lookups and fetches not tried because the peer was being avoided after a failure.
     pub peers_skipped: AtomicU64,
     /// Documents sent to peers from memory (answers to lookups and fetches).
@@ -71,7 +79,8 @@ pub struct CoopStats {
     pub not_held_answers: AtomicU64,
     /// Lookups answered (as the home).
     pub lookups_served: AtomicU64,
-    /// Coop requests refused with 403 (not from a peer) or 400 (malformed).
+    /// Coop requests refused with 403 (not a peer's: see the gate's reasons) or 400
+    /// (malformed).
     pub refused: AtomicU64,
     pub notices_sent: AtomicU64,
     pub notices_received: AtomicU64,

@@ -22,7 +22,7 @@ use crate::context::NodeContext;
 use crate::dc::control::MapReply;
 use crate::dc::fetch::{Fetched, fetch_from_home, make_copy, store_copy};
 use crate::dc::node::{DcNode, Outgoing};
-use crate::dc::stats::add;
+use crate::dc::stats::{FetchFailure, add};
 use crate::origin::{OriginHeaders, OriginPool, OriginReply};
 
 /// Time a peer gets to answer a ping, a notice or a map pull.
@@ -99,6 +99,9 @@ async fn control(
     }
     if let Some(seq) = &headers.dc_map_seq {
         dc.note_map_seq(to, seq);
+    }
+    if headers.peer_refused.is_some() {
+        dc.stats.failed(FetchFailure::Unauthorized);
     }
     (headers.status == 200).then_some((headers, body))
 }

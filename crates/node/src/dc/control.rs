@@ -1,6 +1,7 @@
 //! DC control requests between the servers of a cluster, under `/~dc/` on the main listener,
-//! accepted only from the members' IP addresses (403 otherwise) and never counted as client
-//! requests. Every answer carries the answering node's `X-DC-Load` and `X-DC-Map-Seq`
+//! accepted only from members — signed with the peer key, or without a key from the members'
+//! IP addresses (403 with the reason otherwise, see `peer_link::gate`) — and never counted as
+//! client requests. Every answer carries the answering node's `X-DC-Load` and `X-DC-Map-Seq`
 //! (`<epoch>.<map seq>.<version generation>`; a change tells the peer to pull the map); an
 //! `X-DC-Load` on the request is recorded in the load table.
 //!
@@ -54,14 +55,15 @@ pub async fn answer(
     let persistence = Persistence::of(head, w.node.is_shutting_down());
     let Some(dcw) = &w.dc else { return false };
     let dc = &*dcw.dc;
-    let refuse = |out: &mut OutQueue, status: u16| {
+    let refuse_with = |out: &mut OutQueue, status: u16, extra: &[u8]| {
         add(&dc.stats.control_refused, 1);
-        simple(out, &dc.plain_headers, status, persistence, false, b"");
+        simple(out, &dc.plain_headers, status, persistence, false, extra);
         persistence.keeps_open()
     };
-    if !dc.is_peer_ip(ip) {
-        tracing::debug!(%ip, "DC control request from an address that is no member's; 403");
-        return refuse(out, 403);
+    let refuse = |out: &mut OutQueue, status: u16| refuse_with(out, status, b"");
+    if let Err(why) = dc.gate.admit(ip, head, buf) {
+        tracing::debug!(%ip, reason = why.label(), "DC control request not a member's; 403");
+        return refuse_with(out, 403, why.header_line().as_bytes());
     }
     if !matches!(head.method, Method::Get | Method::Head) {
         return refuse(out, 405);

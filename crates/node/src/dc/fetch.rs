@@ -1,9 +1,10 @@
 //! The co-op's side of lazy replication: `fetch_from_home` asks a home for one document
 //! (`GET /~dc/fetch/<path>` over a pooled keep-alive connection, `X-DC-Load` both ways,
-//! `If-Modified-Since` to validate) and checks the answer — status 200/304/404, a
-//! Content-Length, exactly that many bytes (a truncated or oversized copy is refused, never
-//! stored); `fetch_joined` makes concurrent misses for one copy share one fetch and stores
-//! the copy (evictions become deletion notices under Deletion-Aware).
+//! `If-Modified-Since` to validate) and checks the answer — a 200 with a Content-Length and
+//! exactly that many bytes (a truncated or oversized copy is refused, never stored), a 304,
+//! or a definite answer about the document (404 and the like, passed on to the client);
+//! `fetch_joined` makes concurrent misses for one copy share one fetch and stores the copy
+//! (evictions become deletion notices under Deletion-Aware).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,13 +35,29 @@ pub enum Fetched {
     Fresh { body: Bytes, version: u64, content_type: String },
     /// 304: the copy's version is current.
     NotModified,
-    /// 404: the home has no such document.
-    NotFound,
+    /// A definite answer about the document (`is_definite_answer`: 404 when the home has no
+    /// such document), which the co-op passes on to its client.
+    Answered(u16),
 }
 
-/// A joined fetch's result: the stored (or passed-through) copy and its version, `None` if
-/// the home has no such document.
-pub type FetchOutcome = Result<Option<(Arc<ReplicaCopy>, u64)>, FetchFailure>;
+/// Whether a home's answer `status` to a fetch is one about the document itself, passed on
+/// to the client as it is: it does not exist (404), is gone (410), is not to be served
+/// (403 but for a refused peer request, 451). Any other status is a failure (502).
+pub fn is_definite_answer(status: u16) -> bool {
+    matches!(status, 403 | 404 | 410 | 451)
+}
+
+/// What a joined fetch gave.
+#[derive(Clone, Debug)]
+pub enum Copied {
+    /// The stored (or passed-through) copy.
+    Copy(Arc<ReplicaCopy>),
+    /// The home's definite answer instead (`Fetched::Answered`).
+    Answered(u16),
+}
+
+/// A joined fetch's result.
+pub type FetchOutcome = Result<Copied, FetchFailure>;
 
 /// Fetches in progress, by copy.
 #[derive(Default)]
@@ -107,7 +124,8 @@ pub async fn fetch_from_home(
     match headers.status {
         200 => {}
         304 => return Ok(Fetched::NotModified),
-        404 => return Ok(Fetched::NotFound),
+        403 if headers.peer_refused.is_some() => return Err(FetchFailure::Unauthorized),
+        status if is_definite_answer(status) => return Ok(Fetched::Answered(status)),
         _ => return Err(FetchFailure::BadReply),
     }
     let Some(length) = headers.content_length else { return Err(FetchFailure::BadReply) };
@@ -206,9 +224,9 @@ async fn fetch_and_store(dc: &DcNode, pool: &OriginPool, key: &DocKey) -> FetchO
             add(&dc.stats.fetches_ok, 1);
             let copy = Arc::new(make_copy(dc, key.home, &key.path, body, content_type));
             store_copy(dc, key, version, copy.clone());
-            Ok(Some((copy, version)))
+            Ok(Copied::Copy(copy))
         }
-        Ok(Fetched::NotFound) => Ok(None),
+        Ok(Fetched::Answered(status)) => Ok(Copied::Answered(status)),
         Ok(Fetched::NotModified) => {
             dc.stats.failed(FetchFailure::BadReply);
             Err(FetchFailure::BadReply)

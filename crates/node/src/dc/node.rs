@@ -1,11 +1,12 @@
 //! `DcNode`: what every thread of a DC node shares — the membership, this node's id and the
-//! scheme of the URLs it writes, its own documents (`HomeSite`), every home's replica map with
+//! scheme of the URLs it writes, the gate its peers' control requests pass and the link its
+//! own go out by (`peer_link`), its own documents (`HomeSite`), every home's replica map with
 //! the versions of the others' replicated documents, the load table with the replica selector,
 //! this node's load, the balancer, the replica store, the outbox for the background task, and
 //! the counters. Times given to `locus_dc` are ns since start.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -29,6 +30,7 @@ use crate::dc::fetch::FetchFlights;
 use crate::dc::site::HomeSite;
 use crate::dc::stats::{DcGauges, DcStats};
 use crate::origin::{OriginAddr, OriginPool};
+use crate::peer_link::{PeerGate, PeerKey, PeerLink};
 
 /// Messages waiting for the background task; beyond it they are dropped.
 const OUTBOX: usize = 16 * 1024;
@@ -79,7 +81,10 @@ pub struct DcNode {
     pub consistency: Consistency,
     pub site: HomeSite,
     addrs: Vec<OriginAddr>,
-    allowed_ips: Vec<IpAddr>,
+    /// Which control requests are the members' (by the peer key, or by address without one).
+    pub gate: PeerGate,
+    /// How this node's own control requests and fetches go out (from its address, signed).
+    link: Arc<PeerLink>,
     pub maps: RwLock<ClusterMaps>,
     /// Versions of other homes' replicated documents, from their map replies.
     pub versions: RwLock<HashMap<DocKey, u64>>,
@@ -102,9 +107,15 @@ pub struct DcNode {
 }
 
 impl DcNode {
-    /// The state for `config` on the node `node` listening on `listen` (bound): its root is
-    /// walked now (blocking), its scheme is `https` if it serves TLS.
-    pub fn new(config: &DcConfig, listen: SocketAddr, node: &NodeConfig) -> Result<DcNode, String> {
+    /// The state for `config` on the node `node` listening on `listen` (bound), with the
+    /// cluster's peer `key` if any: its root is walked now (blocking), its scheme is `https`
+    /// if it serves TLS.
+    pub fn new(
+        config: &DcConfig,
+        listen: SocketAddr,
+        node: &NodeConfig,
+        key: Option<PeerKey>,
+    ) -> Result<DcNode, String> {
         let (root, name) = (&node.root, &node.name);
         let scheme = Scheme::for_tls(node.tls.is_some());
         let (membership, me) = config.membership()?;
@@ -123,6 +134,10 @@ impl DcNode {
             addrs.push(addr);
         }
         let authority = membership.get(me).map(|s| s.authority.clone()).unwrap_or_default();
+        let own_name = membership.get(me).map(|s| s.name.clone()).unwrap_or_default();
+        let others = membership.iter().filter(|&(id, _)| id != me).map(|(_, s)| s.name.clone()).collect();
+        let link = Arc::new(PeerLink::new(listen, key.clone(), own_name));
+        let gate = PeerGate::new(key, authority.clone(), others, allowed_ips);
         let site = HomeSite::load(root, scheme, &authority)
             .map_err(|e| format!("dc: reading the document root {}: {e}", root.display()))?;
         let epoch_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64);
@@ -154,7 +169,8 @@ impl DcNode {
             consistency,
             site,
             addrs,
-            allowed_ips,
+            gate,
+            link,
             maps: RwLock::new(maps),
             versions: RwLock::new(HashMap::new()),
             version_gen: AtomicU64::new(0),
@@ -200,19 +216,13 @@ impl DcNode {
         self.site.by_path(path).is_some() && self.maps.write().own_mut().add(path, server)
     }
 
-    /// Whether control requests from `ip` are accepted (it is a peer's).
-    pub fn is_peer_ip(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        self.allowed_ips.contains(&ip)
-    }
-
     /// One connection pool per member (none for this node), for one thread.
     pub fn pools(&self) -> Vec<Option<OriginPool>> {
         (self.membership.ids())
-            .map(|id| (id != self.me).then(|| OriginPool::new(self.addrs[id.0 as usize].clone())))
+            .map(|id| {
+                (id != self.me)
+                    .then(|| OriginPool::to_peer(self.addrs[id.0 as usize].clone(), self.link.clone()))
+            })
             .collect()
     }
 
@@ -379,6 +389,8 @@ impl DcNode {
         let mut v = serde_json::to_value(&snapshot).unwrap_or_default();
         if let Some(o) = v.as_object_mut() {
             o.insert("fetch_failures".into(), failures.into());
+            o.insert("peer_auth".into(), self.gate.status_json());
+            o.insert("source_address".into(), self.link.source().map(|ip| ip.to_string()).into());
             o.insert("self".into(), self.name(self.me).into());
             o.insert("members".into(), self.membership.len().into());
             o.insert("method".into(), self.config.method.as_str().into());

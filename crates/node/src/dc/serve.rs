@@ -3,7 +3,8 @@
 //! is rendered from its plan (the page's bytes in memory and generated URLs, exact
 //! Content-Length, `Cache-Control: no-store`, always 200 in full); other documents go the
 //! usual way. `serve_replica`: `/~migrate/<v>/<home>/<path>` — served from the replica store,
-//! validated or fetched from the home per the consistency method; HTML copies get their
+//! validated or fetched from the home per the consistency method (the home's definite answer,
+//! such as a 404, passed on; 502 only when the home cannot be reached or answers garbage); HTML copies get their
 //! links chosen and a BASE pointing at the home. Every DC response carries `X-Locus-DC:
 //! home|replica|fetched`.
 
@@ -16,7 +17,7 @@ use locus_dc::rewrite::{Piece, RewritePlan, SlotChoice};
 use std::sync::Arc;
 
 use crate::context::WorkerContext;
-use crate::dc::fetch::{DcWorker, Fetched, fetch_from_home, fetch_joined, make_copy, store_copy};
+use crate::dc::fetch::{Copied, DcWorker, Fetched, fetch_from_home, fetch_joined, make_copy, store_copy};
 use crate::dc::node::{DcNode, ReplicaCopy};
 use crate::dc::stats::add;
 use crate::out_queue::OutQueue;
@@ -180,11 +181,11 @@ pub async fn serve_replica(
     }
     let Some(pool) = dcw.pool(home) else { return reply.simple(dc, DcKind::Fetched, 502, b"") };
     match fetch_joined(dc, pool, &dc.flights, &key).await {
-        Ok(Some((copy, _))) => {
+        Ok(Copied::Copy(copy)) => {
             add(&dc.stats.replica_fetched, 1);
             queue_copy(dc, home, &copy, DcKind::Fetched, &mut reply)
         }
-        Ok(None) => reply.simple(dc, DcKind::Fetched, 404, b""),
+        Ok(Copied::Answered(status)) => reply.simple(dc, DcKind::Fetched, status, b""),
         Err(_) => reply.simple(dc, DcKind::Fetched, 502, b""),
     }
 }
@@ -210,9 +211,9 @@ async fn validate(dcw: &DcWorker, key: &DocKey, version: u64, reply: &mut Reply<
             store_copy(dc, key, version, copy.clone());
             queue_copy(dc, key.home, &copy, DcKind::Fetched, reply)
         }
-        Ok(Fetched::NotFound) => {
+        Ok(Fetched::Answered(status)) => {
             dc.store.lock().remove(key);
-            reply.simple(dc, DcKind::Fetched, 404, b"")
+            reply.simple(dc, DcKind::Fetched, status, b"")
         }
         Err(why) => {
             // The home is unreachable or answered garbage: the copy held is the best there is.

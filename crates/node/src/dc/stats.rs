@@ -21,17 +21,22 @@ pub enum FetchFailure {
     Truncated,
     /// More bytes than the Content-Length, or larger than a copy may be.
     Oversized,
-    /// Not HTTP, no Content-Length, or a status other than 200/304/404.
+    /// Not HTTP, no Content-Length, or a status other than 200, 304 and the definite answers
+    /// passed on (`fetch::is_definite_answer`).
     BadReply,
+    /// The home refused the request as not a member's (403 with `X-Locus-Peer-Refused`:
+    /// the peer keys differ, or without keys this node's address is not the one it knows).
+    Unauthorized,
 }
 
 impl FetchFailure {
-    pub const ALL: [FetchFailure; 5] = [
+    pub const ALL: [FetchFailure; 6] = [
         FetchFailure::Timeout,
         FetchFailure::Refused,
         FetchFailure::Truncated,
         FetchFailure::Oversized,
         FetchFailure::BadReply,
+        FetchFailure::Unauthorized,
     ];
 
     pub fn label(self) -> &'static str {
@@ -41,6 +46,7 @@ impl FetchFailure {
             FetchFailure::Truncated => "truncated",
             FetchFailure::Oversized => "oversized",
             FetchFailure::BadReply => "bad_reply",
+            FetchFailure::Unauthorized => "unauthorized",
         }
     }
 }
@@ -50,7 +56,7 @@ impl FetchFailure {
 pub struct DcStats {
     /// Copies fetched from homes (200), one per fetch however many requests waited.
     pub fetches_ok: AtomicU64,
-    failures: [AtomicU64; 5],
+    failures: [AtomicU64; 6],
     /// Co-op validations answered 304 (copy kept) and 200 (copy replaced).
     pub validations_304: AtomicU64,
     pub validations_200: AtomicU64,
