@@ -6,6 +6,15 @@ use crate::Policy;
 use locus_core::{NodeId, NodeReport, NodeStatus, RequestInfo, Time};
 use std::time::Duration;
 
+/// What [`Cluster::reconfigure`] did with the running policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reconfigured {
+    /// Kept it, with its state (LARD's targets stay where they were).
+    Kept,
+    /// Built a new one: what the old one had learned is gone.
+    Rebuilt,
+}
+
 /// Node status, load counts and a policy; the one place the switch and simulator ask "where
 /// does this request go?".
 pub struct Cluster {
@@ -124,6 +133,48 @@ impl Cluster {
         }
     }
 
+    /// Apply a reload: grow to `weights.len()` slots (a new node joins up, in slow start; a
+    /// removed node keeps its slot, which the caller puts down), set every slot's weight, and
+    /// run `config`. The running policy stays, with what it learned of the surviving nodes,
+    /// when it takes the change in place (same policy; `Policy::set_params` when
+    /// `params_changed`, `Policy::adapt_to_nodes` when the nodes changed); otherwise
+    /// `rebuild` makes a new one, told which nodes are down. When `rebuild` fails nothing
+    /// changed (but parameters a kept policy already took; only LARD/R past 65,536 nodes
+    /// takes them and then refuses the nodes).
+    pub fn reconfigure<E>(
+        &mut self,
+        config: &crate::PolicyConfig,
+        params_changed: bool,
+        weights: &[u32],
+        rebuild: impl FnOnce(&[u32]) -> Result<Box<dyn Policy>, E>,
+        now: Time,
+    ) -> Result<Reconfigured, E> {
+        let grew = weights.len() > self.nodes.len();
+        let mut nodes = self.nodes.clone();
+        nodes.extend((nodes.len()..weights.len()).map(|i| NodeStatus::new(NodeId(i as u32))));
+        let mut reweighted = false;
+        for (n, &w) in nodes.iter_mut().zip(weights) {
+            reweighted |= n.weight != w.max(1);
+            n.weight = w.max(1);
+        }
+        let kept = self.policy.name() == config.name()
+            && (!params_changed || self.policy.set_params(config))
+            && (!(grew || reweighted) || self.policy.adapt_to_nodes(&nodes, now));
+        if !kept {
+            let mut policy = rebuild(weights)?;
+            for n in nodes.iter().filter(|n| !n.up) {
+                policy.on_node_down(n.id, &nodes, now);
+            }
+            self.policy = policy;
+        }
+        // New slots join up, in slow start.
+        self.up_since.resize(nodes.len(), Some(now));
+        self.warming += nodes.len() - self.nodes.len();
+        self.nodes = nodes;
+        self.refresh_ramps(now);
+        Ok(if kept { Reconfigured::Kept } else { Reconfigured::Rebuilt })
+    }
+
     /// A request was forwarded to `node` (the sniffer's view; see `Policy::on_request`).
     pub fn observe(&mut self, node: NodeId, req: &RequestInfo<'_>, rtt: Duration, now: Time) {
         self.policy.on_request(node, req, rtt, now);
@@ -230,5 +281,64 @@ mod tests {
         c.set_up(b, false, Time::ZERO);
         assert_eq!(c.assign(&RequestInfo::get("/d"), Time::ZERO), None);
         assert_eq!(c.assignments(), 3, "the policy is told of each assigned request once");
+    }
+
+    /// Where each of `targets` goes now, each request completed at once.
+    fn placement(c: &mut Cluster, targets: &[String], now: Time) -> Vec<NodeId> {
+        targets
+            .iter()
+            .map(|t| {
+                let req = RequestInfo::get(t);
+                let node = c.assign(&req, now).expect("a node up");
+                c.complete(node, req.target_hash, now);
+                node
+            })
+            .collect()
+    }
+
+    #[test]
+    fn reconfigure_keeps_lard_targets_on_surviving_nodes_and_moves_a_removed_nodes_targets() {
+        let config = PolicyConfig::Lard { t_low: 25, t_high: 65, max_targets: 1000 };
+        let mut c = Cluster::new(build(&config, &[1, 1, 1]).unwrap(), &[1, 1, 1], Duration::ZERO);
+        let targets: Vec<String> = (0..30).map(|i| format!("/t/{i}")).collect();
+        let before = placement(&mut c, &targets, Time::ZERO);
+        assert!(before.contains(&NodeId(2)), "node 2 has targets to lose");
+        // Node 2 removed (its slot down), node 3 added, new thresholds.
+        c.set_up(NodeId(2), false, Time::ZERO);
+        let changed = PolicyConfig::Lard { t_low: 20, t_high: 60, max_targets: 1000 };
+        let rebuild = |w: &[u32]| build(&changed, w);
+        let how = c.reconfigure(&changed, true, &[1, 1, 1, 1], rebuild, Time::ZERO).unwrap();
+        assert_eq!(how, Reconfigured::Kept);
+        assert_eq!(c.policy().mapping_len(), 30, "the mapping survived");
+        let after = placement(&mut c, &targets, Time::ZERO);
+        for (b, a) in before.iter().zip(&after) {
+            if *b == NodeId(2) {
+                assert_ne!(*a, NodeId(2), "a removed node's targets move");
+            } else {
+                assert_eq!(a, b, "a surviving node keeps its targets");
+            }
+        }
+        let fresh: Vec<String> = (0..12).map(|i| format!("/new/{i}")).collect();
+        assert!(placement(&mut c, &fresh, Time::ZERO).contains(&NodeId(3)), "the new node takes new targets");
+    }
+
+    #[test]
+    fn reconfigure_to_another_policy_rebuilds_it_and_a_failed_build_changes_nothing() {
+        let mut c = cluster("lard", Duration::ZERO);
+        let chash = PolicyConfig::from_name("chash").unwrap();
+        let how = c.reconfigure(&chash, true, &[1, 1], |w| build(&chash, w), Time::ZERO).unwrap();
+        assert_eq!((how, c.policy().name()), (Reconfigured::Rebuilt, "chash"));
+        let failed: Result<_, &str> = c.reconfigure(&chash, true, &[1, 1, 1], |_| Err("refused"), Time::ZERO);
+        assert_eq!(failed, Err("refused"));
+        assert_eq!(c.nodes().len(), 2, "no slot added by a refused reload");
+    }
+
+    #[test]
+    fn reconfigure_adds_nodes_in_slow_start() {
+        let mut c = cluster("lc", Duration::from_secs(10));
+        let lc = PolicyConfig::from_name("lc").unwrap();
+        c.reconfigure(&lc, false, &[1, 1, 2], |w| build(&lc, w), Time::ZERO).unwrap();
+        let new = &c.nodes()[2];
+        assert!(new.up && new.ramp < 0.1 && new.weight == 2, "{new:?}");
     }
 }

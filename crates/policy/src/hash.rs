@@ -27,6 +27,11 @@ impl StaticHashPolicy {
 }
 
 impl Policy for StaticHashPolicy {
+    /// Reads the nodes' status afresh at every pick: nothing to adapt.
+    fn adapt_to_nodes(&mut self, _nodes: &[NodeStatus], _now: Time) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "hash"
     }

@@ -114,6 +114,23 @@ impl Policy for LardPolicy {
     fn mapping_len(&self) -> usize {
         self.map.len()
     }
+
+    /// New slots start with no targets; the mapping of the others stays.
+    fn adapt_to_nodes(&mut self, nodes: &[NodeStatus], _now: Time) -> bool {
+        if self.epochs.len() < nodes.len() {
+            self.epochs.resize(nodes.len(), 0);
+        }
+        true
+    }
+
+    fn set_params(&mut self, config: &crate::PolicyConfig) -> bool {
+        let crate::PolicyConfig::Lard { t_low, t_high, max_targets } = *config else { return false };
+        (self.t_low, self.t_high, self.max_targets) = (t_low as f64, t_high as f64, max_targets.max(1));
+        while self.map.len() > self.max_targets {
+            self.map.pop_lru();
+        }
+        true
+    }
 }
 
 #[cfg(test)]

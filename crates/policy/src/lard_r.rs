@@ -251,6 +251,33 @@ impl Policy for LardRPolicy {
     fn mapping_len(&self) -> usize {
         self.map.len()
     }
+
+    /// New slots have never gone down and are in no server set; the sets stay.
+    fn adapt_to_nodes(&mut self, nodes: &[NodeStatus], _now: Time) -> bool {
+        if nodes.len() > u16::MAX as usize + 1 {
+            return false;
+        }
+        if self.down_at.len() < nodes.len() {
+            self.down_at.resize(nodes.len(), 0);
+        }
+        true
+    }
+
+    fn set_params(&mut self, config: &crate::PolicyConfig) -> bool {
+        let crate::PolicyConfig::LardR { t_low, t_high, k_secs, admission_limit, max_targets } = *config
+        else {
+            return false;
+        };
+        (self.t_low, self.t_high, self.t_low_count, self.t_high_count) =
+            (t_low as f64, t_high as f64, t_low, t_high);
+        self.k = Duration::from_secs_f64(k_secs);
+        self.admission_limit = admission_limit;
+        self.max_targets = max_targets.max(1);
+        while self.map.len() > self.max_targets {
+            self.map.pop_lru();
+        }
+        true
+    }
 }
 
 #[cfg(test)]

@@ -50,6 +50,11 @@ impl LeastConnectionsPolicy {
 }
 
 impl Policy for LeastConnectionsPolicy {
+    /// Reads the nodes' status afresh at every pick: nothing to adapt.
+    fn adapt_to_nodes(&mut self, _nodes: &[NodeStatus], _now: Time) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         if self.weighted { "wlc" } else { "lc" }
     }

@@ -28,7 +28,7 @@ mod wrr_variant;
 
 pub use bounded::BoundedLoadPolicy;
 pub use cap::CapPolicy;
-pub use cluster::Cluster;
+pub use cluster::{Cluster, Reconfigured};
 pub use config::{ChashKind, PolicyConfig, PolicyConfigError, build, build_with};
 pub use csld::{CsldParams, CsldPick, CsldPolicy};
 pub use estimates::LoadEstimates;
@@ -72,6 +72,20 @@ pub trait Policy: Send {
 
     /// `node` came back into the view.
     fn on_node_up(&mut self, _node: NodeId, _nodes: &[NodeStatus], _now: Time) {}
+
+    /// A reload changed the node table: `nodes` may hold more slots than before (nodes
+    /// added; a removed node keeps its slot, down) and other weights. `true` when the policy
+    /// took the change in place, keeping what it learned of the surviving nodes; `false`
+    /// (the default) has [`Cluster::reconfigure`] build a new policy instead.
+    fn adapt_to_nodes(&mut self, _nodes: &[NodeStatus], _now: Time) -> bool {
+        false
+    }
+
+    /// A reload set new parameters of this same policy: `true` when they were applied in
+    /// place (state kept); `false` (the default) has a new policy built with them.
+    fn set_params(&mut self, _config: &PolicyConfig) -> bool {
+        false
+    }
 
     /// Most requests the front-end may have outstanding at once given the nodes' status,
     /// or `None` for no limit (LARD/R's admission limit S; the rest wait in a FIFO queue).
@@ -156,6 +170,8 @@ mod tests {
         Complete(u16),
         SetUp(u8, bool),
         Advance(u16),
+        /// A reload adding this many nodes (0 to 2) and re-weighting node `.1`.
+        Reload(u8, u8),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -164,18 +180,20 @@ mod tests {
             2 => any::<u16>().prop_map(Op::Complete),
             1 => (any::<u8>(), any::<bool>()).prop_map(|(n, up)| Op::SetUp(n, up)),
             1 => (0u16..2000).prop_map(Op::Advance),
+            1 => (0u8..3, any::<u8>()).prop_map(|(grow, n)| Op::Reload(grow, n)),
         ]
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
         #[test]
-        fn down_nodes_are_never_picked(
-            weights in prop::collection::vec(1u32..4, 1..6),
+        fn down_nodes_are_never_picked_across_reloads(
+            start_weights in prop::collection::vec(1u32..4, 1..6),
             ops in prop::collection::vec(op(), 1..150),
         ) {
             let targets: Vec<String> = (0..16).map(|i| format!("/d/{i}")).collect();
             for config in every_policy() {
+                let mut weights = start_weights.clone();
                 let policy = build(&config, &weights).unwrap();
                 let mut c = Cluster::new(policy, &weights, Duration::from_secs(1));
                 let mut now = Time::ZERO;
@@ -202,6 +220,15 @@ mod tests {
                         Op::Complete(_) => {}
                         Op::SetUp(n, up) => c.set_up(NodeId(n as u32 % weights.len() as u32), up, now),
                         Op::Advance(ms) => now = now + Duration::from_millis(ms as u64),
+                        Op::Reload(grow, n) => {
+                            // At most 10 nodes: the maglev table of 1009 slots fits 10.
+                            let grow = (grow as usize).min(10 - weights.len().min(10));
+                            weights.extend((0..grow).map(|i| 1 + (n as u32 + i as u32) % 3));
+                            let i = n as usize % weights.len();
+                            weights[i] = weights[i] % 3 + 1;
+                            c.reconfigure(&config, false, &weights, |w| build(&config, w), now).unwrap();
+                            prop_assert_eq!(c.nodes().len(), weights.len());
+                        }
                     }
                 }
             }

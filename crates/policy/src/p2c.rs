@@ -26,6 +26,11 @@ fn nth_up(nodes: &[NodeStatus], k: usize) -> Option<usize> {
 }
 
 impl Policy for PowerOfTwoPolicy {
+    /// Reads the nodes' status afresh at every pick: nothing to adapt.
+    fn adapt_to_nodes(&mut self, _nodes: &[NodeStatus], _now: Time) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "p2c"
     }

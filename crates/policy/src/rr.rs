@@ -18,6 +18,11 @@ impl RoundRobinPolicy {
 }
 
 impl Policy for RoundRobinPolicy {
+    /// Reads the nodes' status afresh at every pick: nothing to adapt.
+    fn adapt_to_nodes(&mut self, _nodes: &[NodeStatus], _now: Time) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "rr"
     }

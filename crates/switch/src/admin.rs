@@ -85,6 +85,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
     };
     let nodes: Vec<_> = shared
         .nodes
+        .all()
         .iter()
         .zip(&snap.nodes)
         .enumerate()
@@ -93,6 +94,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
                 "name": n.name,
                 "addr": n.addr.to_string(),
                 "up": up,
+                "retired": n.is_retired(),
                 "load": load,
                 "weight": weight,
                 "ramp": ramp,
@@ -128,7 +130,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         })
     });
     json!({
-        "mode": shared.config.mode.as_str(),
+        "mode": shared.config().mode.as_str(),
         "handoff": handoff,
         "policy": snap.policy,
         "mapping_entries": snap.mapping_len,
@@ -137,7 +139,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         "admission_limit": snap.admission_limit,
         "policy_assignments": snap.assignments,
         "connections": shared.connections.open(),
-        "max_connections": shared.config.limits.max_connections,
+        "max_connections": shared.config().limits.max_connections,
         "accepted": c.accepted.load(Relaxed),
         "rejected_over_limit": c.rejected_over_limit.load(Relaxed),
         "shed_no_descriptors": c.shed_no_descriptors.load(Relaxed),
@@ -158,6 +160,8 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         "bytes_to_clients": c.bytes_to_clients.load(Relaxed),
         "bytes_to_nodes": c.bytes_to_nodes.load(Relaxed),
         "shutting_down": shared.is_shutting_down(),
+        "reloads": c.reloads.load(Relaxed),
+        "reloads_refused": c.reloads_refused.load(Relaxed),
         "tls": tls_json(shared),
         "http2": http2_json(shared),
         "nodes": nodes,
@@ -168,22 +172,22 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
 fn tls_json(shared: &Shared) -> serde_json::Value {
     let Some(tls) = &shared.tls else { return serde_json::Value::Null };
     // Splice mode tunnels cleartext bytes: TLS clients are proxied.
-    let mode = match shared.config.mode {
+    let mode = match shared.config().mode {
         crate::Mode::Splice => "proxy (splice relays cleartext only)",
         m => m.as_str(),
     };
     let mut v = serde_json::to_value(tls.status(std::time::SystemTime::now())).unwrap_or_default();
-    v["listen"] = json!(shared.config.listen_tls);
+    v["listen"] = json!(shared.config().listen_tls);
     v["https_port"] = json!(shared.https_port.get());
     v["served_by"] = json!(mode);
-    v["redirect_to_https"] = json!(shared.config.redirect_to_https);
+    v["redirect_to_https"] = json!(shared.config().redirect_to_https);
     v
 }
 
 /// The `http2` object: whether it is spoken, and its counters.
 fn http2_json(shared: &Shared) -> serde_json::Value {
     let mut v = shared.h2.to_json();
-    v["enabled"] = json!(shared.config.http2.enabled_in(shared.config.mode));
+    v["enabled"] = json!(shared.config().http2.enabled_in(shared.config().mode));
     v
 }
 
@@ -202,6 +206,12 @@ pub fn metrics_text(shared: &Shared) -> String {
     );
     reg.register("connections", "Client connections open", gauge(shared.connections.open() as i64));
     reg.register("requests", "Requests parsed", counter(c.requests.load(Relaxed)));
+    reg.register("reloads", "Configuration reloads put in force", counter(c.reloads.load(Relaxed)));
+    reg.register(
+        "reloads_refused",
+        "Configuration reloads refused (the running configuration stayed)",
+        counter(c.reloads_refused.load(Relaxed)),
+    );
     let responses = Family::<Labels, Counter<u64, AtomicU64>>::default();
     for (i, class) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {
         responses
@@ -267,7 +277,9 @@ fn register_node_metrics(reg: &mut Registry, shared: &Shared, snap: &crate::disp
     let load = Family::<Labels, Gauge>::default();
     let requests = Family::<Labels, Counter<u64, AtomicU64>>::default();
     let failures = Family::<Labels, Counter<u64, AtomicU64>>::default();
-    for (n, &(is_up, l, _, _)) in shared.nodes.iter().zip(&snap.nodes) {
+    // A retired node's name may belong to its successor now: only the nodes in service.
+    let nodes = shared.nodes.all();
+    for (n, &(is_up, l, _, _)) in nodes.iter().zip(&snap.nodes).filter(|(n, _)| !n.is_retired()) {
         let labels = vec![("node".to_string(), n.name.clone())];
         up.get_or_create(&labels).set(is_up as i64);
         load.get_or_create(&labels).set(l as i64);

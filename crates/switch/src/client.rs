@@ -96,7 +96,12 @@ impl Client {
     pub fn request_info<'b>(&'b self, head: &RequestHead) -> RequestInfo<'b> {
         let sniffed = self.worker.shared.dispatcher.observes_requests();
         let ims = if sniffed { head.header(&self.buf, "if-modified-since") } else { None };
-        crate::sniff::request_info(&self.worker.shared.classifier, head.method, head.path_str(&self.buf), ims)
+        crate::sniff::request_info(
+            &self.worker.shared.classifier(),
+            head.method,
+            head.path_str(&self.buf),
+            ims,
+        )
     }
 
     /// The client connection's round-trip time (TCP_INFO's smoothed `tcpi_rtt`, read once per
@@ -124,7 +129,7 @@ impl Client {
         restored: Option<Assignment<'d>>,
     ) -> Result<Candidates<'d>, Next> {
         let retryable = Candidates::may_retry(head.method, head.body != BodyKind::Empty);
-        let queue_timeout = shared.config.limits.queue_timeout();
+        let queue_timeout = shared.config().limits.queue_timeout();
         if let Some(current) = restored {
             return Ok(Candidates::resumed(&shared.dispatcher, current, queue_timeout, retryable));
         }
@@ -145,7 +150,7 @@ impl Client {
     /// Send a response the switch made itself (whole in `out`); shut down after it when
     /// `close`.
     pub async fn send_own(&mut self, out: &[u8], close: bool) {
-        let t = self.worker.shared.config.limits.node_timeout();
+        let t = self.worker.shared.config().limits.node_timeout();
         // A TLS stream may keep the last records queued after `write_all`: flushed too.
         let sent = timeout(t, async {
             self.stream.write_all(out).await?;

@@ -5,9 +5,10 @@
 //! the walk over the nodes one request may be sent to, with the switch's retry rules.
 
 use locus_core::{Method, NodeId, NodeReport, RequestInfo, Time};
-use locus_policy::Cluster;
+use locus_policy::{Cluster, Reconfigured};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -55,8 +56,9 @@ impl DispatchState {
 pub struct Dispatcher {
     state: Mutex<DispatchState>,
     epoch: Instant,
-    /// The policy reads forwarded requests (`Policy::observes_requests`), fixed at start.
-    observes: bool,
+    /// The policy reads forwarded requests (`Policy::observes_requests`); a reload may
+    /// change the policy.
+    observes: AtomicBool,
 }
 
 /// A request dispatched to `node`; completes the request when dropped.
@@ -116,7 +118,7 @@ impl Dispatcher {
     pub fn new(cluster: Cluster) -> Dispatcher {
         let observes = cluster.policy().observes_requests();
         Dispatcher {
-            observes,
+            observes: AtomicBool::new(observes),
             state: Mutex::new(DispatchState {
                 cluster,
                 waiters: VecDeque::new(),
@@ -199,6 +201,28 @@ impl Dispatcher {
         st.grant_waiters();
     }
 
+    /// Apply a reload's policy and node weights (see `Cluster::reconfigure`; `policy` is the
+    /// new policy already built, used when the running one cannot take the change).
+    pub fn reconfigure(
+        &self,
+        config: &locus_policy::PolicyConfig,
+        params_changed: bool,
+        weights: &[u32],
+        policy: Box<dyn locus_policy::Policy>,
+    ) -> Reconfigured {
+        let mut st = self.state.lock();
+        let now = self.now();
+        let how = st.cluster.reconfigure(config, params_changed, weights, |_| Ok::<_, ()>(policy), now);
+        self.observes.store(st.cluster.policy().observes_requests(), Relaxed);
+        st.grant_waiters();
+        how.expect("the policy was built beforehand")
+    }
+
+    /// The weight each node slot has now.
+    pub fn weights(&self) -> Vec<u32> {
+        self.state.lock().cluster.nodes().iter().map(|n| n.weight).collect()
+    }
+
     /// Put a node in or out of the view. Returns whether anything changed.
     pub fn set_up(&self, node: NodeId, up: bool) -> bool {
         let mut st = self.state.lock();
@@ -212,7 +236,7 @@ impl Dispatcher {
     /// A request was forwarded to `node` over a connection with client round-trip time
     /// `rtt` (the content sniffer's view, `Cluster::observe`).
     pub fn observe(&self, node: NodeId, req: &RequestInfo<'_>, rtt: Duration) {
-        if !self.observes {
+        if !self.observes.load(Relaxed) {
             return;
         }
         let mut st = self.state.lock();
@@ -222,7 +246,7 @@ impl Dispatcher {
 
     /// Whether the policy reads forwarded requests (else `observe` does nothing).
     pub fn observes_requests(&self) -> bool {
-        self.observes
+        self.observes.load(Relaxed)
     }
 
     /// `node` reported its own load (a metrics poll completed).

@@ -1,5 +1,5 @@
 //! The metrics poller: when the policy reads node reports (`report_period()` is Some), one
-//! task per node GETs the node's `/locus/status` on its admin listener every period, times
+//! task per node (started as reloads add nodes, ended as they retire them) GETs the node's `/locus/status` on its admin listener every period, times
 //! the exchange (the report's `probe`), reads its `load_report` and hands it to the policy.
 //! A poll that fails or outlasts the period gives no report for that period; the failure is
 //! logged when the node's polls start failing and again when they recover, not every time.
@@ -19,26 +19,23 @@ const MAX_STATUS_BYTES: usize = 256 * 1024;
 /// The path polled on each node's admin listener.
 pub const STATUS_PATH: &str = "/locus/status";
 
-/// Start one poll loop per node with an admin address, if the policy wants reports.
-pub fn spawn_polls(shared: Arc<Shared>) -> Vec<JoinHandle<()>> {
-    let Some(period) = shared.dispatcher.report_period() else { return Vec::new() };
-    let period = period.max(Duration::from_millis(1));
-    (0..shared.nodes.len())
-        .filter_map(|i| {
-            let admin = shared.nodes[i].admin?;
-            Some(tokio::spawn(poll_loop(shared.clone(), NodeId(i as u32), admin, period)))
-        })
-        .collect()
+/// Start the poll loop of `node` if it has an admin address and the policy reads reports
+/// (the period is the policy's when the loop starts; a reload's new policy keeps it). The
+/// loop ends when a reload retires the node.
+pub fn spawn_poll(shared: &Arc<Shared>, node: NodeId) -> Option<JoinHandle<()>> {
+    let period = shared.dispatcher.report_period()?.max(Duration::from_millis(1));
+    let admin = shared.nodes.get(node).admin?;
+    Some(tokio::spawn(poll_loop(shared.clone(), node, admin, period)))
 }
 
 async fn poll_loop(shared: Arc<Shared>, node: NodeId, admin: SocketAddr, period: Duration) {
-    let info = &shared.nodes[node.index()];
+    let info = shared.nodes.get(node);
     let request = get_request(STATUS_PATH, &admin.to_string(), "locus-switch-metrics");
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Whether the latest poll failed (None before the first): logs go out on changes only.
     let mut failing: Option<bool> = None;
-    loop {
+    while !info.is_retired() {
         tick.tick().await;
         let started = Instant::now();
         let answer = tokio::time::timeout(period, get(admin, request.as_bytes(), MAX_STATUS_BYTES)).await;

@@ -51,7 +51,7 @@ pub async fn node_connection(
     idempotent: bool,
 ) -> Result<(TcpStream, bool), NodeFailure> {
     let shared = &worker.shared;
-    let info = &shared.nodes[node.index()];
+    let info = &shared.nodes.get(node);
     if !fresh {
         let generation = info.generation.load(Relaxed);
         let pooled = worker.pool.borrow_mut().take(node.index(), generation, Instant::now());
@@ -61,7 +61,7 @@ pub async fn node_connection(
             return Ok((s, true));
         }
     }
-    match timeout(shared.config.limits.connect_timeout(), TcpStream::connect(info.addr)).await {
+    match timeout(shared.config().limits.connect_timeout(), TcpStream::connect(info.addr)).await {
         Ok(Ok(s)) => {
             let _ = s.set_nodelay(true);
             Ok((s, false))

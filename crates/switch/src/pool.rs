@@ -26,9 +26,10 @@ impl NodePool {
     /// The most recently pooled live connection to `node`, if any. Connections from before
     /// the node's current `generation` (it went down since) or idle too long are dropped.
     pub fn take(&mut self, node: usize, generation: u64, now: Instant) -> Option<TcpStream> {
-        let list = &mut self.idle[node];
+        let max_idle = self.max_idle;
+        let list = self.list(node);
         while let Some(c) = list.pop() {
-            if c.generation == generation && now.duration_since(c.since) < self.max_idle {
+            if c.generation == generation && now.duration_since(c.since) < max_idle {
                 return Some(c.stream);
             }
         }
@@ -37,10 +38,19 @@ impl NodePool {
 
     /// Keep `stream` for reuse, unless the pool for `node` is full.
     pub fn put(&mut self, node: usize, stream: TcpStream, generation: u64, now: Instant) {
-        let list = &mut self.idle[node];
-        if list.len() < self.max_per_node {
+        let max_per_node = self.max_per_node;
+        let list = self.list(node);
+        if list.len() < max_per_node {
             list.push(PooledConn { stream, since: now, generation });
         }
+    }
+
+    /// The idle list of `node`, made for a node a reload added.
+    fn list(&mut self, node: usize) -> &mut Vec<PooledConn> {
+        if node >= self.idle.len() {
+            self.idle.resize_with(node + 1, Vec::new);
+        }
+        &mut self.idle[node]
     }
 
     /// Drop connections idle too long (oldest sit at the front of each list).

@@ -70,7 +70,7 @@ pub async fn answer_expectation(client: &mut Client, head: &RequestHead) -> bool
     if !head.expect_continue || head.body == BodyKind::Empty {
         return true;
     }
-    let t = client.worker.shared.config.limits.node_timeout();
+    let t = client.worker.shared.config().limits.node_timeout();
     write_client(&mut client.stream, b"HTTP/1.1 100 Continue\r\n\r\n", t).await.is_ok()
 }
 
@@ -139,11 +139,11 @@ async fn attempt(
                 return Err(NodeFault { stale: false, close: false });
             }
         };
-    shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
+    shared.nodes.get(node).requests.fetch_add(1, Relaxed);
     match exchange(client, &mut conn, node, head, relay).await {
         Ok(done) => {
             if done.node_reusable {
-                let generation = shared.nodes[node.index()].generation.load(Relaxed);
+                let generation = shared.nodes.get(node).generation.load(Relaxed);
                 client.worker.pool.borrow_mut().put(node.index(), conn, generation, Instant::now());
             }
             shared.counters.response(done.status);
@@ -164,7 +164,7 @@ async fn attempt(
         }
         Err(ExchangeError::BadResponse) => {
             shared.counters.bad_responses.fetch_add(1, Relaxed);
-            tracing::warn!(node = %shared.nodes[node.index()].name, "malformed response from node");
+            tracing::warn!(node = %shared.nodes.get(node).name, "malformed response from node");
             Ok(client.reject(head, 502, true).await)
         }
         Err(ExchangeError::ClientBody(e)) => {
@@ -198,20 +198,20 @@ async fn send_request(
     head: &RequestHead,
 ) -> Result<usize, ExchangeError> {
     let shared = client.worker.shared.clone();
-    let t = shared.config.limits.node_timeout();
+    let t = shared.config().limits.node_timeout();
     if client.out.capacity() == 0 {
         client.out = client.worker.read_buffers.borrow_mut().take();
     }
     client.out.clear();
-    let client_ip = shared.config.forwarded_for.then(|| client.peer.ip());
-    let proto = shared.config.forwarded_proto.then(|| client.stream.scheme());
+    let client_ip = shared.config().forwarded_for.then(|| client.peer.ip());
+    let proto = shared.config().forwarded_proto.then(|| client.stream.scheme());
     write_request_head(
         &mut client.out,
         head,
         &client.buf,
         client_ip,
         proto,
-        &shared.nodes[node.index()].host_header,
+        &shared.nodes.get(node).host_header,
     );
     let start = head.head_len;
     let mut tracker = BodyTracker::new(head.body);
@@ -256,7 +256,7 @@ async fn relay_response(
     read_response_head(client, conn, head, relay).await?;
     let mut body = relay_response_start(client, &shared, head, relay).await?;
     relay_response_body(client, conn, &mut body, relay).await?;
-    shared.nodes[node.index()].bytes_from.fetch_add(body.total, Relaxed);
+    shared.nodes.get(node).bytes_from.fetch_add(body.total, Relaxed);
     shared.counters.bytes_to_clients.fetch_add(body.body_bytes, Relaxed);
     Ok(Exchanged {
         status: body.status,
@@ -275,7 +275,7 @@ async fn read_response_head(
     head: &RequestHead,
     relay: &mut Vec<u8>,
 ) -> Result<(), ExchangeError> {
-    let limits = &client.worker.shared.config.limits;
+    let limits = &client.worker.shared.config().limits;
     let t = limits.node_timeout();
     let max_head = relay.capacity();
     let is_head = head.method == Method::Head;
@@ -324,7 +324,7 @@ async fn relay_response_start(
     head: &RequestHead,
     relay: &[u8],
 ) -> Result<ResponseBody, ExchangeError> {
-    let t = shared.config.limits.node_timeout();
+    let t = shared.config().limits.node_timeout();
     let resp = &client.resp;
     if resp.status == 101 {
         // The switch never forwards Upgrade, so a node switching protocols is broken.
@@ -385,8 +385,8 @@ async fn relay_response_body(
     body: &mut ResponseBody,
     relay: &mut Vec<u8>,
 ) -> Result<(), ExchangeError> {
-    let t = client.worker.shared.config.limits.node_timeout();
-    let splice_min = client.worker.shared.config.limits.splice_min_bytes;
+    let t = client.worker.shared.config().limits.node_timeout();
+    let splice_min = client.worker.shared.config().limits.splice_min_bytes;
     while !body.tracker.is_done() {
         // Without a pipe (out of descriptors), or to a TLS client (its bytes are encrypted
         // here), the body goes through user space instead.

@@ -57,11 +57,11 @@ impl SwitchServer {
         config.limits.max_connections = crate::open_files::connection_limit(&config)?;
         let workers = config.worker_count();
         let mut shared = Shared::new(config)?;
-        if matches!(shared.config.mode, crate::Mode::Handoff | crate::Mode::L4) {
-            shared.handoff = Some(crate::handoff::HandoffPlane::start(&shared.config)?);
+        if matches!(shared.config().mode, crate::Mode::Handoff | crate::Mode::L4) {
+            shared.handoff = Some(crate::handoff::HandoffPlane::start(&shared.config())?);
         }
         let shared = Arc::new(shared);
-        let cfg = &shared.config;
+        let cfg = shared.config();
         let listen_err = |addr, source| SwitchError::Listen { addr, error: source };
         let listeners = locus_io::bind_listeners(cfg.listen, workers, BindRetry::PATIENT)
             .map_err(|e| listen_err(cfg.listen, e))?;
@@ -118,7 +118,7 @@ impl SwitchServer {
             .spawn(move || control_thread(control_shared, admin_listener))
             .map_err(SwitchError::Thread)?;
         threads.push(t);
-        tracing::info!(%addr, workers, policy = shared.config.policy.name(), nodes = shared.nodes.len(), "switch started");
+        tracing::info!(%addr, workers, policy = shared.config().policy.name(), nodes = shared.nodes.len(), "switch started");
         Ok(SwitchServer { shared, addr, tls_addr, admin_addr, threads })
     }
 
@@ -127,13 +127,12 @@ impl SwitchServer {
         self.addr
     }
 
-    /// Read certificates and ticket keys again (SIGHUP): new handshakes use them, open
-    /// connections keep theirs; a file that is wrong leaves the old ones in place (logged).
-    pub fn reload(&self) {
-        match &self.shared.tls {
-            Some(tls) => tls.reload_logged(),
-            None => tracing::info!("SIGHUP: nothing to reload (no TLS)"),
-        }
+    /// Put `config` in force without closing a connection (SIGHUP, `locus ctl reload`): nodes
+    /// added, removed (their requests finish) or re-weighted, the policy and its parameters,
+    /// limits, health, HTTP and TLS settings. A configuration that does not check is refused
+    /// with the error and the running one stays. See `reload.rs`.
+    pub fn reload(&self, config: SwitchConfig) -> Result<crate::ReloadReport, crate::ReloadError> {
+        self.shared.reload(config)
     }
 
     /// The HTTPS address, if configured.
@@ -153,8 +152,8 @@ impl SwitchServer {
 
     /// Whether the node named `name` is in the view.
     pub fn node_is_up(&self, name: &str) -> Option<bool> {
-        let i = self.shared.nodes.iter().position(|n| n.name == name)?;
-        Some(self.shared.dispatcher.is_up(locus_core::NodeId(i as u32)))
+        let node = self.shared.nodes.find(name)?;
+        Some(self.shared.dispatcher.is_up(node))
     }
 
     /// Client connections open now.
@@ -225,7 +224,7 @@ fn worker_thread(
         drop(tls_listener);
         // Stop accepting and let the sessions finish, up to the drain timeout; the ones still
         // open then are closed with the worker's event loop.
-        locus_io::drain(listener, &worker.sessions, shared.config.limits.drain_timeout()).await;
+        locus_io::drain(listener, &worker.sessions, shared.config().limits.drain_timeout()).await;
         sweeper.abort();
         if let Some(log) = &worker.log {
             log.borrow_mut().flush();
@@ -316,17 +315,43 @@ async fn refuse_over_limit(mut stream: TcpStream) {
     .await;
 }
 
+/// Run the health checks and metrics polls of each node slot in service, starting them for
+/// the slots a reload adds or brings back (a retired slot's end by themselves), until
+/// shutdown; the tasks, to stop.
+async fn watch_node_slots(
+    shared: &Arc<Shared>,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut reloads = shared.nodes_changed.subscribe();
+    let mut tasks: Vec<Vec<tokio::task::JoinHandle<()>>> = Vec::new();
+    loop {
+        let table = shared.nodes.all();
+        tasks.resize_with(table.len(), Vec::new);
+        for (i, info) in table.iter().enumerate() {
+            let running = &mut tasks[i];
+            if info.is_retired() || running.iter().any(|t| !t.is_finished()) {
+                continue;
+            }
+            let node = locus_core::NodeId(i as u32);
+            *running = vec![health::spawn_check(shared, node)];
+            running.extend(crate::metrics_poll::spawn_poll(shared, node));
+        }
+        tokio::select! {
+            _ = shutdown.wait_for(|&stop| stop) => return tasks.into_iter().flatten().collect(),
+            changed = reloads.changed() => if changed.is_err() { return tasks.into_iter().flatten().collect() },
+        }
+    }
+}
+
 fn control_thread(shared: Arc<Shared>, admin_listener: Option<std::net::TcpListener>) {
     let rt = runtime();
     rt.block_on(async move {
         let mut shutdown = shared.shutdown_tx.subscribe();
-        let checks = health::spawn_checks(shared.clone());
-        let polls = crate::metrics_poll::spawn_polls(shared.clone());
         let admin = admin_listener.map(|l| tokio::spawn(admin::serve(shared.clone(), l)));
         let housekeeping = crate::handoff::spawn_housekeeping(shared.clone());
         let l4_policy = crate::handoff::spawn_l4_policy(shared.clone());
-        let _ = shutdown.wait_for(|&stop| stop).await;
-        for c in checks.into_iter().chain(polls) {
+        let node_tasks = watch_node_slots(&shared, &mut shutdown).await;
+        for c in node_tasks {
             c.abort();
         }
         for h in housekeeping.into_iter().chain(l4_policy) {

@@ -46,8 +46,8 @@ pub async fn serve_tls(
     tls: Arc<locus_tls::TlsService>,
 ) {
     let _ = stream.set_nodelay(true);
-    let deadline = tokio::time::Instant::now() + worker.shared.config.limits.header_timeout();
-    let accepted = if worker.shared.config.mode == Mode::Handoff {
+    let deadline = tokio::time::Instant::now() + worker.shared.config().limits.header_timeout();
+    let accepted = if worker.shared.config().mode == Mode::Handoff {
         // The session may move to a node with its connection (one-way HTTPS).
         tls.accept_exportable(stream, deadline).await
     } else {
@@ -118,7 +118,7 @@ async fn serve_with(
     // h2c with prior knowledge: a fresh cleartext connection whose first bytes are the preface.
     let may_be_h2c = matches!(restart, Restart::Fresh)
         && stream.plain().is_some()
-        && worker.shared.config.http2.enabled_in(worker.shared.config.mode);
+        && worker.shared.config().http2.enabled_in(worker.shared.config().mode);
     let mut session = Session {
         client: Client::new(worker, stream, peer),
         shutdown,
@@ -177,7 +177,7 @@ impl Session {
 
     async fn run(&mut self) -> Ended {
         let shared = self.client.worker.shared.clone();
-        let limits = shared.limits;
+        let limits = shared.limits();
         let mut head = RequestHead::default();
         let mut head_started: Option<Instant> = None;
         loop {
@@ -240,7 +240,7 @@ impl Session {
         if *self.shutdown.borrow() || shared.is_shutting_down() {
             return Read::End;
         }
-        let keepalive = shared.config.limits.keepalive_timeout();
+        let keepalive = shared.config().limits.keepalive_timeout();
         loop {
             tokio::select! {
                 biased;
@@ -263,7 +263,7 @@ impl Session {
     /// Read more of a request head begun at `started`; a head not complete within the header
     /// timeout is answered 408.
     async fn read_more_head(&mut self, shared: &Shared, started: Instant) -> Read {
-        let deadline = tokio::time::Instant::from_std(started + shared.config.limits.header_timeout());
+        let deadline = tokio::time::Instant::from_std(started + shared.config().limits.header_timeout());
         match timeout_at(deadline, self.client.read()).await {
             Ok(Ok(0)) | Ok(Err(_)) => Read::End,
             Ok(Ok(_)) => Read::More,
@@ -287,13 +287,13 @@ impl Session {
         {
             return self.client.reject(head, status, true).await;
         }
-        if shared.config.redirect_to_https
+        if shared.config().redirect_to_https
             && self.client.stream.plain().is_some()
             && let Some(&port) = shared.https_port.get()
         {
             return self.client.redirect_to_https(head, port).await;
         }
-        let mode = match shared.config.mode {
+        let mode = match shared.config().mode {
             // A tunnel relays the bytes as they are: TLS clients are proxied instead.
             Mode::Splice if self.client.stream.plain().is_none() => Mode::Proxy,
             mode => mode,

@@ -27,9 +27,9 @@ pub async fn serve_tunnel(client: &mut Client, head: &RequestHead, mut candidate
         Ok(conn) => conn,
         Err(next) => return next,
     };
-    let t = shared.config.limits.node_timeout();
+    let t = shared.config().limits.node_timeout();
     let sent = (client.buf.len() - head.head_start) as u64;
-    let idle = shared.config.limits.keepalive_timeout().max(t);
+    let idle = shared.config().limits.keepalive_timeout().max(t);
     let Some(socket) = client.stream.plain() else { return Next::Close };
     let result = tunnel(socket, &conn, &client.worker.pipes, idle).await;
     let (up, down) = match &result {
@@ -41,7 +41,7 @@ pub async fn serve_tunnel(client: &mut Client, head: &RequestHead, mut candidate
     };
     shared.counters.bytes_to_nodes.fetch_add(sent + up, Relaxed);
     shared.counters.bytes_to_clients.fetch_add(down, Relaxed);
-    shared.nodes[candidates.node().index()].bytes_from.fetch_add(down, Relaxed);
+    shared.nodes.get(candidates.node()).bytes_from.fetch_add(down, Relaxed);
     client.log(head, 0, down);
     drop(candidates);
     Next::Close
@@ -55,7 +55,7 @@ async fn connect_and_send(
     candidates: &mut Candidates<'_>,
 ) -> Result<TcpStream, Next> {
     let shared = client.worker.shared.clone();
-    let t = shared.config.limits.node_timeout();
+    let t = shared.config().limits.node_timeout();
     loop {
         let node = candidates.node();
         let attempt = match node_connection(&client.worker, node, true, false).await {
@@ -66,7 +66,7 @@ async fn connect_and_send(
         };
         let failure = match attempt {
             Ok(conn) => {
-                shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
+                shared.nodes.get(node).requests.fetch_add(1, Relaxed);
                 client.observe(node, head);
                 return Ok(conn);
             }

@@ -3,66 +3,15 @@
 
 use crate::config::SwitchConfig;
 use crate::dispatch::Dispatcher;
+use crate::node_table::{NodeInfo, NodeTable};
 use locus_classify::RequestClassifier;
-use locus_core::{NodeId, NodeReport};
+use locus_core::NodeId;
 use locus_io::ConnectionLimit;
 use locus_policy::Cluster;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 use tokio::sync::watch;
-
-/// A back-end node as the switch knows it.
-pub struct NodeInfo {
-    pub name: String,
-    pub addr: SocketAddr,
-    /// Value for a Host header when the client sent none.
-    pub host_header: String,
-    /// Bumped each time the node leaves the view, so pooled connections from before are dropped.
-    pub generation: AtomicU64,
-    pub requests: AtomicU64,
-    pub failures: AtomicU64,
-    pub bytes_from: AtomicU64,
-    /// Health-check streaks (kept here so passive failures reset them).
-    pub check_passes: AtomicU64,
-    pub check_fails: AtomicU64,
-    /// The newest active check's outcome (none before the first), for `/locus/status`.
-    pub last_check: parking_lot::Mutex<Option<CheckRecord>>,
-    /// Address of the node's admin listener (metrics polls), if configured.
-    pub admin: Option<SocketAddr>,
-    /// The newest load report polled from the node (with the probe's time), if any.
-    pub last_report: parking_lot::Mutex<Option<NodeReport>>,
-}
-
-/// What the newest active check of a node found, and how long it took (up to the limit).
-#[derive(Clone, Debug)]
-pub struct CheckRecord {
-    /// The status a passing check got.
-    pub status: Option<u16>,
-    /// Why a failing check failed (timed out, refused, answered 5xx).
-    pub failure: Option<String>,
-    pub took: Duration,
-}
-
-impl CheckRecord {
-    pub fn new(outcome: &Result<u16, String>, took: Duration) -> CheckRecord {
-        match outcome {
-            Ok(status) => CheckRecord { status: Some(*status), failure: None, took },
-            Err(why) => CheckRecord { status: None, failure: Some(why.clone()), took },
-        }
-    }
-
-    /// The record in `/locus/status`.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "passed": self.failure.is_none(),
-            "status": self.status,
-            "failure": self.failure,
-            "took_ms": self.took.as_millis() as u64,
-        })
-    }
-}
 
 /// Counters for the whole switch.
 #[derive(Default)]
@@ -83,6 +32,9 @@ pub struct SwitchCounters {
     pub bad_responses: AtomicU64,
     pub bytes_to_clients: AtomicU64,
     pub bytes_to_nodes: AtomicU64,
+    /// Reloads put in force, and refused (the running configuration stayed).
+    pub reloads: AtomicU64,
+    pub reloads_refused: AtomicU64,
 }
 
 impl SwitchCounters {
@@ -102,12 +54,17 @@ impl SwitchCounters {
 
 /// Everything the workers, health checker and admin server share.
 pub struct Shared {
-    pub config: SwitchConfig,
+    /// The configuration in force: the one started with, then each reload's.
+    pub(crate) config: parking_lot::RwLock<Arc<SwitchConfig>>,
     /// The class table every request is classified by (empty without classes).
-    pub classifier: RequestClassifier,
-    pub limits: locus_http::Limits,
+    pub(crate) classifier: parking_lot::RwLock<Arc<RequestClassifier>>,
+    /// Reloads run one at a time.
+    pub(crate) reload_lock: parking_lot::Mutex<()>,
+    /// Reloads that changed the node table, so far: health checks and metrics polls start
+    /// for the slots added or back in service.
+    pub nodes_changed: watch::Sender<u64>,
     pub dispatcher: Dispatcher,
-    pub nodes: Vec<NodeInfo>,
+    pub nodes: NodeTable,
     pub counters: SwitchCounters,
     /// HTTP/2 connections, streams, resets and GOAWAYs.
     pub h2: crate::h2::H2Counters,
@@ -135,25 +92,8 @@ impl Shared {
             .node_names()
             .into_iter()
             .zip(&config.nodes)
-            .map(|(name, n)| NodeInfo {
-                name,
-                addr: n.addr,
-                host_header: n.addr.to_string(),
-                generation: AtomicU64::new(0),
-                requests: AtomicU64::new(0),
-                failures: AtomicU64::new(0),
-                bytes_from: AtomicU64::new(0),
-                check_passes: AtomicU64::new(0),
-                check_fails: AtomicU64::new(0),
-                last_check: Default::default(),
-                admin: n.admin,
-                last_report: Default::default(),
-            })
+            .map(|(name, n)| NodeInfo::new(name, n))
             .collect();
-        let limits = locus_http::Limits {
-            max_head_bytes: config.limits.max_head_bytes,
-            max_headers: config.limits.max_headers,
-        };
         let (shutdown_tx, _) = watch::channel(false);
         let connections = ConnectionLimit::new(config.limits.max_connections);
         let tls = match &config.tls {
@@ -168,11 +108,12 @@ impl Shared {
             None => None,
         };
         Ok(Shared {
-            config,
-            classifier: site.classifier,
-            limits,
+            config: parking_lot::RwLock::new(Arc::new(config)),
+            classifier: parking_lot::RwLock::new(Arc::new(site.classifier)),
+            reload_lock: parking_lot::Mutex::new(()),
+            nodes_changed: watch::channel(0).0,
             dispatcher: Dispatcher::new(cluster),
-            nodes,
+            nodes: NodeTable::new(nodes),
             counters: SwitchCounters::default(),
             h2: crate::h2::H2Counters::default(),
             connections,
@@ -186,21 +127,42 @@ impl Shared {
 
     /// Take `node` out of the view after a failure seen by live traffic (passive check).
     pub fn node_failed(&self, node: NodeId, why: &str) {
-        let info = &self.nodes[node.index()];
+        let info = self.nodes.get(node);
         info.failures.fetch_add(1, Relaxed);
         info.check_passes.store(0, Relaxed);
-        if self.config.health.passive && self.set_node_up(node, false) {
+        if self.config().health.passive && self.set_node_up(node, false) {
             tracing::warn!(node = %info.name, addr = %info.addr, "node out of the view: {why}");
         }
     }
 
-    /// Put a node in or out of the view; returns whether that changed anything.
+    /// Put a node in or out of the view; returns whether that changed anything. A retired
+    /// node never comes back.
     pub fn set_node_up(&self, node: NodeId, up: bool) -> bool {
+        if up && self.nodes.get(node).is_retired() {
+            return false;
+        }
         let changed = self.dispatcher.set_up(node, up);
         if changed && !up {
-            self.nodes[node.index()].generation.fetch_add(1, Relaxed);
+            self.nodes.get(node).generation.fetch_add(1, Relaxed);
         }
         changed
+    }
+
+    /// The configuration in force now (a reload swaps it; parts that cannot change live
+    /// keep their start-up values in it).
+    pub fn config(&self) -> Arc<SwitchConfig> {
+        self.config.read().clone()
+    }
+
+    /// The class table in force now.
+    pub fn classifier(&self) -> Arc<RequestClassifier> {
+        self.classifier.read().clone()
+    }
+
+    /// The request-head limits in force now.
+    pub fn limits(&self) -> locus_http::Limits {
+        let c = self.config();
+        locus_http::Limits { max_head_bytes: c.limits.max_head_bytes, max_headers: c.limits.max_headers }
     }
 
     pub fn is_shutting_down(&self) -> bool {

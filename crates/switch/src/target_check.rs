@@ -16,12 +16,12 @@ use tokio::net::TcpStream;
 
 /// The status the switch answers `head` (read from `client`) with itself, or `None` to route it.
 pub fn refusal(head: &RequestHead, buf: &[u8], shared: &Shared, client: &TcpStream) -> Option<u16> {
-    refusal_for(head, buf, &shared.config.server_names, || client.local_addr())
+    refusal_for(head, buf, &shared.config().server_names, || client.local_addr())
 }
 
 /// `refusal` for a request that came over a connection to `local` (an HTTP/2 stream's).
 pub fn refusal_at(head: &RequestHead, buf: &[u8], shared: &Shared, local: Option<SocketAddr>) -> Option<u16> {
-    refusal_for(head, buf, &shared.config.server_names, || {
+    refusal_for(head, buf, &shared.config().server_names, || {
         local.ok_or_else(|| std::io::Error::other("no local address"))
     })
 }

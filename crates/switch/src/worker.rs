@@ -31,7 +31,7 @@ const READ_BUFFER: usize = 8 * 1024;
 
 impl Worker {
     pub fn new(shared: Arc<Shared>, log: Option<AccessLog>) -> Worker {
-        let l = &shared.config.limits;
+        let l = &shared.config().limits;
         let pool = NodePool::new(shared.nodes.len(), l.pool_per_node, l.pool_idle());
         let relay = BufferPool::new(l.buffer_bytes, 256);
         Worker {

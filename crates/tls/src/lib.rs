@@ -27,7 +27,7 @@ pub use record_layer::{
     Direction, KEY_UPDATES_IN_A_ROW, MAX_PLAINTEXT, Opened, RecordError, RecordLayer, Suite,
 };
 pub use server_config::{ALPN_H2, ALPN_HTTP1, server_config};
-pub use service::{CertificateSummary, TlsService, TlsStatus, counter_family};
+pub use service::{CertificateSummary, PreparedTls, TlsService, TlsStatus, counter_family};
 pub use settings::{CertificateFiles, TlsSettings, UnknownSni};
 pub use sni::{SniCertificates, UnknownName};
 pub use stream::{HandshakeFailure, Negotiated, TlsStream, accept, connect};

@@ -72,9 +72,15 @@ pub struct TlsStatus {
     pub reloads: u64,
 }
 
+/// A configuration's TLS files, read and checked, waiting to be put in force.
+pub struct PreparedTls {
+    settings: TlsSettings,
+    loaded: Loaded,
+}
+
 /// A TLS listener's configuration, bound and counters.
 pub struct TlsService {
-    settings: TlsSettings,
+    settings: RwLock<TlsSettings>,
     alpn: Vec<Vec<u8>>,
     current: RwLock<Arc<Loaded>>,
     handshakes: Arc<Semaphore>,
@@ -89,7 +95,7 @@ impl TlsService {
         let max = settings.max_handshakes.max(1);
         Ok(TlsService {
             alpn: alpn.iter().map(|p| p.to_vec()).collect(),
-            settings,
+            settings: RwLock::new(settings),
             current: RwLock::new(Arc::new(loaded)),
             handshakes: Arc::new(Semaphore::new(max)),
             max_handshakes: max,
@@ -100,11 +106,26 @@ impl TlsService {
     /// Read the files again; on success new handshakes use them, on failure nothing changes
     /// and the error names the file.
     pub fn reload(&self, now: SystemTime) -> Result<(), TlsError> {
-        let alpn: Vec<&[u8]> = self.alpn.iter().map(Vec::as_slice).collect();
-        let loaded = load(&self.settings, &alpn, now)?;
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(loaded);
-        self.counters.reloads.fetch_add(1, Relaxed);
+        let settings = self.settings.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let prepared = self.prepare(settings, now)?;
+        self.install(prepared);
         Ok(())
+    }
+
+    /// Read every file `settings` names (a reloaded configuration's `[tls]`), for
+    /// [`TlsService::install`]; nothing changes yet. The handshake bound stays the one
+    /// started with.
+    pub fn prepare(&self, settings: TlsSettings, now: SystemTime) -> Result<PreparedTls, TlsError> {
+        let alpn: Vec<&[u8]> = self.alpn.iter().map(Vec::as_slice).collect();
+        let loaded = load(&settings, &alpn, now)?;
+        Ok(PreparedTls { settings, loaded })
+    }
+
+    /// Put prepared settings in force: new handshakes use them, open connections keep theirs.
+    pub fn install(&self, prepared: PreparedTls) {
+        *self.settings.write().unwrap_or_else(|p| p.into_inner()) = prepared.settings;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(prepared.loaded);
+        self.counters.reloads.fetch_add(1, Relaxed);
     }
 
     /// `reload` now, for a SIGHUP: the outcome is logged (a failure names the file and leaves
@@ -112,8 +133,9 @@ impl TlsService {
     pub fn reload_logged(&self) {
         match self.reload(SystemTime::now()) {
             Ok(()) => {
-                let n = self.settings.certificates.len();
-                let tickets = self.settings.ticket_keys.is_some();
+                let settings = self.settings.read().unwrap_or_else(|p| p.into_inner());
+                let n = settings.certificates.len();
+                let tickets = settings.ticket_keys.is_some();
                 tracing::info!(certificates = n, ticket_keys = tickets, "TLS files reloaded");
             }
             Err(e) => tracing::error!("TLS reload refused, the files in use stay: {e}"),

@@ -54,9 +54,9 @@ pub async fn serve(
     preread: Vec<u8>,
 ) {
     let shared = worker.shared.clone();
-    let settings = &shared.config.http2;
+    let settings = &shared.config().http2;
     shared.h2.connections.fetch_add(1, Relaxed);
-    if matches!(shared.config.mode, Mode::Handoff | Mode::L4) {
+    if matches!(shared.config().mode, Mode::Handoff | Mode::L4) {
         shared.h2.two_way.fetch_add(1, Relaxed);
     }
     let ctx = Rc::new(StreamContext {
@@ -69,7 +69,7 @@ pub async fn serve(
     let meter = FrameMeter::new(settings.control_frame_burst, settings.control_frames_per_s);
     let (io, flood) = H2Io::new(stream, preread, meter);
     let handshake = builder(&shared).handshake::<_, Bytes>(io);
-    let mut conn = match timeout(shared.config.limits.header_timeout(), handshake).await {
+    let mut conn = match timeout(shared.config().limits.header_timeout(), handshake).await {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => return tracing::debug!(%peer, "HTTP/2 handshake failed: {e}"),
         Err(_) => return tracing::debug!(%peer, "HTTP/2 handshake timed out"),
@@ -77,7 +77,7 @@ pub async fn serve(
     // The streams run inside this task: waking one polls it alone, with no task to spawn or
     // join per request.
     let mut streams: FuturesUnordered<Pin<Box<dyn Future<Output = ()>>>> = FuturesUnordered::new();
-    let keepalive = shared.config.limits.keepalive_timeout();
+    let keepalive = shared.config().limits.keepalive_timeout();
     // Without a stream: when the connection is idle; after GOAWAY: when the drain ends.
     let deadline = sleep(keepalive);
     // A shutdown that began before the connection did is one to answer at once.
@@ -134,7 +134,7 @@ pub async fn serve(
                 shared.h2.goaway(why);
                 conn.graceful_shutdown();
                 ending = true;
-                deadline.as_mut().reset(Instant::now() + shared.config.limits.drain_timeout());
+                deadline.as_mut().reset(Instant::now() + shared.config().limits.drain_timeout());
             }
         }
     }
@@ -142,12 +142,12 @@ pub async fn serve(
 
 /// The h2 server configuration from the switch's limits and `[http2]`.
 fn builder(shared: &Shared) -> Builder {
-    let s = &shared.config.http2;
+    let s = &shared.config().http2;
     let mut b = Builder::new();
     b.max_concurrent_streams(s.max_concurrent_streams)
         .initial_window_size(s.stream_window_bytes)
         .initial_connection_window_size(s.connection_window_bytes)
-        .max_header_list_size(shared.config.limits.max_head_bytes as u32)
+        .max_header_list_size(shared.config().limits.max_head_bytes as u32)
         .max_send_buffer_size(MAX_SEND_BUFFER)
         .max_local_error_reset_streams(Some(s.max_stream_errors));
     b

@@ -62,7 +62,7 @@ pub async fn serve(ctx: Rc<StreamContext>, req: http::Request<RecvStream>, respo
     shared.h2.streams.fetch_add(1, Relaxed);
     let (parts, body) = req.into_parts();
     let mut stream = Stream { ctx, respond, body, status: 0, body_bytes: 0 };
-    match to_http1(&parts, stream.body.is_end_stream(), &shared.limits) {
+    match to_http1(&parts, stream.body.is_end_stream(), &shared.limits()) {
         Ok(request) => {
             if let Some(status) =
                 crate::target_check::refusal_at(&request.head, &request.buf, &shared, stream.ctx.local)
@@ -100,9 +100,10 @@ impl Stream {
     async fn route(&mut self, shared: &Shared, req: &StreamRequest) {
         let head = &req.head;
         let ims = head.header(&req.buf, "if-modified-since");
-        let info = crate::sniff::request_info(&shared.classifier, head.method, head.path_str(&req.buf), ims);
+        let info =
+            crate::sniff::request_info(&shared.classifier(), head.method, head.path_str(&req.buf), ims);
         let retryable = Candidates::may_retry(head.method, head.body != BodyKind::Empty);
-        let queue_timeout = shared.config.limits.queue_timeout();
+        let queue_timeout = shared.config().limits.queue_timeout();
         let first = tokio::select! {
             biased;
             c = Candidates::first(&shared.dispatcher, &info, queue_timeout, retryable) => c,
@@ -152,7 +153,7 @@ impl Stream {
             Fault::Node { .. } => self.answer(502),
             Fault::BadResponse => {
                 shared.counters.bad_responses.fetch_add(1, Relaxed);
-                tracing::warn!(node = %shared.nodes[node.index()].name, "malformed response from node");
+                tracing::warn!(node = %shared.nodes.get(node).name, "malformed response from node");
                 self.answer(502);
             }
             Fault::BodyTimeout => {
@@ -187,7 +188,7 @@ impl Stream {
             }
             Err(failure) => return Err(Fault::Node { failure, stale: false }),
         };
-        shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
+        shared.nodes.get(node).requests.fetch_add(1, Relaxed);
         let mut resp = ResponseHead::default();
         let exchanged = tokio::select! {
             r = send_and_read_head(&self.ctx, &mut self.body, node, &mut conn, req, &mut resp) => r,
@@ -215,7 +216,7 @@ impl Stream {
         let reusable = self.relay_response(shared, &mut conn, &resp, leftover).await?;
         shared.counters.response(self.status);
         if reusable {
-            let generation = shared.nodes[node.index()].generation.load(Relaxed);
+            let generation = shared.nodes.get(node).generation.load(Relaxed);
             self.ctx.worker.pool.borrow_mut().put(node.index(), conn, generation, Instant::now());
         }
         Ok(())
@@ -243,7 +244,7 @@ impl Stream {
         if empty {
             return Ok(resp.keep_alive && inbuf.is_empty());
         }
-        let t = shared.config.limits.node_timeout();
+        let t = shared.config().limits.node_timeout();
         let mut body = ResponseRelay {
             tracker: BodyTracker::new(resp.body),
             chunked: resp.body == BodyKind::Chunked,
@@ -313,11 +314,11 @@ async fn send_and_read_head(
     resp: &mut ResponseHead,
 ) -> Result<BytesMut, Fault> {
     let shared = &ctx.worker.shared;
-    let t = shared.config.limits.node_timeout();
+    let t = shared.config().limits.node_timeout();
     let mut out = Vec::with_capacity(req.buf.len() + 128);
-    let client_ip = shared.config.forwarded_for.then(|| ctx.peer.ip());
-    let proto = shared.config.forwarded_proto.then_some(ctx.scheme);
-    let host = &shared.nodes[node.index()].host_header;
+    let client_ip = shared.config().forwarded_for.then(|| ctx.peer.ip());
+    let proto = shared.config().forwarded_proto.then_some(ctx.scheme);
+    let host = &shared.nodes.get(node).host_header;
     write_request_head(&mut out, &req.head, &req.buf, client_ip, proto, host);
     write_node(conn, &out, t).await.map_err(|failure| Fault::Node { failure, stale: false })?;
     let mut sent = out.len() as u64;

@@ -70,7 +70,7 @@ async fn run_link(
     let Some(plane) = shared.handoff.as_ref() else { return };
     let config = ControlConfig::default();
     let peers: Vec<(NodeId, SocketAddr)> =
-        shared.nodes.iter().enumerate().map(|(i, n)| (NodeId(i as u32), n.addr)).collect();
+        shared.nodes.all().iter().enumerate().map(|(i, n)| (NodeId(i as u32), n.addr)).collect();
     let retry = Duration::from_millis(plane.settings.reconnect_ms);
     let mut warned = false;
     loop {
@@ -84,7 +84,7 @@ async fn run_link(
             Err(e) => {
                 plane.counters.channel_failures.fetch_add(1, Relaxed);
                 if !warned {
-                    tracing::warn!(node = %shared.nodes[link.node.index()].name, agent = %link.addr, "handoff: no control channel: {e}");
+                    tracing::warn!(node = %shared.nodes.get(link.node).name, agent = %link.addr, "handoff: no control channel: {e}");
                     warned = true;
                 }
                 tokio::select! {
@@ -200,9 +200,9 @@ async fn answer_route(
     }
     // A Route carries the target only: no method (GET assumed) and no conditional date.
     let mut info = RequestInfo::get(&target);
-    info.class = shared.classifier.classify(&target);
+    info.class = shared.classifier().classify(&target);
     let rtt = plane.conns.lock().get(&id).map_or(Duration::ZERO, |c| c.rtt);
-    let chosen = match shared.dispatcher.acquire(&info, shared.config.limits.queue_timeout()).await {
+    let chosen = match shared.dispatcher.acquire(&info, shared.config().limits.queue_timeout()).await {
         Ok(a) => Some(a),
         Err(e) => {
             tracing::debug!(%id, "handoff: route falls back to the asking node: {e}");
@@ -318,7 +318,7 @@ async fn rehandoff(
 pub fn spawn_housekeeping(shared: Arc<Shared>) -> Option<tokio::task::JoinHandle<()>> {
     shared.handoff.as_ref()?;
     Some(tokio::spawn(async move {
-        let lc = shared.config.mode == Mode::L4 && shared.config.handoff.l4_selection == L4Selection::Lc;
+        let lc = shared.config().mode == Mode::L4 && shared.config().handoff.l4_selection == L4Selection::Lc;
         let mut tick = tokio::time::interval(Duration::from_secs(if lc { 1 } else { 5 }));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -335,7 +335,7 @@ pub fn spawn_housekeeping(shared: Arc<Shared>) -> Option<tokio::task::JoinHandle
                     plane.resolve_slots(Duration::from_millis(200));
                 }
                 if lc {
-                    plane.rebalance_least_connections(&shared.config.weights());
+                    plane.rebalance_least_connections(&shared.config().weights());
                 }
             })
             .await;
@@ -350,15 +350,15 @@ pub fn spawn_housekeeping(shared: Arc<Shared>) -> Option<tokio::task::JoinHandle
 /// from the nodes' Routes.
 pub fn spawn_l4_policy(shared: Arc<Shared>) -> Option<tokio::task::JoinHandle<()>> {
     shared.handoff.as_ref()?;
-    if shared.config.mode != Mode::L4 {
+    if shared.config().mode != Mode::L4 {
         return None;
     }
-    let period = match shared.config.policy {
+    let period = match shared.config().policy {
         PolicyConfig::Csld(p) => Duration::from_millis(p.period_ms),
         PolicyConfig::WrrMetrics { variant } => variant.period(),
         _ => return None,
     };
-    let count_connections = shared.config.nodes.iter().all(|n| n.handoff.is_none());
+    let count_connections = shared.config().nodes.iter().all(|n| n.handoff.is_none());
     Some(tokio::spawn(async move {
         let mut tick = tokio::time::interval(period.max(Duration::from_millis(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -49,7 +49,7 @@ impl WorkerLinks {
     pub fn new(shared: &Arc<Shared>) -> Option<WorkerLinks> {
         shared.handoff.as_ref()?;
         let links = shared
-            .config
+            .config()
             .nodes
             .iter()
             .enumerate()

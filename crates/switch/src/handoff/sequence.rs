@@ -116,7 +116,7 @@ pub async fn hand_off<'d>(
         if encrypted {
             plane.counters.tls_handoffs.fetch_add(1, Relaxed);
         }
-        shared.nodes[node.index()].requests.fetch_add(1, Relaxed);
+        shared.nodes.get(node).requests.fetch_add(1, Relaxed);
         shared.dispatcher.observe(node, req, rtt);
     };
     let Err(NotTaken { state, why, .. }) = hand_over(links, node, id, key, state, hint, tls, handed).await
@@ -124,7 +124,7 @@ pub async fn hand_off<'d>(
         return HandoffOutcome::HandedOff;
     };
     let dispatch = plane.withdraw(id);
-    tracing::info!(%peer, node = %shared.nodes[node.index()].name, "handoff not taken, the switch serves the connection: {why}");
+    tracing::info!(%peer, node = %shared.nodes.get(node).name, "handoff not taken, the switch serves the connection: {why}");
     match restore_here(plane, &state, key).await {
         Ok(stream) => HandoffOutcome::Restored(stream, dispatch),
         Err(e) => {

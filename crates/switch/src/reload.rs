@@ -1,0 +1,242 @@
+//! Applying a new configuration to the running switch in place (SIGHUP, `locus ctl reload`):
+//! check it whole first (it validates, its class and site files load, its policy builds for
+//! the node slots it will have, its TLS files load), then swap it in. Nodes are added (new
+//! slots, in slow start), removed (retired: out of the view for good, their requests finish,
+//! their LARD targets move) or re-weighted; the policy keeps its state where it can take the
+//! change; limits, health, HTTP and TLS settings take effect. What needs new sockets or threads
+//! keeps its running value and is named in the report. A refused reload changes nothing.
+
+use crate::config::{ConfigError, SwitchConfig};
+use crate::node_table::NodeInfo;
+use crate::site::SiteInputs;
+use crate::state::Shared;
+use locus_core::NodeId;
+use locus_policy::{Policy, Reconfigured};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Why a reload was refused (the running configuration stays).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("[tls]: {0}")]
+    Tls(#[from] locus_tls::TlsError),
+    #[error("the switch is shutting down")]
+    ShuttingDown,
+}
+
+/// What a reload changed.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadReport {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub reweighted: Vec<String>,
+    /// The policy in force, and whether it kept its state (`kept`) or was built anew.
+    pub policy: &'static str,
+    pub policy_state: &'static str,
+    pub tls_reloaded: bool,
+    /// Settings that changed in the file but need a restart (or an upgrade) to take effect.
+    pub needs_restart: Vec<&'static str>,
+}
+
+/// A surviving node slot, a retired one back in service, or a new one, with its weight.
+enum Slot {
+    Keep(NodeId, u32),
+    Revive(NodeId, u32),
+    Add(Box<NodeInfo>, u32),
+}
+
+/// A checked configuration, ready to swap in.
+struct Plan {
+    config: SwitchConfig,
+    site: SiteInputs,
+    slots: Vec<Slot>,
+    retire: Vec<NodeId>,
+    weights: Vec<u32>,
+    policy: Box<dyn Policy>,
+    tls: Option<locus_tls::PreparedTls>,
+    needs_restart: Vec<&'static str>,
+}
+
+impl Shared {
+    /// Check `new` and put it in force; on any error nothing changes.
+    pub fn reload(&self, new: SwitchConfig) -> Result<ReloadReport, ReloadError> {
+        let _one_at_a_time = self.reload_lock.lock();
+        if self.is_shutting_down() {
+            return Err(ReloadError::ShuttingDown);
+        }
+        let running = self.config();
+        let plan = match self.plan_reload(&running, new) {
+            Ok(plan) => plan,
+            Err(e) => {
+                self.counters.reloads_refused.fetch_add(1, Relaxed);
+                return Err(e);
+            }
+        };
+        let report = self.apply(&running, plan);
+        self.counters.reloads.fetch_add(1, Relaxed);
+        Ok(report)
+    }
+
+    fn plan_reload(&self, running: &SwitchConfig, mut new: SwitchConfig) -> Result<Plan, ReloadError> {
+        let needs_restart = keep_fixed_settings(running, &mut new);
+        new.validate()?;
+        let site = SiteInputs::load(&new)?;
+        let (slots, retire) = self.match_nodes(&new);
+        let mut weights = self.dispatcher.weights();
+        for slot in &slots {
+            match slot {
+                Slot::Keep(id, w) | Slot::Revive(id, w) => weights[id.index()] = *w,
+                Slot::Add(_, w) => weights.push(*w),
+            }
+        }
+        let policy = locus_policy::build_with(&new.policy, &weights, &site.inputs)
+            .map_err(|e| ConfigError::Invalid(format!("policy: {e}")))?;
+        let tls = match (&self.tls, &new.tls) {
+            (Some(service), Some(settings)) => {
+                Some(service.prepare(settings.clone(), std::time::SystemTime::now())?)
+            }
+            _ => None,
+        };
+        Ok(Plan { config: new, site, slots, retire, weights, policy, tls, needs_restart })
+    }
+
+    /// Each node of `new` against the table: the same node (name and addresses) keeps its
+    /// slot, or takes back its retired one; a new name, or a name at new addresses, gets a
+    /// new slot; the rest retire.
+    fn match_nodes(&self, new: &SwitchConfig) -> (Vec<Slot>, Vec<NodeId>) {
+        let table = self.nodes.all();
+        let mut kept = Vec::new();
+        let slots = new
+            .node_names()
+            .into_iter()
+            .zip(&new.nodes)
+            .map(|(name, entry)| {
+                let same = |n: &NodeInfo| n.name == name && n.is_same_node(entry);
+                match table.iter().position(|n| same(n) && !n.is_retired()) {
+                    Some(i) => {
+                        kept.push(NodeId(i as u32));
+                        Slot::Keep(NodeId(i as u32), entry.weight)
+                    }
+                    None => match table.iter().rposition(|n| same(n)) {
+                        Some(i) => Slot::Revive(NodeId(i as u32), entry.weight),
+                        None => Slot::Add(Box::new(NodeInfo::new(name, entry)), entry.weight),
+                    },
+                }
+            })
+            .collect();
+        let retire = (0..table.len() as u32)
+            .map(NodeId)
+            .filter(|id| !table[id.index()].is_retired() && !kept.contains(id))
+            .collect();
+        (slots, retire)
+    }
+
+    fn apply(&self, running: &SwitchConfig, plan: Plan) -> ReloadReport {
+        let Plan { config, site, slots, retire, weights, policy, tls, needs_restart } = plan;
+        let table = self.nodes.all();
+        let (mut added, mut reweighted) = (Vec::new(), Vec::new());
+        let old_weights = self.dispatcher.weights();
+        let mut revived = Vec::new();
+        for slot in slots {
+            match slot {
+                Slot::Keep(id, w) if old_weights[id.index()] != w => {
+                    reweighted.push(table[id.index()].name.clone())
+                }
+                Slot::Keep(..) => {}
+                Slot::Revive(id, _) => {
+                    added.push(table[id.index()].name.clone());
+                    revived.push(id);
+                }
+                Slot::Add(info, _) => {
+                    added.push(info.name.clone());
+                    self.nodes.push(*info);
+                }
+            }
+        }
+        let params_changed = running.policy != config.policy;
+        let how = self.dispatcher.reconfigure(&config.policy, params_changed, &weights, policy);
+        // Nodes come back before others leave: a reload that swaps every node never leaves
+        // the view empty.
+        for id in revived {
+            // Back in the view in slow start; its health checks start again.
+            self.nodes.get(id).set_retired(false);
+            self.set_node_up(id, true);
+        }
+        let mut removed = Vec::new();
+        for id in retire {
+            let info = self.nodes.get(id);
+            info.set_retired(true);
+            self.set_node_up(id, false);
+            removed.push(info.name.clone());
+        }
+        let tls_reloaded = tls.is_some();
+        if let (Some(service), Some(prepared)) = (&self.tls, tls) {
+            service.install(prepared);
+        }
+        *self.classifier.write() = std::sync::Arc::new(site.classifier);
+        let policy_name = config.policy.name();
+        *self.config.write() = std::sync::Arc::new(config);
+        self.nodes_changed.send_modify(|reloads| *reloads += 1);
+        let policy_state = if how == Reconfigured::Kept { "kept" } else { "new" };
+        let report = ReloadReport {
+            added,
+            removed,
+            reweighted,
+            policy: policy_name,
+            policy_state,
+            tls_reloaded,
+            needs_restart,
+        };
+        tracing::info!(
+            added = ?report.added, removed = ?report.removed, reweighted = ?report.reweighted,
+            policy = policy_name, policy_state, tls = tls_reloaded, "configuration reloaded"
+        );
+        for setting in &report.needs_restart {
+            tracing::warn!(
+                setting,
+                "reload: this setting changed but keeps its running value until a restart or upgrade"
+            );
+        }
+        report
+    }
+}
+
+/// Copy into `new` the settings that need new sockets or threads, from `running`; the names
+/// of those that differed.
+fn keep_fixed_settings(running: &SwitchConfig, new: &mut SwitchConfig) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    macro_rules! keep {
+        ($($field:ident).+, $name:literal) => {
+            if new.$($field).+ != running.$($field).+ {
+                changed.push($name);
+                new.$($field).+ = running.$($field).+.clone();
+            }
+        };
+    }
+    keep!(listen, "listen");
+    keep!(listen_tls, "listen_tls");
+    keep!(admin, "admin");
+    keep!(mode, "mode");
+    keep!(workers, "workers");
+    keep!(access_log, "access_log");
+    keep!(handoff, "handoff");
+    keep!(http2.enabled, "http2.enabled");
+    if running.tls.is_none() != new.tls.is_none() {
+        changed.push("tls");
+        new.tls = running.tls.clone();
+    }
+    if let (Some(r), Some(n)) = (&running.tls, &mut new.tls)
+        && n.max_handshakes != r.max_handshakes
+    {
+        changed.push("tls.max_handshakes");
+        n.max_handshakes = r.max_handshakes;
+    }
+    // The connection bound was fitted to the open-file limit at start-up.
+    let fitted = crate::open_files::plan(new).map(|p| p.max_connections as usize);
+    if fitted.is_ok_and(|m| m != running.limits.max_connections) {
+        changed.push("limits.max_connections");
+    }
+    new.limits.max_connections = running.limits.max_connections;
+    changed
+}
