@@ -184,10 +184,22 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     if let Some(a) = server.tls_addr() {
         println!("HTTPS on https://{a}/");
     }
-    let signal = signals.wait_reloading(|| server.reload()).context("waiting for signals")?;
+    let signal = signals.wait_reloading(|| reload(&args, &server)).context("waiting for signals")?;
     tracing::info!(signal, "shutting down");
     server.shutdown();
     Ok(())
+}
+
+/// SIGHUP: read the configuration again (file and flags) and put it in force; a file that
+/// does not parse or check is refused with the error, and the running configuration stays.
+fn reload(args: &SwitchArgs, server: &SwitchServer) {
+    let outcome = args
+        .to_config()
+        .map_err(|e| format!("{e:#}"))
+        .and_then(|c| server.reload(c).map_err(|e| e.to_string()));
+    if let Err(e) = outcome {
+        tracing::error!("reload refused, the running configuration stays: {e}");
+    }
 }
 
 #[cfg(test)]
