@@ -1,7 +1,8 @@
 //! The process's open-file budget: `raise_open_file_limit` lifts the soft RLIMIT_NOFILE to the
 //! hard one at start-up; `DescriptorBudget` counts the descriptors a server needs for a number
-//! of connections, and `plan_connections` caps `max_connections` to what the limit can hold
-//! (a warning says by how much and how to lift it), refusing only when not one connection fits.
+//! of connections, and `plan_connections` caps `max_connections` to what the limit can hold —
+//! the default quietly when the limit holds most of it, otherwise with a warning that says by
+//! how much and how to lift it — refusing only when not one connection fits.
 
 use std::fmt::Write as _;
 use std::io;
@@ -172,6 +173,10 @@ pub struct ConnectionPlan {
     pub max_connections: u64,
     /// The configured limit, when it had to be lowered to `max_connections`.
     pub lowered_from: Option<u64>,
+    /// The limit lowered was the default, on a host set up for a server (an open-file limit
+    /// of at least as many descriptors as the default's connections): said by `notice`, not
+    /// `warning`.
+    pub default_fitted: bool,
     /// Descriptors the configured limit needs.
     pub needed: u64,
     pub limit: OpenFileLimit,
@@ -180,14 +185,28 @@ pub struct ConnectionPlan {
 }
 
 impl ConnectionPlan {
-    /// What to tell the operator when the limit had to be lowered.
+    /// What to warn the operator of when the limit had to be lowered (not when the default
+    /// was fitted: see `notice`).
     pub fn warning(&self) -> Option<String> {
-        let configured = self.lowered_from?;
+        let configured = self.lowered_from.filter(|_| !self.default_fitted)?;
         Some(format!(
             "limits.max_connections = {configured} needs {} open files ({}) but the open-file limit \
              is {} (hard {}): taking at most {} connections; raise the limit (ulimit -n, systemd \
              LimitNOFILE=) to {} to allow {configured}",
             self.needed, self.budget, self.limit.soft, self.limit.hard, self.max_connections, self.needed
+        ))
+    }
+}
+
+impl ConnectionPlan {
+    /// The information line when the default was fitted to the limit (logged, not warned).
+    pub fn notice(&self) -> Option<String> {
+        let default = self.lowered_from.filter(|_| self.default_fitted)?;
+        Some(format!(
+            "limits.max_connections: the default {default} needs {} open files but the open-file \
+             limit is {} (hard {}): taking at most {} connections (set limits.max_connections, or \
+             raise the limit to {}, to choose)",
+            self.needed, self.limit.soft, self.limit.hard, self.max_connections, self.needed
         ))
     }
 }
@@ -205,15 +224,24 @@ pub struct TooFewDescriptors {
     pub budget: String,
 }
 
-/// Cap `configured` connections to what `limit` holds under `budget`.
+/// Cap `configured` connections to what `limit` holds under `budget`; `default` is the
+/// server's default for them.
 ///
-/// Lowering (with a warning) rather than refusing to start, because the defaults do not fit
-/// every host's limit (10,000 proxied connections need over 21,000 descriptors at worst, and
-/// hard limits of 4,096 or 20,000 are common); the lowered limit is then enforced like any
-/// other, so the server answers 503 at it instead of failing its own sockets with EMFILE.
-/// A limit that cannot hold a single connection is an error.
+/// Lowering rather than refusing to start, because the defaults do not fit every host's limit
+/// (10,000 proxied connections need over 21,000 descriptors at worst, and hard limits of
+/// 4,096 or 20,000 are common); the lowered limit is then enforced like any other, so the
+/// server answers 503 at it instead of failing its own sockets with EMFILE. The default is
+/// lowered quietly (a `notice`, as HAProxy sizes an unset `maxconn` to its limit) on a host
+/// set up for a server, whose limit has at least one descriptor for each of the default's
+/// connections (a stock 20,000 against the default 10,000, whose 20,030 or more descriptors
+/// it just misses): the operator chose no number and the host is fit for serving. A value the
+/// operator configured, or the default under a limit below it (1,024: a host not set up for
+/// a server), is lowered with a `warning`. (A configured value equal to the default counts as
+/// the default: the configuration does not say which it was.) A limit that cannot hold a
+/// single connection is an error.
 pub fn plan_connections(
     configured: u64,
+    default: u64,
     budget: &DescriptorBudget,
     limit: OpenFileLimit,
 ) -> Result<ConnectionPlan, TooFewDescriptors> {
@@ -228,9 +256,12 @@ pub fn plan_connections(
         });
     }
     let lowered_from = (needed > limit.soft).then_some(configured);
+    let max_connections = configured.min(fit);
+    let default_fitted = lowered_from.is_some() && configured == default && limit.soft >= default;
     Ok(ConnectionPlan {
-        max_connections: configured.min(fit),
+        max_connections,
         lowered_from,
+        default_fitted,
         needed,
         limit,
         budget: budget.describe(),
@@ -272,16 +303,17 @@ mod tests {
     #[test]
     fn a_limit_that_fits_keeps_the_configured_connections_without_a_warning() {
         let limit = OpenFileLimit { soft: 20_000, hard: 20_000 };
-        let plan = plan_connections(1000, &budget(), limit).unwrap();
+        let plan = plan_connections(1000, 1000, &budget(), limit).unwrap();
         assert_eq!((plan.max_connections, plan.lowered_from), (1000, None));
-        assert!(plan.warning().is_none());
+        assert!(plan.warning().is_none() && plan.notice().is_none());
     }
 
     #[test]
     fn a_limit_too_low_lowers_max_connections_and_the_warning_says_what_to_raise() {
         let limit = OpenFileLimit { soft: 1024, hard: 1024 };
-        let plan = plan_connections(10_000, &budget(), limit).unwrap();
+        let plan = plan_connections(10_000, 500, &budget(), limit).unwrap();
         assert_eq!(plan.max_connections, budget().connections_within(1024));
+        assert!(plan.notice().is_none());
         assert_eq!(plan.lowered_from, Some(10_000));
         let w = plan.warning().unwrap();
         assert!(w.contains("max_connections = 10000") && w.contains("20105"), "{w}");
@@ -290,9 +322,30 @@ mod tests {
     }
 
     #[test]
+    fn the_default_is_fitted_quietly_to_a_limit_of_as_many_descriptors_and_warned_below() {
+        // 10,000 connections need 20,105 descriptors here; 20,000 hold 9,947 of them.
+        let stock = OpenFileLimit { soft: 20_000, hard: 20_000 };
+        let plan = plan_connections(10_000, 10_000, &budget(), stock).unwrap();
+        assert_eq!((plan.max_connections, plan.lowered_from), (9_947, Some(10_000)));
+        assert!(plan.warning().is_none(), "the default on a stock host: no warning");
+        let notice = plan.notice().unwrap();
+        assert!(notice.contains("the default 10000") && notice.contains("at most 9947"), "{notice}");
+        // The same value configured (the default is another) is warned of.
+        let configured = plan_connections(10_000, 5_000, &budget(), stock).unwrap();
+        assert!(configured.warning().is_some() && configured.notice().is_none());
+        // The default under a limit of fewer descriptors than it has connections is warned of.
+        let edge = OpenFileLimit { soft: 10_000, hard: 10_000 };
+        let plan = plan_connections(10_000, 10_000, &budget(), edge).unwrap();
+        assert!(plan.max_connections < 5_000 && plan.warning().is_none() && plan.notice().is_some());
+        let small = OpenFileLimit { soft: 9_999, hard: 20_000 };
+        let cut = plan_connections(10_000, 10_000, &budget(), small).unwrap();
+        assert!(cut.warning().is_some() && cut.notice().is_none());
+    }
+
+    #[test]
     fn a_limit_that_cannot_hold_one_connection_is_an_error_naming_the_need() {
         let limit = OpenFileLimit { soft: 6, hard: 6 };
-        let e = plan_connections(10, &budget(), limit).unwrap_err().to_string();
+        let e = plan_connections(10, 10, &budget(), limit).unwrap_err().to_string();
         assert!(e.contains("needs 8 descriptors") && e.contains("(6, hard 6)"), "{e}");
     }
 

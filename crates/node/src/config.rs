@@ -161,7 +161,7 @@ impl Default for CacheConfig {
 pub struct NodeLimits {
     /// Open client connections; connections beyond it are accepted and closed at once.
     /// Lowered at start to what the open-file limit holds: with a warning, unless it is the
-    /// default and the limit holds nine tenths of it (see `open_files::connection_limit`).
+    /// default and the limit is at least 10,000 (see `open_files::connection_limit`).
     pub max_connections: usize,
     /// Time allowed from a request's first byte (or the connection's start) to the end of
     /// its head; then 408 and close.

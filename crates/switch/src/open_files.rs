@@ -4,8 +4,8 @@
 //! connections with when descriptors run short (see `locus_io::Shedding`), so the open ones
 //! keep theirs for their node connections.
 
-use crate::config::{Mode, SwitchConfig};
-use locus_io::{ConnectionPlan, DescriptorBudget, TooFewDescriptors};
+use crate::config::{Mode, SwitchConfig, SwitchLimits};
+use locus_io::{ConnectionPlan, DescriptorBudget, OpenFileLimit, TooFewDescriptors};
 
 /// Over-limit connections being answered 503 at once; beyond this they are just closed.
 pub const MAX_REJECTING: usize = 256;
@@ -61,26 +61,38 @@ pub fn descriptor_budget(config: &SwitchConfig) -> DescriptorBudget {
     }
 }
 
-/// Raise the soft open-file limit to the hard one and cap `limits.max_connections` to what it
-/// holds for `config`.
+/// Raise the soft open-file limit to the hard one (as NGINX's `worker_rlimit_nofile` and
+/// HAProxy do) and cap `limits.max_connections` to what it holds for `config`.
 ///
-/// The switch lowers its connection limit with a warning rather than refusing to start (as
-/// HAProxy does with `strict-limits`): the default of 10,000 connections needs up to some
-/// 21,000 descriptors, more than many hosts' hard limit, and a switch that will not start
-/// over a limit it could have lived with serves no one. The lowered limit is enforced like a
-/// configured one — connections past it get a 503 — so the switch never runs its own node
-/// connections into EMFILE by taking too many clients. It refuses to start only when the
-/// limit cannot hold one connection. `locus switch --check` reports the same.
+/// The switch lowers its connection limit rather than refusing to start (as HAProxy does
+/// without `strict-limits`): the default of 10,000 connections needs up to some 21,000
+/// descriptors, more than many hosts' hard limit, and a switch that will not start over a
+/// limit it could have lived with serves no one. The default fitted to a limit of at least
+/// 10,000 descriptors is said as information (a stock host with 20,000 starts without a
+/// warning); a configured value that does not fit, or the default under a smaller limit
+/// (1,024), is a warning. The lowered limit is enforced like a configured one — connections past it get a
+/// 503 — so the switch never runs its own node connections into EMFILE by taking too many
+/// clients. It refuses to start only when the limit cannot hold one connection.
+/// `locus switch --check` reports the same.
 pub fn plan(config: &SwitchConfig) -> Result<ConnectionPlan, TooFewDescriptors> {
-    let limit = locus_io::raise_open_file_limit_for_server();
-    locus_io::plan_connections(config.limits.max_connections as u64, &descriptor_budget(config), limit)
+    plan_within(config, locus_io::raise_open_file_limit_for_server())
 }
 
-/// `plan`, with its warning logged: the connection limit to enforce.
+/// `plan` under the open-file limit `limit`.
+pub fn plan_within(config: &SwitchConfig, limit: OpenFileLimit) -> Result<ConnectionPlan, TooFewDescriptors> {
+    let default = SwitchLimits::default().max_connections as u64;
+    let configured = config.limits.max_connections as u64;
+    locus_io::plan_connections(configured, default, &descriptor_budget(config), limit)
+}
+
+/// `plan`, with its warning (or notice) logged: the connection limit to enforce.
 pub fn connection_limit(config: &SwitchConfig) -> Result<usize, TooFewDescriptors> {
     let plan = plan(config)?;
     if let Some(warning) = plan.warning() {
         tracing::warn!("{warning}");
+    }
+    if let Some(notice) = plan.notice() {
+        tracing::info!("{notice}");
     }
     Ok(plan.max_connections as usize)
 }
@@ -141,12 +153,33 @@ mod tests {
     fn the_default_limits_are_lowered_under_a_1024_descriptor_limit_and_kept_under_a_large_one() {
         let c = config("proxy", "");
         let b = descriptor_budget(&c);
-        let small = locus_io::OpenFileLimit { soft: 1024, hard: 1024 };
-        let plan = locus_io::plan_connections(c.limits.max_connections as u64, &b, small).unwrap();
+        let small = OpenFileLimit { soft: 1024, hard: 1024 };
+        let plan = plan_within(&c, small).unwrap();
         assert!(plan.lowered_from == Some(10_000) && plan.max_connections > 50, "{plan:?}");
         assert!(b.needed(plan.max_connections) <= 1024);
-        let large = locus_io::OpenFileLimit { soft: 1 << 20, hard: 1 << 20 };
-        let plan = locus_io::plan_connections(c.limits.max_connections as u64, &b, large).unwrap();
+        assert!(plan.warning().is_some(), "a default cut to a tenth is warned of");
+        let large = OpenFileLimit { soft: 1 << 20, hard: 1 << 20 };
+        let plan = plan_within(&c, large).unwrap();
         assert_eq!((plan.max_connections, plan.lowered_from), (10_000, None));
+    }
+
+    #[test]
+    fn the_default_switch_fits_a_stock_20000_descriptor_limit_without_a_warning() {
+        let stock = OpenFileLimit { soft: 20_000, hard: 20_000 };
+        let nodes = "[[node]]\naddr = \"127.0.0.1:1\"\n".repeat(4);
+        let mut c = SwitchConfig::from_toml_str(&nodes, "test").unwrap();
+        c.admin = Some("127.0.0.1:0".parse().unwrap());
+        for workers in [1, 2, 16] {
+            c.workers = workers;
+            let plan = plan_within(&c, stock).unwrap();
+            assert!(plan.warning().is_none() && plan.notice().is_some(), "{workers} workers: {plan:?}");
+        }
+        c.workers = 2;
+        c.limits.max_connections = 11_000;
+        let plan = plan_within(&c, stock).unwrap();
+        assert!(
+            plan.warning().unwrap().contains("max_connections = 11000"),
+            "a configured value is warned of"
+        );
     }
 }
