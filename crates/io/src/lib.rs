@@ -15,6 +15,7 @@ mod drain;
 mod listener;
 mod open_files;
 mod read;
+pub mod service_notify;
 mod signals;
 mod splice_pipe;
 

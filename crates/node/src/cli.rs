@@ -245,8 +245,12 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     if let Some(handoff) = server.handoff_addr() {
         println!("handoff agent listening on {handoff}");
     }
-    let signal = signals.wait_reloading(|| server.reload()).context("waiting for signals")?;
+    locus_io::service_notify::ready();
+    let signal = signals
+        .wait_reloading(|| locus_io::service_notify::reloading(|| server.reload()))
+        .context("waiting for signals")?;
     tracing::info!(signal, "shutting down");
+    locus_io::service_notify::stopping();
     server.shutdown();
     Ok(())
 }

@@ -177,6 +177,8 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     // by the default action, which would kill the switch without draining.
     let signals = TerminationSignals::block_with_reload().context("blocking SIGTERM, SIGINT and SIGHUP")?;
     let server = SwitchServer::start(config)?;
+    let source = args.clone();
+    server.set_config_source(Box::new(move || source.to_config().map_err(|e| format!("{e:#}"))));
     println!("locus switch listening on {}", server.addr());
     if let Some(a) = server.admin_addr() {
         println!("admin on http://{a}/locus/status");
@@ -184,8 +186,12 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     if let Some(a) = server.tls_addr() {
         println!("HTTPS on https://{a}/");
     }
-    let signal = signals.wait_reloading(|| reload(&args, &server)).context("waiting for signals")?;
+    locus_io::service_notify::ready();
+    let signal = signals
+        .wait_reloading(|| locus_io::service_notify::reloading(|| reload(&args, &server)))
+        .context("waiting for signals")?;
     tracing::info!(signal, "shutting down");
+    locus_io::service_notify::stopping();
     server.shutdown();
     Ok(())
 }
