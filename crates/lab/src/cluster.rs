@@ -4,7 +4,7 @@
 //! switch's per-node counters, the switch's CPU time) and which node served a request.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use locus_load::{CacheSnapshot, SwitchSnapshot, TargetUrl, fetch_status};
@@ -160,6 +160,17 @@ fn wait_for_control_channels(net: &Net, switch: &Server, workers: u32, nodes: us
     Ok(())
 }
 
+/// A new peer key in `scratch` for a cluster whose nodes cache cooperatively or run DC mode
+/// (they sign their requests to each other with it); `None` for other clusters.
+fn new_peer_key(spec: &ClusterSpec, scratch: &Path) -> Result<Option<PathBuf>, LabError> {
+    if spec.coop.is_none() && spec.switch != SwitchKind::Dc {
+        return Ok(None);
+    }
+    let path = scratch.join("peer.key");
+    servers::write_peer_key(&path)?;
+    Ok(Some(path))
+}
+
 impl<'n> LabCluster<'n> {
     /// Start the nodes, then the switch in front of them.
     pub fn start(
@@ -192,6 +203,7 @@ impl<'n> LabCluster<'n> {
         if spec.switch == SwitchKind::Dc {
             std::fs::create_dir_all(&co_op_root).map_err(|e| LabError::io(&co_op_root, e))?;
         }
+        let peer_key_file = new_peer_key(spec, scratch)?;
         for i in 1..=spec.nodes {
             let dc_on = spec.switch == SwitchKind::Dc && spec.policy != "off";
             let dc = dc_on.then(|| servers::DcNodeSpec {
@@ -225,6 +237,7 @@ impl<'n> LabCluster<'n> {
                 listen_any: cloning,
                 port: Some(port),
                 dc,
+                peer_key_file: peer_key_file.clone(),
                 ..NodeSpec::new(&format!("node{i}"), root)
             };
             nodes.push(servers::locus_node(net, locus, scratch, &node)?);

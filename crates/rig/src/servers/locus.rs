@@ -1,6 +1,7 @@
 //! Locus servers on a `Net`'s hosts (a `locus` executable): how to start a node (`NodeSpec`,
 //! with its DC mode in `DcNodeSpec`) and a switch (`SwitchSpec`), the lab's ports, the
-//! control-channel key of the one-way modes, and the command lines that say so.
+//! control-channel key of the one-way modes and the peer key of cooperating nodes, and the
+//! command lines (and, for the peer key, the small configuration file) that say so.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -56,6 +57,11 @@ pub struct NodeSpec {
     pub coop_peers: Vec<SocketAddr>,
     /// DC mode: the cluster, this node's name in it, its quota and method.
     pub dc: Option<DcNodeSpec>,
+    /// The cluster's peer key (a hex file) that signs coop and DC requests between nodes;
+    /// every node of a cluster needs the same one. `None` with coop peers or DC mode:
+    /// `peer.key` in the scratch folder, written with a new random key if it is not there,
+    /// so the nodes started with one scratch folder share it.
+    pub peer_key_file: Option<PathBuf>,
     /// Serve HTTPS with this certificate and these ticket keys.
     pub tls: Option<TlsFiles>,
 }
@@ -85,6 +91,7 @@ impl NodeSpec {
             handoff_upstream: None,
             coop_peers: Vec::new(),
             dc: None,
+            peer_key_file: None,
             tls: None,
         }
     }
@@ -99,6 +106,17 @@ pub const AGENT_PORT: u16 = 7100;
 
 /// Write a new random control-channel key (hex) to `path`, readable by its owner only.
 pub fn write_handoff_key(path: &Path) -> Result<(), RigError> {
+    write_random_key(path)
+}
+
+/// Write a new random peer key (hex) to `path`, readable by its owner only: the key that
+/// signs the coop and DC requests between the nodes of one cluster.
+pub fn write_peer_key(path: &Path) -> Result<(), RigError> {
+    write_random_key(path)
+}
+
+/// Write 32 random bytes in hex to `path`, readable by its owner only.
+fn write_random_key(path: &Path) -> Result<(), RigError> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let mut key = [0u8; 32];
@@ -150,6 +168,9 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
     if let Some(dc) = &spec.dc {
         cmd.args(dc.args());
     }
+    if !spec.coop_peers.is_empty() || spec.dc.is_some() {
+        cmd.arg("--config").arg(peer_key_config(scratch, spec)?);
+    }
     if let Some(tls) = &spec.tls {
         cmd.arg("--tls-cert").arg(&tls.cert).arg("--tls-key").arg(&tls.key);
         cmd.arg("--tls-ticket-keys").arg(&tls.ticket_keys);
@@ -189,6 +210,45 @@ pub fn locus_node(net: &Net, locus: &Path, scratch: &Path, spec: &NodeSpec) -> R
     server.agent = agent;
     server.cpu_cgroup = cpu_cgroup;
     Ok(server)
+}
+
+/// The node configuration file (in `scratch`) that names the peer key of `spec`'s cluster
+/// (flags given with it override the rest of the defaults it leaves as they are); the key
+/// is `spec.peer_key_file`, or `peer.key` in `scratch`, made if missing.
+fn peer_key_config(scratch: &Path, spec: &NodeSpec) -> Result<PathBuf, RigError> {
+    let key = match &spec.peer_key_file {
+        Some(path) => path.clone(),
+        None => {
+            let path = scratch.join("peer.key");
+            if !path.exists() {
+                write_peer_key(&path)?;
+            }
+            path
+        }
+    };
+    let key = std::fs::canonicalize(&key).map_err(|e| RigError::io(&key, e))?;
+    let config = scratch.join(format!("{}-peer.toml", spec.role));
+    let text = format!("peer_key_file = {}\n", toml_string(&key.to_string_lossy()));
+    std::fs::write(&config, text).map_err(|e| RigError::io(&config, e))?;
+    Ok(config)
+}
+
+/// `text` as a TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// How to start a `locus switch`.
@@ -360,5 +420,40 @@ impl DcNodeSpec {
             args.extend(["--dc-balance-ms".into(), b.to_string()]);
         }
         args
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cooperating_nodes_started_in_one_scratch_folder_share_one_new_peer_key() {
+        let scratch = tempfile::tempdir().unwrap();
+        let node = |role: &str| NodeSpec::new(role, Path::new("/srv"));
+        let first = peer_key_config(scratch.path(), &node("node1")).unwrap();
+        let second = peer_key_config(scratch.path(), &node("node2")).unwrap();
+        let key = std::fs::canonicalize(scratch.path().join("peer.key")).unwrap();
+        let hex = std::fs::read_to_string(&key).unwrap();
+        assert!(hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()), "{hex}");
+        let expected = format!("peer_key_file = {}\n", toml_string(&key.to_string_lossy()));
+        assert_eq!(std::fs::read_to_string(first).unwrap(), expected);
+        assert_eq!(std::fs::read_to_string(second).unwrap(), expected);
+        assert_eq!(std::fs::read_to_string(&key).unwrap(), hex, "the second node did not write a new key");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_given_peer_key_file_is_named_and_strings_are_escaped_for_toml() {
+        let scratch = tempfile::tempdir().unwrap();
+        let given = scratch.path().join("cluster \"a\".key");
+        write_peer_key(&given).unwrap();
+        let spec =
+            NodeSpec { peer_key_file: Some(given.clone()), ..NodeSpec::new("node1", Path::new("/srv")) };
+        let text = std::fs::read_to_string(peer_key_config(scratch.path(), &spec).unwrap()).unwrap();
+        assert!(text.ends_with("cluster \\\"a\\\".key\"\n"), "{text}");
+        assert!(!scratch.path().join("peer.key").exists());
+        assert_eq!(toml_string("a\\b\u{1}"), "\"a\\\\b\\u0001\"");
     }
 }

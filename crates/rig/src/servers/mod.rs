@@ -9,7 +9,7 @@ mod tls_files;
 
 pub use locus::{
     ADMIN_PORT, AGENT_PORT, DcNodeSpec, HTTP_PORT, NodeSpec, SwitchSpec, is_one_way_mode, locus_node,
-    locus_switch, write_handoff_key,
+    locus_switch, write_handoff_key, write_peer_key,
 };
 pub use server::Server;
 pub use third_party::{
