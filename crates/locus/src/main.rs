@@ -21,6 +21,8 @@ enum Command {
     Switch(Box<locus_switch::cli::SwitchArgs>),
     /// Run a back-end node.
     Node(Box<locus_node::cli::NodeArgs>),
+    /// Send a command to a running switch's runtime API (nodes, drain, weight, reload, ...).
+    Ctl(locus_switch::ctl::CtlArgs),
     /// The tools (feature `tools`): demo, load, sim, trace, bench, lab.
     #[cfg(feature = "tools")]
     #[command(flatten)]
@@ -33,6 +35,7 @@ fn main() -> std::process::ExitCode {
     // children and only want to hear about problems. LOCUS_LOG overrides either default.
     let default_level = match cli.command {
         Command::Switch(_) | Command::Node(_) => "info",
+        Command::Ctl(_) => "warn",
         #[cfg(feature = "tools")]
         Command::Tool(_) => "warn",
     };
@@ -48,6 +51,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Switch(args) => locus_switch::cli::run(*args),
         Command::Node(args) => locus_node::cli::run(*args),
+        Command::Ctl(args) => locus_switch::ctl::run(args),
         #[cfg(feature = "tools")]
         Command::Tool(cmd) => tools::run(*cmd),
     };

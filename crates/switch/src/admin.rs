@@ -27,8 +27,8 @@ pub async fn serve(shared: Arc<Shared>, listener: std::net::TcpListener) {
     let mut backoff = locus_io::AcceptBackoff::new();
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
-                tokio::spawn(answer(shared.clone(), stream));
+            Ok((stream, peer)) => {
+                tokio::spawn(answer(shared.clone(), stream, peer));
             }
             Err(e) => {
                 backoff.after("admin listener", &e).await;
@@ -37,7 +37,7 @@ pub async fn serve(shared: Arc<Shared>, listener: std::net::TcpListener) {
     }
 }
 
-async fn answer(shared: Arc<Shared>, mut stream: TcpStream) {
+async fn answer(shared: Arc<Shared>, mut stream: TcpStream, peer: std::net::SocketAddr) {
     let mut buf = Vec::with_capacity(2048);
     let mut head = RequestHead::default();
     let limits = Limits { max_head_bytes: 8192, max_headers: 64 };
@@ -58,6 +58,7 @@ async fn answer(shared: Arc<Shared>, mut stream: TcpStream) {
         (400, "text/plain", "bad request\n".to_string())
     } else {
         match head.path_str(&buf).split('?').next().unwrap_or("") {
+            "/locus/ctl" => control_command(&shared, &head, &mut buf, &mut stream, peer).await,
             "/locus/status" => (200, "application/json", status_json(&shared).to_string() + "\n"),
             "/metrics" => {
                 (200, "application/openmetrics-text; version=1.0.0; charset=utf-8", metrics_text(&shared))
@@ -73,6 +74,50 @@ async fn answer(shared: Arc<Shared>, mut stream: TcpStream) {
     );
     let _ = stream.write_all(reply.as_bytes()).await;
     let _ = stream.shutdown().await;
+}
+
+/// `POST /locus/ctl` with a command line as its body (at most `MAX_LINE` bytes): the
+/// runtime API for clients on this host only (the peer's address must be a loopback one).
+async fn control_command(
+    shared: &Shared,
+    head: &RequestHead,
+    buf: &mut Vec<u8>,
+    stream: &mut TcpStream,
+    peer: std::net::SocketAddr,
+) -> (u16, &'static str, String) {
+    use crate::control::command::MAX_LINE;
+    if !peer.ip().is_loopback() {
+        shared.counters.ctl_refused.fetch_add(1, Relaxed);
+        tracing::warn!(%peer, "control command over HTTP refused: not from this host");
+        return (403, "text/plain", "the runtime API answers clients on this host only\n".into());
+    }
+    let len = match (head.method, head.body) {
+        (locus_core::Method::Post, locus_http::BodyKind::Length(n)) if n as usize <= MAX_LINE => n as usize,
+        (locus_core::Method::Post, _) => {
+            return (
+                400,
+                "text/plain",
+                format!("a command of at most {MAX_LINE} bytes, with Content-Length\n"),
+            );
+        }
+        _ => return (405, "text/plain", "POST a command line\n".into()),
+    };
+    let want = head.head_len + len;
+    let filled = tokio::time::timeout(Duration::from_secs(5), async {
+        while buf.len() < want {
+            if stream.read_buf(buf).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    })
+    .await;
+    if !matches!(filled, Ok(Ok(()))) {
+        return (400, "text/plain", "the command's body did not arrive\n".into());
+    }
+    let answer = crate::control::socket::answer_line(shared, &buf[head.head_len..want], &peer.to_string());
+    let status = if answer["ok"] == true { 200 } else { 400 };
+    (status, "application/json", answer.to_string() + "\n")
 }
 
 /// The status document: nodes with their state and counters, dispatcher figures, totals.
@@ -162,6 +207,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         "shutting_down": shared.is_shutting_down(),
         "reloads": c.reloads.load(Relaxed),
         "reloads_refused": c.reloads_refused.load(Relaxed),
+        "ctl": { "commands": c.ctl_commands.load(Relaxed), "refused": c.ctl_refused.load(Relaxed) },
         "tls": tls_json(shared),
         "http2": http2_json(shared),
         "nodes": nodes,
@@ -211,6 +257,12 @@ pub fn metrics_text(shared: &Shared) -> String {
         "reloads_refused",
         "Configuration reloads refused (the running configuration stayed)",
         counter(c.reloads_refused.load(Relaxed)),
+    );
+    reg.register("ctl_commands", "Runtime-API commands received", counter(c.ctl_commands.load(Relaxed)));
+    reg.register(
+        "ctl_refused",
+        "Runtime-API commands refused (malformed, unknown node, not allowed)",
+        counter(c.ctl_refused.load(Relaxed)),
     );
     let responses = Family::<Labels, Counter<u64, AtomicU64>>::default();
     for (i, class) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {

@@ -154,6 +154,7 @@ impl SwitchArgs {
 /// Run `locus switch` until SIGTERM or Ctrl-C.
 pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
+    let args = std::sync::Arc::new(args);
     if args.file.check {
         // The same fitting of max_connections to the open-file limit as at start-up.
         let plan = crate::open_files::plan(&config)?;
@@ -188,7 +189,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     }
     locus_io::service_notify::ready();
     let signal = signals
-        .wait_reloading(|| locus_io::service_notify::reloading(|| reload(&args, &server)))
+        .wait_reloading(|| locus_io::service_notify::reloading(|| reload(&server)))
         .context("waiting for signals")?;
     tracing::info!(signal, "shutting down");
     locus_io::service_notify::stopping();
@@ -198,13 +199,10 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
 
 /// SIGHUP: read the configuration again (file and flags) and put it in force; a file that
 /// does not parse or check is refused with the error, and the running configuration stays.
-fn reload(args: &SwitchArgs, server: &SwitchServer) {
-    let outcome = args
-        .to_config()
-        .map_err(|e| format!("{e:#}"))
-        .and_then(|c| server.reload(c).map_err(|e| e.to_string()));
-    if let Err(e) = outcome {
-        tracing::error!("reload refused, the running configuration stays: {e}");
+fn reload(server: &SwitchServer) {
+    let answer = server.control("reload", "SIGHUP");
+    if answer["ok"] != true {
+        tracing::error!("{}", answer["error"].as_str().unwrap_or("reload refused"));
     }
 }
 

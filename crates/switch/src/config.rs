@@ -158,9 +158,14 @@ pub struct SwitchConfig {
     /// Client-facing listener.
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
-    /// Admin listener (`/locus/status`, `/metrics`); none when absent.
+    /// Admin listener (`/locus/status`, `/metrics`, and `POST /locus/ctl` from this host);
+    /// none when absent.
     #[serde(default)]
     pub admin: Option<SocketAddr>,
+    /// Unix socket of the runtime API (`locus ctl`), for root and the switch's own user;
+    /// none when absent. Relative to the configuration file's directory.
+    #[serde(default)]
+    pub control_socket: Option<PathBuf>,
     #[serde(default)]
     pub mode: Mode,
     /// Worker threads, each accepting on its own SO_REUSEPORT listener; 0 = one per core.
@@ -242,6 +247,7 @@ impl Default for SwitchConfig {
         SwitchConfig {
             listen: default_listen(),
             admin: None,
+            control_socket: None,
             mode: Mode::Proxy,
             workers: 0,
             access_log: None,
@@ -297,7 +303,10 @@ impl SwitchConfig {
             let certs = t.certificates.iter_mut().flat_map(|c| [&mut c.cert, &mut c.key]);
             certs.chain(t.ticket_keys.as_mut())
         });
-        let files = [&mut config.class_file, &mut config.site_root].into_iter().flatten().chain(tls_files);
+        let files = [&mut config.class_file, &mut config.site_root, &mut config.control_socket]
+            .into_iter()
+            .flatten()
+            .chain(tls_files);
         for p in files {
             if p.is_relative() {
                 *p = dir.join(&*p);

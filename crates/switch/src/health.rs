@@ -6,7 +6,7 @@
 
 use crate::config::HealthConfig;
 use crate::node_get::{get, get_request};
-use crate::node_table::{CheckRecord, NodeInfo};
+use crate::node_table::{AdminState, CheckRecord, NodeInfo};
 use crate::state::Shared;
 use locus_core::NodeId;
 use std::sync::Arc;
@@ -24,7 +24,9 @@ async fn check_loop(shared: Arc<Shared>, node: NodeId) {
     let info = shared.nodes.get(node);
     while !info.is_retired() {
         let config = shared.config();
-        check_once(&shared, node, &info, &config.health).await;
+        if info.admin_state() != AdminState::Disabled {
+            check_once(&shared, node, &info, &config.health).await;
+        }
         tokio::time::sleep(Duration::from_millis(config.health.interval_ms)).await;
     }
 }

@@ -8,7 +8,7 @@ use locus_core::{NodeId, NodeReport};
 use parking_lot::RwLock;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 /// A back-end node as the switch knows it.
@@ -21,6 +21,8 @@ pub struct NodeInfo {
     pub handoff: Option<SocketAddr>,
     /// A reload removed the node: out of the view for good, its requests in flight finish.
     retired: AtomicBool,
+    /// What the operator set (`locus ctl`): in service, draining or disabled.
+    admin_state: AtomicU8,
     /// Bumped each time the node leaves the view, so pooled connections from before are dropped.
     pub generation: AtomicU64,
     pub requests: AtomicU64,
@@ -75,6 +77,7 @@ impl NodeInfo {
             host_header: entry.addr.to_string(),
             handoff: entry.handoff,
             retired: AtomicBool::new(false),
+            admin_state: AtomicU8::new(AdminState::Enabled as u8),
             generation: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             failures: AtomicU64::new(0),
@@ -92,6 +95,24 @@ impl NodeInfo {
         self.retired.load(Relaxed)
     }
 
+    /// What the operator set.
+    pub fn admin_state(&self) -> AdminState {
+        match self.admin_state.load(Relaxed) {
+            1 => AdminState::Draining,
+            2 => AdminState::Disabled,
+            _ => AdminState::Enabled,
+        }
+    }
+
+    pub fn set_admin_state(&self, state: AdminState) {
+        self.admin_state.store(state as u8, Relaxed);
+    }
+
+    /// Whether the node may be in the view: not retired, not drained or disabled.
+    pub fn in_service(&self) -> bool {
+        !self.is_retired() && self.admin_state() == AdminState::Enabled
+    }
+
     /// Mark the node removed by a reload (`true`) or back in service (`false`).
     pub fn set_retired(&self, retired: bool) {
         self.retired.store(retired, Relaxed);
@@ -101,6 +122,27 @@ impl NodeInfo {
     /// and with it what the policy learned of it.
     pub fn is_same_node(&self, entry: &NodeEntry) -> bool {
         self.addr == entry.addr && self.admin == entry.admin && self.handoff == entry.handoff
+    }
+}
+
+/// A node's state as the operator set it with `locus ctl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminState {
+    /// In service (the view as health checks say).
+    Enabled = 0,
+    /// Out of the view, its requests in flight finishing; health checks go on.
+    Draining = 1,
+    /// Out of the view, health checks paused (maintenance).
+    Disabled = 2,
+}
+
+impl AdminState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdminState::Enabled => "enabled",
+            AdminState::Draining => "draining",
+            AdminState::Disabled => "disabled",
+        }
     }
 }
 

@@ -160,7 +160,9 @@ impl Shared {
         // the view empty.
         for id in revived {
             // Back in the view in slow start; its health checks start again.
-            self.nodes.get(id).set_retired(false);
+            let info = self.nodes.get(id);
+            info.set_retired(false);
+            info.set_admin_state(crate::node_table::AdminState::Enabled);
             self.set_node_up(id, true);
         }
         let mut removed = Vec::new();
@@ -175,6 +177,7 @@ impl Shared {
             service.install(prepared);
         }
         *self.classifier.write() = std::sync::Arc::new(site.classifier);
+        *self.policy_inputs.write() = site.inputs;
         let policy_name = config.policy.name();
         *self.config.write() = std::sync::Arc::new(config);
         self.nodes_changed.send_modify(|reloads| *reloads += 1);
@@ -217,6 +220,7 @@ fn keep_fixed_settings(running: &SwitchConfig, new: &mut SwitchConfig) -> Vec<&'
     keep!(listen, "listen");
     keep!(listen_tls, "listen_tls");
     keep!(admin, "admin");
+    keep!(control_socket, "control_socket");
     keep!(mode, "mode");
     keep!(workers, "workers");
     keep!(access_log, "access_log");

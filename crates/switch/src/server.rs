@@ -38,6 +38,8 @@ pub enum SwitchError {
     Handoff(#[from] crate::handoff::HandoffSetupError),
     #[error(transparent)]
     OpenFiles(#[from] locus_io::TooFewDescriptors),
+    #[error("cannot serve the control socket {path}: {error}")]
+    ControlSocket { path: std::path::PathBuf, error: std::io::Error },
 }
 
 /// A running switch.
@@ -47,6 +49,8 @@ pub struct SwitchServer {
     tls_addr: Option<SocketAddr>,
     admin_addr: Option<SocketAddr>,
     threads: Vec<JoinHandle<()>>,
+    /// The runtime API's socket file, removed at shutdown.
+    _control_socket: Option<crate::control::socket::SocketFile>,
 }
 
 impl SwitchServer {
@@ -86,6 +90,14 @@ impl SwitchServer {
             None => None,
         };
         let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+        let control = match &cfg.control_socket {
+            Some(path) => Some(
+                crate::control::socket::bind(path)
+                    .map_err(|error| SwitchError::ControlSocket { path: path.clone(), error })?,
+            ),
+            None => None,
+        };
+        let control_file = cfg.control_socket.clone().map(crate::control::socket::SocketFile);
         let mut logs = Vec::new();
         for _ in 0..workers {
             logs.push(match &cfg.access_log {
@@ -115,11 +127,11 @@ impl SwitchServer {
         let control_shared = shared.clone();
         let t = std::thread::Builder::new()
             .name("locus-switch-control".into())
-            .spawn(move || control_thread(control_shared, admin_listener))
+            .spawn(move || control_thread(control_shared, admin_listener, control))
             .map_err(SwitchError::Thread)?;
         threads.push(t);
         tracing::info!(%addr, workers, policy = shared.config().policy.name(), nodes = shared.nodes.len(), "switch started");
-        Ok(SwitchServer { shared, addr, tls_addr, admin_addr, threads })
+        Ok(SwitchServer { shared, addr, tls_addr, admin_addr, threads, _control_socket: control_file })
     }
 
     /// The client-facing address.
@@ -133,6 +145,18 @@ impl SwitchServer {
     /// with the error and the running one stays. See `reload.rs`.
     pub fn reload(&self, config: SwitchConfig) -> Result<crate::ReloadReport, crate::ReloadError> {
         self.shared.reload(config)
+    }
+
+    /// Where the runtime API's `reload` reads the configuration again (the file and flags the
+    /// switch started with); without it `reload` is refused with that reason.
+    pub fn set_config_source(&self, source: crate::state::ConfigSource) {
+        let _ = self.shared.config_source.set(source);
+    }
+
+    /// Carry out one runtime-API command line as `who` (what `locus ctl` sends): the JSON
+    /// answer, `ok` true or false.
+    pub fn control(&self, line: &str, who: &str) -> serde_json::Value {
+        crate::control::socket::answer_line(&self.shared, line.as_bytes(), who)
     }
 
     /// The HTTPS address, if configured.
@@ -343,11 +367,16 @@ async fn watch_node_slots(
     }
 }
 
-fn control_thread(shared: Arc<Shared>, admin_listener: Option<std::net::TcpListener>) {
+fn control_thread(
+    shared: Arc<Shared>,
+    admin_listener: Option<std::net::TcpListener>,
+    control: Option<std::os::unix::net::UnixListener>,
+) {
     let rt = runtime();
     rt.block_on(async move {
         let mut shutdown = shared.shutdown_tx.subscribe();
         let admin = admin_listener.map(|l| tokio::spawn(admin::serve(shared.clone(), l)));
+        let control = control.map(|l| tokio::spawn(crate::control::socket::serve(shared.clone(), l)));
         let housekeeping = crate::handoff::spawn_housekeeping(shared.clone());
         let l4_policy = crate::handoff::spawn_l4_policy(shared.clone());
         let node_tasks = watch_node_slots(&shared, &mut shutdown).await;
@@ -357,7 +386,7 @@ fn control_thread(shared: Arc<Shared>, admin_listener: Option<std::net::TcpListe
         for h in housekeeping.into_iter().chain(l4_policy) {
             h.abort();
         }
-        if let Some(a) = admin {
+        for a in admin.into_iter().chain(control) {
             a.abort();
         }
     });

@@ -35,6 +35,9 @@ pub struct SwitchCounters {
     /// Reloads put in force, and refused (the running configuration stayed).
     pub reloads: AtomicU64,
     pub reloads_refused: AtomicU64,
+    /// Runtime-API commands carried out, and refused (malformed, unknown node, not allowed).
+    pub ctl_commands: AtomicU64,
+    pub ctl_refused: AtomicU64,
 }
 
 impl SwitchCounters {
@@ -52,12 +55,20 @@ impl SwitchCounters {
     }
 }
 
+/// Reads the configuration again, for a reload the runtime API asks for.
+pub type ConfigSource = Box<dyn Fn() -> Result<SwitchConfig, String> + Send + Sync>;
+
 /// Everything the workers, health checker and admin server share.
 pub struct Shared {
     /// The configuration in force: the one started with, then each reload's.
     pub(crate) config: parking_lot::RwLock<Arc<SwitchConfig>>,
     /// The class table every request is classified by (empty without classes).
     pub(crate) classifier: parking_lot::RwLock<Arc<RequestClassifier>>,
+    /// What the policy reads of the site (class costs, the file table), for rebuilding it.
+    pub(crate) policy_inputs: parking_lot::RwLock<locus_policy::PolicyInputs>,
+    /// Where `reload` (the runtime API's) reads the configuration again: the file and flags
+    /// the switch started with (`cli` sets it).
+    pub config_source: std::sync::OnceLock<ConfigSource>,
     /// Reloads run one at a time.
     pub(crate) reload_lock: parking_lot::Mutex<()>,
     /// Reloads that changed the node table, so far: health checks and metrics polls start
@@ -110,6 +121,8 @@ impl Shared {
         Ok(Shared {
             config: parking_lot::RwLock::new(Arc::new(config)),
             classifier: parking_lot::RwLock::new(Arc::new(site.classifier)),
+            policy_inputs: parking_lot::RwLock::new(site.inputs.clone()),
+            config_source: std::sync::OnceLock::new(),
             reload_lock: parking_lot::Mutex::new(()),
             nodes_changed: watch::channel(0).0,
             dispatcher: Dispatcher::new(cluster),
@@ -135,10 +148,10 @@ impl Shared {
         }
     }
 
-    /// Put a node in or out of the view; returns whether that changed anything. A retired
-    /// node never comes back.
+    /// Put a node in or out of the view; returns whether that changed anything. A retired,
+    /// drained or disabled node does not come back.
     pub fn set_node_up(&self, node: NodeId, up: bool) -> bool {
-        if up && self.nodes.get(node).is_retired() {
+        if up && !self.nodes.get(node).in_service() {
             return false;
         }
         let changed = self.dispatcher.set_up(node, up);

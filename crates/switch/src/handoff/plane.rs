@@ -344,6 +344,12 @@ impl HandoffPlane {
         self.conns.lock().len()
     }
 
+    /// Up to `max` of the connections on nodes now: id, node, latest target.
+    pub fn sessions(&self, max: usize) -> Vec<(ConnectionId, NodeId, String)> {
+        let conns = self.conns.lock();
+        conns.iter().take(max).map(|(id, c)| (*id, c.node, c.target.clone())).collect()
+    }
+
     /// Number of forwarding entries (0 without forwarder).
     pub fn forwarding_entries(&self) -> usize {
         self.forwarder.lock().as_ref().and_then(|f| f.entries().ok()).map_or(0, |e| e.len())
