@@ -53,6 +53,7 @@ fn clean_up(pids: &Mutex<Vec<u32>>) {
         let _ = run("groupdel", &["locus"]);
     }
     let _ = std::fs::remove_dir("/sys/fs/bpf/locus");
+    let _ = std::fs::remove_dir_all("/run/locus");
     let _ = std::fs::remove_dir_all("/etc/locus");
     let _ = std::fs::remove_dir_all("/var/log/locus");
 }
@@ -175,6 +176,13 @@ fn start_unit(
         checked |= line.ends_with(" --check") && text.contains("configuration OK");
     }
     assert!(checked, "{unit}: an ExecStartPre checks the configuration");
+    // What systemd makes before it starts the service: RuntimeDirectory= under /run, the user's.
+    for name in unit_values(unit, "RuntimeDirectory", instance) {
+        let dir = Path::new("/run").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let owner = format!("{}:{}", unit_value(unit, "User"), unit_value(unit, "Group"));
+        succeeded("chown", &run("chown", &[&owner, dir.to_str().unwrap()]));
+    }
     let start = unit_values(unit, "ExecStart", instance);
     assert_eq!(start.len(), 1, "{unit}: {start:?}");
     let mut child = as_unit(unit, &start[0])
@@ -253,10 +261,11 @@ fn the_package_installs_serves_with_its_configuration_and_purges_clean() {
         !installed()
             && !Path::new("/etc/locus").exists()
             && !Path::new("/sys/fs/bpf/locus").exists()
+            && !Path::new("/run/locus").exists()
             && !exists("passwd", "locus")
             && !exists("group", "locus"),
-        "this machine already has a locus package, /etc/locus, /sys/fs/bpf/locus or a locus user: the test \
-         would remove them"
+        "this machine already has a locus package, /etc/locus, /run/locus, /sys/fs/bpf/locus or a locus user: \
+         the test would remove them"
     );
     for port in DEFAULT_PORTS {
         assert!(
@@ -285,9 +294,9 @@ fn the_package_installs_serves_with_its_configuration_and_purges_clean() {
     assert!(exists("passwd", "locus") && exists("group", "locus"), "postinst made the locus user");
     let conffiles = std::fs::read_to_string("/var/lib/dpkg/info/locus.conffiles").unwrap();
     assert_eq!(conffiles.lines().collect::<Vec<_>>(), ["/etc/locus/switch.toml", "/etc/locus/node.toml"]);
-    for file in
-        ["/usr/bin/locus", "/usr/share/man/man1/locus-switch.1.gz", "/usr/share/man/man1/locus-node.1.gz"]
-    {
+    let pages = ["locus", "locus-switch", "locus-node", "locus-ctl"];
+    let man = pages.map(|page| format!("/usr/share/man/man1/{page}.1.gz"));
+    for file in std::iter::once("/usr/bin/locus").chain(man.iter().map(String::as_str)) {
         assert!(Path::new(file).is_file(), "{file} installed");
     }
     verify_units();
@@ -325,6 +334,10 @@ fn the_package_installs_serves_with_its_configuration_and_purges_clean() {
         let json: serde_json::Value = serde_json::from_str(&status.text()).expect("status is JSON");
         assert!(json.is_object(), "{json}");
     }
+
+    // `locus ctl` over the packaged configuration's control socket.
+    let ctl = succeeded("locus ctl status", &run("/usr/bin/locus", &["ctl", "status"]));
+    assert!(ctl.contains("node1"), "locus ctl status names the node: {ctl}");
 
     reload_unit("locus-switch.service", "", &switch, &switch_notify);
     reload_unit("locus-node.service", "", &node, &node_notify);
