@@ -1,7 +1,7 @@
 //! `DocCache`: the byte-bounded cache itself, generic over key and value, with one code path
-//! for all four replacement policies; and `InsertOutcome`, what an insertion did. Entries
-//! live in a slab of slots, found through a `KeyIndex` and ordered for eviction by an
-//! `EvictionOrder`.
+//! for all four replacement policies and a `resize` that evicts down to new limits; and
+//! `InsertOutcome`, what an insertion did. Entries live in a slab of slots, found through a
+//! `KeyIndex` and ordered for eviction by an `EvictionOrder`.
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -193,13 +193,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> DocCache<K, V, S> {
             return InsertOutcome::TooLarge(value);
         }
         while size > self.capacity_bytes - self.used_bytes {
-            let (slot, rank) = self.order.pop_first().expect("bytes in use mean some entry is cached");
-            if matches!(self.replacement, Replacement::Gds | Replacement::Gdsf) {
-                self.inflation = self.inflation.max(f64::from_bits(rank));
-            }
-            let entry = self.detach_slot(slot);
-            self.stats.evictions += 1;
-            self.stats.evicted_bytes += entry.size;
+            let entry = self.evict_first();
             on_evicted(entry.key, entry.value);
         }
 
@@ -233,6 +227,45 @@ impl<K: Hash + Eq, V, S: BuildHasher> DocCache<K, V, S> {
         self.stats.insertions += 1;
         debug_assert_eq!(self.order.len(), self.index.len());
         InsertOutcome::Stored { evicted: Vec::new() }
+    }
+
+    /// Changes the capacity and the per-object limit in place (a node's configuration
+    /// reloaded). Cached objects over the new per-object limit leave first, in no particular
+    /// order; then the policy evicts, in its order, until the rest fits the new capacity. Each
+    /// leaving object is handed to `on_evicted` and counted as an eviction. Growing evicts
+    /// nothing and just lets more in; everything left keeps its rank and use count.
+    pub fn resize(&mut self, capacity_bytes: u64, max_object_bytes: u64, mut on_evicted: impl FnMut(K, V)) {
+        self.capacity_bytes = capacity_bytes;
+        self.max_object_bytes = max_object_bytes;
+        let oversized: Vec<u32> = (self.slots.iter().enumerate())
+            .filter_map(|(slot, entry)| {
+                entry.as_ref().filter(|e| e.size > max_object_bytes).map(|_| slot as u32)
+            })
+            .collect();
+        for slot in oversized {
+            let entry = self.remove_slot(slot);
+            self.stats.evictions += 1;
+            self.stats.evicted_bytes += entry.size;
+            on_evicted(entry.key, entry.value);
+        }
+        while self.used_bytes > self.capacity_bytes {
+            let entry = self.evict_first();
+            on_evicted(entry.key, entry.value);
+        }
+        debug_assert_eq!(self.order.len(), self.index.len());
+    }
+
+    /// Takes out the entry the policy evicts next, raising the GDS/GDSF inflation value to
+    /// its priority, and counts the eviction.
+    fn evict_first(&mut self) -> Entry<K, V> {
+        let (slot, rank) = self.order.pop_first().expect("bytes in use mean some entry is cached");
+        if matches!(self.replacement, Replacement::Gds | Replacement::Gdsf) {
+            self.inflation = self.inflation.max(f64::from_bits(rank));
+        }
+        let entry = self.detach_slot(slot);
+        self.stats.evictions += 1;
+        self.stats.evicted_bytes += entry.size;
+        entry
     }
 
     /// Removes `key`, returning its value. This is not counted as an eviction.
@@ -630,6 +663,46 @@ mod tests {
     }
 
     #[test]
+    fn shrinking_evicts_in_policy_order_down_to_the_new_capacity_and_counts_it() {
+        let mut cache = DocCache::new(40, 40, Replacement::Lru);
+        for key in ["a", "b", "c", "d"] {
+            cache.insert(key, (), 10, 1.0);
+        }
+        cache.get("a");
+        let mut evicted = Vec::new();
+        cache.resize(20, 40, |key, ()| evicted.push(key));
+        assert_eq!(evicted, vec!["b", "c"], "the least recently used leave first");
+        assert_eq!((cache.used_bytes(), cache.capacity_bytes()), (20, 20));
+        assert_eq!(cached_keys(&cache), vec!["a", "d"]);
+        assert_eq!((cache.stats().evictions, cache.stats().evicted_bytes), (2, 20));
+        // The new capacity holds for insertions too.
+        assert_eq!(evicted_keys(&cache.insert("e", (), 10, 1.0)), vec!["d"]);
+    }
+
+    #[test]
+    fn growing_evicts_nothing_and_lets_more_in() {
+        let mut cache = DocCache::new(20, 20, Replacement::Gds);
+        cache.insert("a", (), 10, 1.0);
+        cache.insert("b", (), 10, 1.0);
+        cache.resize(50, 30, |_, ()| panic!("growing evicts nothing"));
+        assert!(evicted_keys(&cache.insert("c", (), 30, 1.0)).is_empty());
+        assert_eq!((cache.len(), cache.used_bytes(), cache.stats().evictions), (3, 50, 0));
+    }
+
+    #[test]
+    fn a_lower_object_limit_removes_the_objects_over_it() {
+        let mut cache = DocCache::new(100, 100, Replacement::Lfu);
+        cache.insert("small", (), 10, 1.0);
+        cache.insert("large", (), 60, 1.0);
+        cache.get("large");
+        let mut evicted = Vec::new();
+        cache.resize(100, 50, |key, ()| evicted.push(key));
+        assert_eq!(evicted, vec!["large"], "over the limit, however popular");
+        assert_eq!(cached_keys(&cache), vec!["small"]);
+        assert_eq!(cache.insert("large", (), 60, 1.0), InsertOutcome::TooLarge(()));
+    }
+
+    #[test]
     fn caches_of_sendable_values_can_be_shared_behind_a_mutex() {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<DocCache<String, Vec<u8>>>();
@@ -741,12 +814,49 @@ mod tests {
         }
     }
 
+    impl ModelCache {
+        /// The new limits; the objects over the per-object limit leave, then the lowest
+        /// priority ones until the rest fits. The objects that left, sorted.
+        fn resize(&mut self, capacity_bytes: u64, max_object_bytes: u64) -> Vec<(u8, u32)> {
+            self.capacity_bytes = capacity_bytes;
+            self.max_object_bytes = max_object_bytes;
+            let (oversized, kept) = std::mem::take(&mut self.entries)
+                .into_iter()
+                .partition::<Vec<ModelEntry>, _>(|entry| entry.size > max_object_bytes);
+            self.entries = kept;
+            let mut evicted: Vec<(u8, u32)> = Vec::new();
+            for entry in oversized {
+                self.stats.evictions += 1;
+                self.stats.evicted_bytes += entry.size;
+                evicted.push((entry.key, entry.value));
+            }
+            while self.used_bytes() > self.capacity_bytes {
+                let victim = (0..self.entries.len())
+                    .min_by(|&a, &b| {
+                        let (a, b) = (&self.entries[a], &self.entries[b]);
+                        a.priority.total_cmp(&b.priority).then(a.seq.cmp(&b.seq))
+                    })
+                    .unwrap();
+                let victim = self.entries.remove(victim);
+                if matches!(self.replacement, Replacement::Gds | Replacement::Gdsf) {
+                    self.inflation = victim.priority;
+                }
+                self.stats.evictions += 1;
+                self.stats.evicted_bytes += victim.size;
+                evicted.push((victim.key, victim.value));
+            }
+            evicted.sort_unstable();
+            evicted
+        }
+    }
+
     #[derive(Debug, Clone)]
     enum Op {
         Get(u8),
         Peek(u8),
         Insert { key: u8, size: u64, cost: f64 },
         Remove(u8),
+        Resize { capacity: u64, max_object: u64 },
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -757,6 +867,7 @@ mod tests {
             4 => (key.clone(), prop_oneof![0..=60u64, 0..=130u64], prop::sample::select(vec![-1.0, 0.0, 0.5, 1.0, 4.0]))
                 .prop_map(|(key, size, cost)| Op::Insert { key, size, cost }),
             1 => key.prop_map(Op::Remove),
+            1 => (0..=130u64, 0..=130u64).prop_map(|(capacity, max_object)| Op::Resize { capacity, max_object }),
         ]
     }
 
@@ -801,6 +912,16 @@ mod tests {
                     cache.remove(&key),
                     model.position(key).map(|at| model.entries.remove(at).value)
                 ),
+                Op::Resize { capacity, max_object } => {
+                    let mut evicted = Vec::new();
+                    cache.resize(capacity, max_object, |key, value| evicted.push((key, value)));
+                    evicted.sort_unstable();
+                    prop_assert_eq!(evicted, model.resize(capacity, max_object));
+                    prop_assert_eq!(
+                        (cache.capacity_bytes(), cache.max_object_bytes()),
+                        (capacity, max_object)
+                    );
+                }
             }
             prop_assert!(cache.used_bytes() <= cache.capacity_bytes());
             prop_assert_eq!(cache.used_bytes(), model.used_bytes());

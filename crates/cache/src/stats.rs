@@ -12,7 +12,8 @@ pub struct CacheStats {
     pub misses: u64,
     /// Objects stored by `insert`, including ones that replaced an object under the same key.
     pub insertions: u64,
-    /// Objects evicted to make room for an insertion (not `remove`d or replaced ones).
+    /// Objects evicted to make room for an insertion or to fit a `resize` (not `remove`d or
+    /// replaced ones).
     pub evictions: u64,
     /// Sum of the sizes of the evicted objects.
     pub evicted_bytes: u64,
