@@ -1,6 +1,6 @@
 //! The admin listener: `GET /locus/health` (200), `GET /locus/status` (JSON counters, queue
-//! lengths, cache usage, the CPU model's queue, cooperative caching's `coop` object and the
-//! `load_report` the switch polls) and
+//! lengths, cache usage, the CPU model's queue, cooperative caching's `coop` object, the
+//! reloads applied and refused, and the `load_report` the switch polls) and
 //! `GET /metrics` (Prometheus/OpenMetrics text, names prefixed `locus_node_`), served on its
 //! own thread so it answers even when the workers are busy.
 
@@ -47,6 +47,8 @@ pub fn status_json(node: &NodeContext) -> serde_json::Value {
         "routes_unanswered": s.routes_unanswered,
         "handoff_channels": s.handoff_channels,
         "handoff_node_id": s.handoff_node_id,
+        "reloads": s.reloads,
+        "reloads_refused": s.reloads_refused,
         "requests_total": s.requests,
         "in_flight": s.in_flight,
         "requests_unanswered": s.unanswered,
@@ -147,6 +149,8 @@ pub fn metrics_text(node: &NodeContext) -> String {
         "Requests served here for want of a usable answer from the switch",
         s.routes_unanswered,
     );
+    counter(&mut registry, "reloads", "Configuration reloads put in force", s.reloads);
+    counter(&mut registry, "reloads_refused", "Configuration reloads refused", s.reloads_refused);
     gauge(&mut registry, "handoff_channels", "Live control channels from switches", s.handoff_channels);
     gauge(&mut registry, "active_connections", "Open client connections", s.active_connections);
     gauge(&mut registry, "in_flight", "Requests being handled", s.in_flight);
@@ -164,7 +168,7 @@ pub fn metrics_text(node: &NodeContext) -> String {
         register_cpu_model(&mut registry, model);
     }
     if let Some(coop) = &node.coop {
-        coop.stats.snapshot(coop.directory.size()).register(&mut registry, s.hits);
+        coop.stats.snapshot(coop.view().directory.size()).register(&mut registry, s.hits);
         coop.gate.register(&mut registry);
     }
     if let Some(dc) = &node.dc {
@@ -270,12 +274,13 @@ fn route(node: &NodeContext, head: &RequestHead, buf: &[u8], close: bool, out: &
 }
 
 async fn serve_admin_connection(mut stream: TcpStream, node: Arc<NodeContext>) {
-    let mut buf = vec![0u8; node.parse_limits.max_head_bytes + 1024];
+    let limits = node.settings().parse_limits;
+    let mut buf = vec![0u8; limits.max_head_bytes + 1024];
     let mut filled = 0;
     let mut head = RequestHead::default();
     let mut out = Vec::new();
     loop {
-        match parse_request(&buf[..filled], &node.parse_limits, &mut head) {
+        match parse_request(&buf[..filled], &limits, &mut head) {
             Ok(true) => {
                 let close = !head.keep_alive || head.body != BodyKind::Empty;
                 out.clear();

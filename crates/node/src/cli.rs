@@ -1,6 +1,7 @@
 //! `locus node` on the command line: `NodeArgs` (a configuration file, then flags that
-//! override it) and `run`, which starts the node and shuts it down gracefully on SIGTERM or
-//! SIGINT.
+//! override it) and `run`, which starts the node, reads the file and flags again and puts
+//! them in force on SIGHUP (a refusal is logged, never fatal), and shuts it down gracefully on
+//! SIGTERM or SIGINT.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -229,6 +230,7 @@ impl NodeArgs {
 /// process starts other threads, so that they inherit the blocked termination signals.
 pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
+    let args = std::sync::Arc::new(args);
     if args.file.check {
         let summary = check_files(config)?;
         args.file.report_check(&summary);
@@ -247,12 +249,24 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     }
     locus_io::service_notify::ready();
     let signal = signals
-        .wait_reloading(|| locus_io::service_notify::reloading(|| server.reload()))
+        .wait_reloading(|| locus_io::service_notify::reloading(|| reload(&server, &args)))
         .context("waiting for signals")?;
     tracing::info!(signal, "shutting down");
     locus_io::service_notify::stopping();
     server.shutdown();
     Ok(())
+}
+
+/// SIGHUP: read the configuration again (file and flags) and put it in force; a file that
+/// does not parse or check is refused with the error, and the running configuration stays.
+fn reload(server: &NodeServer, args: &NodeArgs) {
+    let config = match args.to_config() {
+        Ok(config) => config,
+        Err(e) => return server.refuse_reload(&format!("{e:#}")),
+    };
+    // The outcome is logged by the reload itself (what changed, what needs a restart, or why
+    // it was refused).
+    let _ = server.reload(config);
 }
 
 /// `--check`: what `NodeServer::start` reads before it binds (the class file, the document

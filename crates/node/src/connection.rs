@@ -14,6 +14,7 @@ pub use self::transport::Transport;
 
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use locus_http::parse_request;
@@ -25,6 +26,7 @@ use self::routing::hand_back;
 use crate::context::WorkerContext;
 use crate::cpu::charge::ConnectionCharge;
 use crate::handoff::request_router::RequestRouter;
+use crate::live_settings::LiveSettings;
 use crate::out_queue::OutQueue;
 
 /// After a close decided by the server, read and drop what the client still sends for at
@@ -62,6 +64,9 @@ enum Wait {
 struct Connection<'w> {
     stream: Transport,
     w: &'w WorkerContext,
+    /// The node's settings as the request being read or answered found them (taken again
+    /// before each read and each request, so a reload reaches open connections).
+    settings: Arc<LiveSettings>,
     /// One timer for every deadline of the connection, moved only when a deadline comes
     /// earlier than it or it fires early; so a request costs no timer work.
     sleep: Pin<Box<Sleep>>,
@@ -74,10 +79,12 @@ struct Connection<'w> {
 /// Serve one connection until it closes or (with a `router`) is handed back to the switch.
 /// A routed connection that ends here is reported `Closed` to the switch.
 pub async fn serve(stream: Transport, w: &WorkerContext, router: Option<RequestRouter>) -> ConnectionEnd {
-    let first_deadline = Instant::now() + w.node.header_timeout;
+    let settings = w.node.settings();
+    let first_deadline = Instant::now() + settings.header_timeout;
     let mut conn = Connection {
         stream,
         w,
+        settings,
         sleep: Box::pin(tokio::time::sleep_until(first_deadline)),
         shutdown: w.shutdown.clone(),
         router,
@@ -125,8 +132,8 @@ impl Connection<'_> {
         // first byte; between requests the keep-alive timeout runs from the last one.
         let mut head_started = Some(Instant::now());
         let mut last_active = Instant::now();
-        let max_read = node.parse_limits.max_head_bytes + 1024;
         loop {
+            self.settings = node.settings();
             if let Some(b) = bufs.as_deref_mut()
                 && b.end > b.start
             {
@@ -158,8 +165,8 @@ impl Connection<'_> {
                 }
             }
             let deadline = match head_started {
-                Some(t) => t + node.header_timeout,
-                None => last_active + node.keepalive_timeout,
+                Some(t) => t + self.settings.header_timeout,
+                None => last_active + self.settings.keepalive_timeout,
             };
             match self.wait_readable(deadline, idle).await {
                 Wait::Ready => {}
@@ -172,7 +179,7 @@ impl Connection<'_> {
                 Wait::Timeout | Wait::Shutdown | Wait::Failed => return Close::Now,
             }
             let b = bufs.get_or_insert_with(take_buffers);
-            if !b.make_room(max_read) {
+            if !b.make_room(self.settings.parse_limits.max_head_bytes + 1024) {
                 // Unreachable: the parser refuses heads over the limit before this.
                 return Close::Now;
             }
@@ -193,7 +200,7 @@ impl Connection<'_> {
     /// Parse the request at the front of `b` and answer it: a peer's cooperative-caching or
     /// DC control request apart, a client request where the switch routes it.
     async fn answer_buffered(&mut self, b: &mut ConnBuffers) -> Step {
-        match parse_request(&b.read[b.start..b.end], &self.w.node.parse_limits, &mut b.head) {
+        match parse_request(&b.read[b.start..b.end], &self.settings.parse_limits, &mut b.head) {
             Ok(true) if self.w.peer_requests.claims(b.head.path_str(&b.read[b.start..b.end])) => {
                 if self.answer_peer(b).await {
                     Step::Answered
@@ -253,7 +260,7 @@ impl Connection<'_> {
     /// first wait of a write (the keep-alive timeout from then); a client that takes nothing
     /// until it passes gets `TimedOut`.
     async fn wait_for_room(&mut self, deadline: &mut Option<Instant>) -> io::Result<()> {
-        let d = *deadline.get_or_insert_with(|| Instant::now() + self.w.node.keepalive_timeout);
+        let d = *deadline.get_or_insert_with(|| Instant::now() + self.settings.keepalive_timeout);
         if self.wait_writable(d).await { Ok(()) } else { Err(io::ErrorKind::TimedOut.into()) }
     }
 

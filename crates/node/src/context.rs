@@ -1,6 +1,7 @@
-//! `NodeContext`: everything the connections of a running node share (configuration limits,
-//! document root, document store, storage model, origin, class table, CPU pool or model, counters,
-//! listeners' accept queues) and the load it reports (`NodeReport`);
+//! `NodeContext`: everything the connections of a running node share (the settings a reload
+//! swaps — limits, class table and the rest of `LiveSettings` —, document root, document
+//! store, storage model, origin, CPU pool or model, counters, listeners' accept queues) and the
+//! load it reports (`NodeReport`);
 //! `WorkerContext`: what belongs to one worker thread (its counters, its miss source with the
 //! origin's or peers' connections, back-end forwarding's and DC mode's peer connections, the
 //! handoff agent, shutdown signal).
@@ -11,12 +12,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use locus_core::NodeReport;
-use locus_http::Limits;
 use locus_io::ConnectionSlot;
+use parking_lot::RwLock;
 use tokio::sync::watch;
 
-use crate::class_table::ClassTable;
-use crate::config::NodeLimits;
 use crate::coop::node::CoopNode;
 use crate::cpu::model::CpuModel;
 use crate::cpu::pool::CpuPool;
@@ -27,6 +26,7 @@ use crate::document_root::DocumentRoot;
 use crate::handoff::agent::HandoffAgent;
 use crate::handoff::backend_forward::PeerConnections;
 use crate::listen_queue::ListenQueue;
+use crate::live_settings::LiveSettings;
 use crate::miss::MissSource;
 use crate::node_metrics::{NodeMetrics, WorkerCounters};
 use crate::origin::OriginAddr;
@@ -38,10 +38,8 @@ pub struct NodeContext {
     pub name: String,
     /// `Server: locus` and `X-Locus-Node: <name>` lines, sent on every response.
     pub node_headers: Bytes,
-    pub limits: NodeLimits,
-    pub parse_limits: Limits,
-    pub header_timeout: Duration,
-    pub keepalive_timeout: Duration,
+    /// Limits, timeouts, classes and the rest a reload changes: read with `settings`.
+    pub live: RwLock<Arc<LiveSettings>>,
     /// The document root; `None` when misses go to an origin.
     pub root: Option<DocumentRoot>,
     pub origin: Option<OriginAddr>,
@@ -50,7 +48,6 @@ pub struct NodeContext {
     /// One node-local FIFO disk that dynamic classes' disk reads queue on when the node has
     /// no storage model (with one, they queue on its disks and this stays idle).
     pub class_disk: DiskSet,
-    pub classes: ClassTable,
     pub cpu: CpuPool,
     /// The modelled CPUs (`[cpu]`): with them every request's CPU cost, dynamic ones
     /// included, is waited in a processor-sharing queue instead of burnt on `cpu`.
@@ -58,8 +55,6 @@ pub struct NodeContext {
     pub metrics: NodeMetrics,
     /// The HTTP listeners accepting now, for the accept-queue length.
     pub listen_queue: ListenQueue,
-    /// Hosts accepted in absolute-form targets besides the request's own Host.
-    pub server_names: Vec<String>,
     /// Cooperative caching's shared state, when `[coop]` is on.
     pub coop: Option<Arc<CoopNode>>,
     /// DC mode's shared state, when `[dc]` is on.
@@ -67,11 +62,20 @@ pub struct NodeContext {
     pub shutting_down: AtomicBool,
     /// HTTPS on the client listener, when configured.
     pub tls: Option<Arc<locus_tls::TlsService>>,
-    /// Peers' addresses, whose cleartext requests the TLS listener serves.
-    pub cleartext_peers: Vec<std::net::IpAddr>,
 }
 
 impl NodeContext {
+    /// The settings in force now (one request reads them once: a reload in between does not
+    /// change them under it).
+    pub fn settings(&self) -> Arc<LiveSettings> {
+        self.live.read().clone()
+    }
+
+    /// Put `settings` in force for the requests that start from now on.
+    pub fn put_settings(&self, settings: LiveSettings) {
+        *self.live.write() = Arc::new(settings);
+    }
+
     pub fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::Relaxed)
     }

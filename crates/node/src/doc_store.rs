@@ -2,7 +2,8 @@
 //! `CachedDoc`s behind one short lock — with revalidation of cached files against the file
 //! system at most once per interval, and single flight: concurrent misses for one document
 //! share one load (`LoadOutcome`). An optional `CacheObserver` hears of every insert and
-//! removal (cooperative caching tells the documents' homes).
+//! removal (cooperative caching tells the documents' homes). A reload resizes it in place
+//! (`resize`: shrinking evicts down to the new capacity) and changes its revalidation interval.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -176,6 +177,13 @@ pub enum Freshness {
 
 type Flight = Arc<OnceCell<Arc<LoadOutcome>>>;
 
+/// What `DocStore::resize` evicted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Resized {
+    pub documents: u64,
+    pub bytes: u64,
+}
+
 /// Told of the keys that enter and leave the cache (after the cache's lock is released).
 pub trait CacheObserver: Send + Sync {
     fn inserted(&self, key: &str);
@@ -185,8 +193,9 @@ pub trait CacheObserver: Send + Sync {
 /// The document cache of a node.
 pub struct DocStore {
     cache: Option<Mutex<DocCache<String, Arc<CachedDoc>>>>,
-    max_object: u64,
-    revalidate_ms: u64,
+    /// Largest object cached (0 without a cache); changed by `resize`.
+    max_object: AtomicU64,
+    revalidate_ms: AtomicU64,
     epoch: Instant,
     flights: Mutex<HashMap<String, Flight>>,
     observer: OnceLock<Arc<dyn CacheObserver>>,
@@ -199,8 +208,8 @@ impl DocStore {
             .then(|| Mutex::new(DocCache::new(capacity, max_object.min(capacity), replacement)));
         DocStore {
             cache,
-            max_object: if capacity == 0 { 0 } else { max_object.min(capacity) },
-            revalidate_ms,
+            max_object: AtomicU64::new(if capacity == 0 { 0 } else { max_object.min(capacity) }),
+            revalidate_ms: AtomicU64::new(revalidate_ms),
             epoch: Instant::now(),
             flights: Mutex::new(HashMap::new()),
             observer: OnceLock::new(),
@@ -219,12 +228,40 @@ impl DocStore {
 
     /// Largest object cached (0 without a cache).
     pub fn max_object(&self) -> u64 {
-        self.max_object
+        self.max_object.load(Ordering::Relaxed)
     }
 
     /// Whether an object of `len` bytes would be cached.
     pub fn cacheable(&self, len: u64) -> bool {
-        self.cache.is_some() && len <= self.max_object
+        self.cache.is_some() && len <= self.max_object()
+    }
+
+    /// Put new limits in force (a reload): `capacity` bytes (ignored without a cache: turning
+    /// it on or off takes a restart), objects of at most `max_object`, revalidated every
+    /// `revalidate_ms`. Shrinking evicts by the replacement policy down to the new capacity
+    /// (the observer hears of each document that left); growing just lets more in.
+    pub fn resize(&self, capacity: u64, max_object: u64, revalidate_ms: u64) -> Resized {
+        self.revalidate_ms.store(revalidate_ms, Ordering::Relaxed);
+        let Some(cache) = &self.cache else { return Resized::default() };
+        let max_object = max_object.min(capacity);
+        let mut evicted = Vec::new();
+        let mut resized = Resized::default();
+        {
+            let mut cache = cache.lock();
+            self.max_object.store(max_object, Ordering::Relaxed);
+            cache.resize(capacity, max_object, |key, doc| {
+                resized.documents += 1;
+                resized.bytes += doc.body.len() as u64;
+                evicted.push((key, doc));
+            });
+        }
+        // Told, and the documents dropped, after the lock is released.
+        if let Some(o) = self.observer.get() {
+            for (key, _) in &evicted {
+                o.removed(key);
+            }
+        }
+        resized
     }
 
     /// The cached document under `key` (counted as a hit or miss by the cache).
@@ -244,7 +281,7 @@ impl DocStore {
     pub fn freshness(&self, key: &str, doc: &CachedDoc) -> Freshness {
         let now = self.now_ms();
         let checked = doc.checked_ms.load(Ordering::Relaxed);
-        if now.saturating_sub(checked) < self.revalidate_ms {
+        if now.saturating_sub(checked) < self.revalidate_ms.load(Ordering::Relaxed) {
             return Freshness::Fresh;
         }
         if doc.checked_ms.compare_exchange(checked, now, Ordering::Relaxed, Ordering::Relaxed).is_err() {
@@ -313,6 +350,12 @@ impl DocStore {
         })
     }
 
+    /// The keys cached now (a reload that changed cooperative caching's members announces
+    /// them again).
+    pub fn keys(&self) -> Vec<String> {
+        self.cache.as_ref().map_or_else(Vec::new, |c| c.lock().iter().map(|(k, _, _)| k.clone()).collect())
+    }
+
     /// Capacity in bytes (0 without a cache).
     pub fn capacity(&self) -> u64 {
         self.cache.as_ref().map_or(0, |c| c.lock().capacity_bytes())
@@ -368,6 +411,34 @@ mod tests {
         assert!(!store.cacheable(7) && store.cacheable(6));
         let off = DocStore::new(0, 6, Replacement::Lru, 1000);
         assert!(!off.cacheable(1) && !off.insert("/a".into(), doc(b"a"), 1.0));
+    }
+
+    #[test]
+    fn resizing_evicts_down_to_the_new_capacity_and_tells_the_observer() {
+        struct Removals(Mutex<Vec<String>>);
+        impl CacheObserver for Removals {
+            fn inserted(&self, _: &str) {}
+            fn removed(&self, key: &str) {
+                self.0.lock().push(key.to_string());
+            }
+        }
+        let store = DocStore::new(15, 10, Replacement::Lru, 1000);
+        let removals = Arc::new(Removals(Mutex::new(Vec::new())));
+        store.set_observer(removals.clone());
+        for key in ["/a", "/b", "/c"] {
+            assert!(store.insert(key.into(), doc(b"aaaaa"), 1.0));
+        }
+        assert!(store.lookup("/a").is_some());
+        assert_eq!(store.resize(20, 10, 5), Resized::default(), "growing evicts nothing");
+        assert_eq!(store.resize(10, 10, 5), Resized { documents: 1, bytes: 5 });
+        assert_eq!(*removals.0.lock(), vec!["/b".to_string()], "the least recently used left");
+        assert_eq!((store.usage(), store.capacity()), ((2, 10), 10));
+        assert_eq!(store.resize(10, 4, 5), Resized { documents: 2, bytes: 10 });
+        assert!(!store.cacheable(5) && store.cacheable(4) && store.max_object() == 4);
+        assert_eq!(store.stats().evictions, 3);
+        let off = DocStore::new(0, 6, Replacement::Lru, 1000);
+        assert_eq!(off.resize(100, 6, 5), Resized::default());
+        assert!(!off.cacheable(1) && off.capacity() == 0);
     }
 
     #[test]

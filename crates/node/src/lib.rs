@@ -6,7 +6,8 @@
 //! caching (`[coop]`: misses fetched from peers' memory before storage), or DC mode (`[dc]`:
 //! each node the home of its documents and a co-op for replicas of the others'), whose requests
 //! between nodes are signed with the cluster's peer key (`peer_key_file`). Start one in-process
-//! with `NodeServer::start(NodeConfig)`.
+//! with `NodeServer::start(NodeConfig)`; `NodeServer::reload` puts a new configuration in force
+//! in place (SIGHUP).
 
 mod admin;
 mod class_table;
@@ -23,6 +24,7 @@ mod dynamic;
 mod error;
 mod handoff;
 mod listen_queue;
+mod live_settings;
 mod miss;
 mod node_metrics;
 mod open_files;
@@ -30,6 +32,7 @@ mod origin;
 mod out_queue;
 mod peer_link;
 mod peer_requests;
+mod reload;
 mod request_view;
 mod response;
 mod server;
@@ -45,6 +48,7 @@ pub use config::{
 pub use coop::CoopConfig;
 pub use cpu::{CpuJob, CpuModel, CpuModelClosed, CpuModelConfig, CpuModelStats, burn_cpu, thread_cpu_time};
 pub use dc::{DcArgs, DcConfig};
+pub use doc_store::Resized;
 pub use document_root::{DocumentRoot, PathError, Resolved, decode_request_path};
 pub use error::NodeError;
 pub use locus_classify::{ClassConfig, CostDistribution};
@@ -54,6 +58,7 @@ pub use locus_node_config::{ByteSize, InvalidByteSize, Replacement, StorageConfi
 pub use node_metrics::NodeStats;
 pub use origin::OriginAddr;
 pub use peer_link::{PeerKey, PeerKeyError, SecretText, peer_auth_value};
+pub use reload::{NodeReloadError, NodeReloadReport};
 pub use response::{RangeOutcome, evaluate_range};
 pub use server::NodeServer;
 pub use storage_model::{DiskQueue, StorageModel};

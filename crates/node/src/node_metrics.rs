@@ -1,6 +1,7 @@
 //! Counters of a running node: one cache-line-aligned block per worker thread (so the hot
 //! path never shares a counter between cores), summed on read into `NodeStats`, plus the
-//! node-wide connection limit (its open count is the connection gauge) and handoff counters.
+//! node-wide connection limit (its open count is the connection gauge), handoff counters and
+//! the count of configuration reloads applied and refused.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -162,6 +163,10 @@ pub struct NodeMetrics {
     /// This node's id in the switch's cluster plus one, from the newest `Hello`; 0 before any
     /// (until then the agent serves every request itself).
     pub handoff_node_id: AtomicU64,
+    /// Configuration reloads put in force.
+    pub reloads: AtomicU64,
+    /// Configuration reloads refused (the running configuration stayed).
+    pub reloads_refused: AtomicU64,
 }
 
 impl NodeMetrics {
@@ -183,6 +188,8 @@ impl NodeMetrics {
             routes_unanswered: AtomicU64::new(0),
             handoff_channels: AtomicU64::new(0),
             handoff_node_id: AtomicU64::new(0),
+            reloads: AtomicU64::new(0),
+            reloads_refused: AtomicU64::new(0),
         }
     }
 
@@ -225,6 +232,8 @@ impl NodeMetrics {
             routes_unanswered: self.routes_unanswered.load(Ordering::Relaxed),
             handoff_channels: self.handoff_channels.load(Ordering::Relaxed),
             handoff_node_id: self.handoff_node_id.load(Ordering::Relaxed).checked_sub(1),
+            reloads: self.reloads.load(Ordering::Relaxed),
+            reloads_refused: self.reloads_refused.load(Ordering::Relaxed),
             statuses: COUNTED_STATUSES
                 .iter()
                 .map(|s| s.to_string())
@@ -281,6 +290,10 @@ pub struct NodeStats {
     pub handoff_channels: u64,
     /// This node's id in the switch's cluster (from the switch's `Hello`), once known.
     pub handoff_node_id: Option<u64>,
+    /// Configuration reloads put in force.
+    pub reloads: u64,
+    /// Configuration reloads refused (the running configuration stayed).
+    pub reloads_refused: u64,
     /// Responses per status code (codes with a count only).
     pub statuses: Vec<(String, u64)>,
 }

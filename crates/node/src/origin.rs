@@ -174,6 +174,11 @@ impl OriginPool {
         OriginPool { peer: Some(link), ..OriginPool::new(addr) }
     }
 
+    /// The `host:port` requests are sent to.
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
     /// Give back a connection whose last response was read completely.
     pub fn put(&self, stream: TcpStream) {
         let mut idle = self.idle.lock();

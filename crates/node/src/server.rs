@@ -9,7 +9,8 @@
 //! backed off from (`AcceptBackoff`), one `ConnectionSlot` per open connection, and shutdown
 //! by `drain` (stop accepting, close idle connections, let in-flight requests finish within
 //! the drain timeout), after which it all is joined. With `[coop]`, a thread of its own
-//! checks the peers and sends the cache's insert/evict notices.
+//! checks the peers and sends the cache's insert/evict notices. `reload` puts a new
+//! configuration in force in place (see the `reload` module).
 
 use std::io;
 use std::net::SocketAddr;
@@ -20,8 +21,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use locus_handoff::ControlKey;
-use locus_http::Limits;
 use locus_io::{AcceptBackoff, AcceptRecovery, BindRetry, Pipe, Shedding, SpliceError, TaskTracker};
+use parking_lot::RwLock;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -44,13 +45,16 @@ use crate::error::NodeError;
 use crate::handoff::agent::{AdoptedConnection, HandoffAgent, cloned_connection_id};
 use crate::handoff::request_router::RequestRouter;
 use crate::listen_queue::ListenQueue;
+use crate::live_settings::LiveSettings;
 use crate::miss::MissSource;
 use crate::node_metrics::{NodeMetrics, NodeStats};
 use crate::open_files::shed_answer;
 use crate::origin::OriginAddr;
+use crate::peer_link::PeerKey;
 use crate::peer_requests::PeerRequests;
+use crate::reload::{NodeReloadError, NodeReloadReport, Reloader};
 use crate::storage_model::{DiskSet, StorageModel};
-use crate::tls_accept::{cleartext_peers, tls_handshake};
+use crate::tls_accept::tls_handshake;
 
 /// A running node; see the module documentation. Dropping it shuts it down like `shutdown`.
 pub struct NodeServer {
@@ -58,6 +62,8 @@ pub struct NodeServer {
     admin_addr: Option<SocketAddr>,
     handoff_addr: Option<SocketAddr>,
     node: Arc<NodeContext>,
+    /// The configuration in force, and what puts a new one in force.
+    reloader: Reloader,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -90,7 +96,7 @@ async fn serve_adopted(adopted: AdoptedConnection, w: &WorkerContext, agent: Arc
         }
     };
     let _ = stream.set_nodelay(true);
-    let limit = w.node.keepalive_timeout;
+    let limit = w.node.settings().keepalive_timeout;
     if !unsent.is_empty() {
         let written = tokio::time::timeout(limit, stream.write_all(&unsent)).await;
         if !matches!(written, Ok(Ok(()))) {
@@ -240,7 +246,7 @@ async fn accept_loop(
     }
     // Withdrawn from the accept-queue count before `drain` closes the listener.
     drop(counted);
-    let drain = Duration::from_millis(node.limits.drain_timeout_ms);
+    let drain = node.settings().drain_timeout();
     // Whatever is still open after the drain is closed when the event loop shuts down.
     locus_io::drain(listener, &acceptor.connections, drain).await;
 }
@@ -334,7 +340,7 @@ fn node_context(
         Err(_) if origin.is_some() => None,
         Err(source) => return Err(NodeError::Root { path: config.root.clone(), error: source }),
     };
-    let classes = ClassTable::new(&config.classes, config.seed)?;
+    let classes = Arc::new(ClassTable::new(&config.classes, config.seed)?);
     Ok(NodeContext {
         name: config.name.clone(),
         node_headers: Bytes::from(format!(
@@ -342,13 +348,7 @@ fn node_context(
             config.name,
             if dc.is_some() { "X-Locus-DC: home\r\n" } else { "" }
         )),
-        parse_limits: Limits {
-            max_head_bytes: config.limits.max_head_bytes.bytes() as usize,
-            max_headers: config.limits.max_headers,
-        },
-        header_timeout: Duration::from_millis(config.limits.header_timeout_ms),
-        keepalive_timeout: Duration::from_millis(config.limits.keepalive_timeout_ms),
-        limits: config.limits.clone(),
+        live: RwLock::new(Arc::new(LiveSettings::new(config, classes))),
         root,
         origin,
         store: DocStore::new(
@@ -359,16 +359,13 @@ fn node_context(
         ),
         storage: config.storage.map(StorageModel::new),
         class_disk: DiskSet::new(1),
-        classes,
         cpu: CpuPool::new(cpu_threads, "node").map_err(NodeError::Start)?,
         cpu_model: config.cpu.map(|c| CpuModel::new(c, "node")).transpose().map_err(NodeError::Start)?,
         metrics: NodeMetrics::new(workers, config.limits.max_connections),
         listen_queue: ListenQueue::default(),
-        server_names: config.server_names.clone(),
         coop,
         dc,
         shutting_down: Default::default(),
-        cleartext_peers: if config.tls.is_some() { cleartext_peers(config) } else { Vec::new() },
         tls: config
             .tls
             .clone()
@@ -378,15 +375,16 @@ fn node_context(
     })
 }
 
-/// Cooperative caching's and DC mode's shared state (at most one of them is configured).
-type PeerModes = (Option<Arc<CoopNode>>, Option<Arc<DcNode>>);
+/// Cooperative caching's and DC mode's shared state (at most one of them is configured), and
+/// the peer key they were made with.
+type PeerModes = (Option<Arc<CoopNode>>, Option<Arc<DcNode>>, Option<PeerKey>);
 
 /// Cooperative caching's and DC mode's shared state, for a node listening on `addr`, with
 /// the peer key if one is configured (read here, once); without one, a warning that peer
 /// requests are told by their source address.
 fn peer_modes(config: &NodeConfig, addr: SocketAddr) -> Result<PeerModes, NodeError> {
     if config.coop.is_none() && config.dc.is_none() {
-        return Ok((None, None));
+        return Ok((None, None, None));
     }
     let key = config.peer_key()?;
     if key.is_none() {
@@ -405,10 +403,10 @@ fn peer_modes(config: &NodeConfig, addr: SocketAddr) -> Result<PeerModes, NodeEr
         None => None,
     };
     let dc = match &config.dc {
-        Some(c) => Some(Arc::new(DcNode::new(c, addr, config, key).map_err(ConfigError::Invalid)?)),
+        Some(c) => Some(Arc::new(DcNode::new(c, addr, config, key.clone()).map_err(ConfigError::Invalid)?)),
         None => None,
     };
-    Ok((coop, dc))
+    Ok((coop, dc, key))
 }
 
 /// The handoff agent for `config` (none without `[handoff]`), and each worker's queue of the
@@ -424,11 +422,27 @@ fn handoff_agent(
     (Some(agent), receivers.into_iter().map(Some).collect())
 }
 
+/// Wait until each of `threads` threads has reported on `ready` that it started.
+fn wait_for_threads(
+    threads: usize,
+    ready: &std::sync::mpsc::Receiver<io::Result<()>>,
+) -> Result<(), NodeError> {
+    for _ in 0..threads {
+        match ready.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(NodeError::Start(e)),
+            Err(_) => return Err(NodeError::Start(io::Error::other("a node thread exited during start"))),
+        }
+    }
+    Ok(())
+}
+
 impl NodeServer {
     /// Start a node: bind its listeners, start its threads, return once it accepts.
     pub fn start(mut config: NodeConfig) -> Result<NodeServer, NodeError> {
         config.load_class_file()?;
         config.validate()?;
+        let configured = config.clone();
         let workers = if config.workers == 0 { available_cpus() } else { config.workers };
         config.limits.max_connections = crate::open_files::connection_limit(&config, workers)?;
         let origin = match &config.origin {
@@ -437,14 +451,22 @@ impl NodeServer {
         };
         let listeners = Listeners::bind(&config, workers)?;
         let (addr, admin_addr, handoff_addr) = listeners.addrs().map_err(NodeError::Start)?;
-        let (coop, dc) = peer_modes(&config, addr)?;
+        let (coop, dc, peer_key) = peer_modes(&config, addr)?;
         let node = Arc::new(node_context(&config, workers, origin.clone(), coop.clone(), dc.clone())?);
         if let Some(coop) = &coop {
             node.store.set_observer(observer(coop));
         }
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let mut server =
-            NodeServer { addr, admin_addr, handoff_addr, node: node.clone(), shutdown, threads: Vec::new() };
+        let reloader = Reloader::new(node.clone(), addr, configured, peer_key);
+        let mut server = NodeServer {
+            addr,
+            admin_addr,
+            handoff_addr,
+            node: node.clone(),
+            reloader,
+            shutdown,
+            threads: Vec::new(),
+        };
         let (agent, mut adoptions) = handoff_agent(&node, config.handoff.as_ref(), workers);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         for (index, listener) in listeners.workers.into_iter().enumerate() {
@@ -490,15 +512,7 @@ impl NodeServer {
             server.spawn("node-dc".into(), move || Ok(move || run_dc_background(node, dc, rx)), &ready_tx)?;
         }
         drop(ready_tx);
-        for _ in 0..server.threads.len() {
-            match ready_rx.recv() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(NodeError::Start(e)),
-                Err(_) => {
-                    return Err(NodeError::Start(io::Error::other("a node thread exited during start")));
-                }
-            }
-        }
+        wait_for_threads(server.threads.len(), &ready_rx)?;
         tracing::info!(name = %config.name, %addr, admin = ?admin_addr, handoff = ?handoff_addr, workers, "node started");
         Ok(server)
     }
@@ -530,13 +544,21 @@ impl NodeServer {
         self.node.tls.is_some()
     }
 
-    /// Read certificates and ticket keys again (SIGHUP): new handshakes use them, open
-    /// connections keep theirs; a file that is wrong leaves the old ones in place (logged).
-    pub fn reload(&self) {
-        match &self.node.tls {
-            Some(tls) => tls.reload_logged(),
-            None => tracing::info!("SIGHUP: nothing to reload (no TLS)"),
-        }
+    /// Put `config` in force without closing a connection (SIGHUP): the cache's size
+    /// (shrinking evicts), classes, limits and timeouts, server names, TLS certificates and
+    /// ticket keys (read again), cooperative caching's peers and settings, DC mode's threshold,
+    /// replication and consistency, the peer key. Settings that need new sockets or threads
+    /// keep their running value and are named in the report (and logged as warnings). A
+    /// configuration that does not check is refused with the error and the running one stays;
+    /// requests under way finish with the settings they began with. See `reload`.
+    pub fn reload(&self, config: NodeConfig) -> Result<NodeReloadReport, NodeReloadError> {
+        self.reloader.reload(config)
+    }
+
+    /// Count a reload that was refused before it came here (SIGHUP with a file that does not
+    /// parse or check), and log `why`; the running configuration stays.
+    pub fn refuse_reload(&self, why: &dyn std::fmt::Display) {
+        self.reloader.refuse(why);
     }
 
     /// The admin listener's address, if configured.

@@ -18,10 +18,11 @@ use crate::context::NodeContext;
 /// cleartext), or `None` when there is nothing to serve (the failure is counted, a cleartext
 /// request answered).
 pub async fn tls_handshake(tls: &TlsService, stream: TcpStream, node: &NodeContext) -> Option<Transport> {
-    match tls.accept(stream, Instant::now() + node.header_timeout).await {
+    let settings = node.settings();
+    match tls.accept(stream, Instant::now() + settings.header_timeout).await {
         Ok(session) => Some(Transport::Tls(Box::new(session))),
         Err(HandshakeFailure::Cleartext(tcp)) => {
-            if tcp.peer_addr().is_ok_and(|a| node.cleartext_peers.contains(&a.ip())) {
+            if tcp.peer_addr().is_ok_and(|a| settings.cleartext_peers.contains(&a.ip())) {
                 return Some(Transport::Plain(tcp));
             }
             locus_tls::answer_cleartext(tcp, &node.node_headers).await;
@@ -36,7 +37,7 @@ pub async fn tls_handshake(tls: &TlsService, stream: TcpStream, node: &NodeConte
 
 /// The addresses of the peers `config` names (co-operative caching's, DC mode's servers),
 /// whose cleartext requests a TLS listener serves. A name that does not resolve is left out
-/// (its requests get the 400 until the node restarts).
+/// (its requests get the 400 until the node restarts or reloads).
 pub fn cleartext_peers(config: &NodeConfig) -> Vec<IpAddr> {
     let mut authorities: Vec<String> = Vec::new();
     if let Some(coop) = &config.coop {

@@ -210,6 +210,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         "ctl": { "commands": c.ctl_commands.load(Relaxed), "refused": c.ctl_refused.load(Relaxed) },
         "tls": tls_json(shared),
         "http2": http2_json(shared),
+        "discovery": crate::discovery::status_json(&shared.discovery, &shared.config().discovery),
         "nodes": nodes,
     })
 }
@@ -295,6 +296,7 @@ pub fn metrics_text(shared: &Shared) -> String {
     reg.register("queued", "Requests waiting in the admission queue", gauge(snap.queued as i64));
     reg.register("mapping_entries", "Entries in the policy's target mapping", gauge(snap.mapping_len as i64));
     register_node_metrics(&mut reg, shared, &snap);
+    crate::discovery::register_metrics(&mut reg, &shared.discovery, &shared.config().discovery);
     if let Some(tls) = &shared.tls {
         tls.status(std::time::SystemTime::now()).register_metrics(&mut reg);
     }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 // Part of the configuration: reachable from here as well as from `mode`.
+pub use crate::discovery::DiscoveryEntry;
 pub use crate::handoff::HandoffSettings;
 pub use crate::mode::Mode;
 
@@ -199,6 +200,10 @@ pub struct SwitchConfig {
     pub policy: PolicyConfig,
     #[serde(default, rename = "node")]
     pub nodes: Vec<NodeEntry>,
+    /// Sources of more nodes (`[[discovery]]`: DNS A/AAAA or SRV records, a watched file);
+    /// their nodes follow `nodes` in the configuration in force (see `discovery`).
+    #[serde(default)]
+    pub discovery: Vec<DiscoveryEntry>,
     #[serde(default)]
     pub health: HealthConfig,
     #[serde(default)]
@@ -259,6 +264,7 @@ impl Default for SwitchConfig {
             server_names: Vec::new(),
             policy: default_policy(),
             nodes: Vec::new(),
+            discovery: Vec::new(),
             health: HealthConfig::default(),
             limits: SwitchLimits::default(),
             handoff: HandoffSettings::default(),
@@ -303,10 +309,12 @@ impl SwitchConfig {
             let certs = t.certificates.iter_mut().flat_map(|c| [&mut c.cert, &mut c.key]);
             certs.chain(t.ticket_keys.as_mut())
         });
+        let node_files = config.discovery.iter_mut().filter_map(|d| d.file.as_mut());
         let files = [&mut config.class_file, &mut config.site_root, &mut config.control_socket]
             .into_iter()
             .flatten()
-            .chain(tls_files);
+            .chain(tls_files)
+            .chain(node_files);
         for p in files {
             if p.is_relative() {
                 *p = dir.join(&*p);
@@ -315,12 +323,15 @@ impl SwitchConfig {
         Ok(config)
     }
 
-    /// Check the parts serde cannot: at least one node, unique names, sane limits, a policy
-    /// that builds for these nodes.
+    /// Check the parts serde cannot: at least one node (or a discovery source), unique names,
+    /// sane limits, a policy that builds for these nodes.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.nodes.is_empty() {
-            return Err(ConfigError::Invalid("no nodes: add at least one [[node]] with an addr".into()));
+        if self.nodes.is_empty() && self.discovery.is_empty() {
+            return Err(ConfigError::Invalid(
+                "no nodes: add at least one [[node]] with an addr, or a [[discovery]] source".into(),
+            ));
         }
+        self.validate_discovery()?;
         let names = self.node_names();
         for (i, a) in names.iter().enumerate() {
             if names[..i].contains(a) {
@@ -344,11 +355,39 @@ impl SwitchConfig {
         }
         let site = crate::site::SiteInputs::classes_of(self)?;
         crate::site::check_policy_needs(self, &names, site.inputs.classes.len())?;
-        locus_policy::build_with(&self.policy, &self.weights(), &site.inputs)
-            .map_err(|e| ConfigError::Invalid(format!("policy: {e}")))?;
+        // Without nodes of its own yet, the policy is checked when discovery brings some.
+        if !self.nodes.is_empty() {
+            locus_policy::build_with(&self.policy, &self.weights(), &site.inputs)
+                .map_err(|e| ConfigError::Invalid(format!("policy: {e}")))?;
+        }
         self.validate_tls()?;
         self.http2.check().map_err(ConfigError::Invalid)?;
         self.validate_mode(&names)
+    }
+
+    /// Each `[[discovery]]` entry, each source once, and what the mode and policy need of the
+    /// nodes DNS names: their agents (handoff mode) and admin listeners (`wrr-metrics`).
+    fn validate_discovery(&self) -> Result<(), ConfigError> {
+        for (i, d) in self.discovery.iter().enumerate() {
+            d.check().map_err(ConfigError::Invalid)?;
+            if self.discovery[..i].iter().any(|other| other.key() == d.key()) {
+                return Err(ConfigError::Invalid(format!("[[discovery]] {} is listed twice", d.key())));
+            }
+            let from_dns = d.kind() != crate::discovery::SourceKind::File;
+            if from_dns && self.mode == Mode::Handoff && d.handoff_port.is_none() {
+                return Err(ConfigError::Invalid(format!(
+                    "[[discovery]] {}: handoff mode needs the nodes' agents (handoff_port = N)",
+                    d.key()
+                )));
+            }
+            if from_dns && matches!(self.policy, PolicyConfig::WrrMetrics { .. }) && d.admin_port.is_none() {
+                return Err(ConfigError::Invalid(format!(
+                    "[[discovery]] {}: policy wrr-metrics polls each node's admin listener (admin_port = N)",
+                    d.key()
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// `listen_tls` and `[tls]` come together, in a mode that terminates TLS at the switch.
@@ -591,6 +630,31 @@ max_connections = 500
         assert!(err.to_string().contains("rr, wrr, lc or hash"));
         let c = SwitchConfig::from_toml_str(&text.replace("random", "wrr"), "x").unwrap();
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn discovery_sources_stand_in_for_nodes_and_are_checked_against_the_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("switch.toml");
+        std::fs::write(
+            &path,
+            "[[discovery]]\nfile = \"nodes.toml\"\n[[discovery]]\nsrv = \"_http._tcp.web\"\n",
+        )
+        .unwrap();
+        let c = SwitchConfig::from_file(&path).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.discovery[0].file.as_deref(), Some(dir.path().join("nodes.toml").as_path()));
+        let twice = "[[discovery]]\nfile = \"n\"\n[[discovery]]\nfile = \"n\"\npoll_ms = 200\n";
+        let err = SwitchConfig::from_toml_str(twice, "x").unwrap().validate().unwrap_err().to_string();
+        assert!(err.contains("file:n is listed twice"), "{err}");
+        let key = "00112233445566778899aabbccddeeff";
+        let text = format!(
+            "mode = \"handoff\"\n[handoff]\nkey = \"{key}\"\n[[discovery]]\ndns = \"web\"\nport = 80\n"
+        );
+        let err = SwitchConfig::from_toml_str(&text, "x").unwrap().validate().unwrap_err().to_string();
+        assert!(err.contains("handoff_port"), "{err}");
+        let text = text.replace("port = 80", "port = 80\nhandoff_port = 7100");
+        SwitchConfig::from_toml_str(&text, "x").unwrap().validate().unwrap();
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod client_stream;
 mod config;
 mod control;
 pub mod ctl;
+mod discovery;
 mod dispatch;
 mod forward;
 mod h2;
@@ -36,6 +37,7 @@ mod target_check;
 mod worker;
 
 pub use config::{ConfigError, HandoffSettings, HealthConfig, NodeEntry, SwitchConfig, SwitchLimits};
+pub use discovery::{DiscoveryEntry, DiscoveryError};
 pub use dispatch::{DispatchError, DispatchSnapshot};
 pub use h2::Http2Settings;
 pub use handoff::HandoffSetupError;

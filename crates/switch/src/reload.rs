@@ -5,6 +5,8 @@
 //! their LARD targets move) or re-weighted; the policy keeps its state where it can take the
 //! change; limits, health, HTTP and TLS settings take effect. What needs new sockets or threads
 //! keeps its running value and is named in the report. A refused reload changes nothing.
+//! Every reload's nodes are the given configuration's own plus the discovered ones (see
+//! `discovery`).
 
 use crate::config::{ConfigError, SwitchConfig};
 use crate::node_table::NodeInfo;
@@ -46,10 +48,20 @@ enum Slot {
     Add(Box<NodeInfo>, u32),
 }
 
+/// What a reload reads again.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Everything: the class file, the site's file table, the TLS files (SIGHUP, `locus ctl`).
+    Whole,
+    /// The nodes only (discovery): the running classes, file table and certificates stay.
+    NodesOnly,
+}
+
 /// A checked configuration, ready to swap in.
 struct Plan {
     config: SwitchConfig,
-    site: SiteInputs,
+    /// The class and file tables read again (none when the running ones stay).
+    site: Option<SiteInputs>,
     slots: Vec<Slot>,
     retire: Vec<NodeId>,
     weights: Vec<u32>,
@@ -62,26 +74,51 @@ impl Shared {
     /// Check `new` and put it in force; on any error nothing changes.
     pub fn reload(&self, new: SwitchConfig) -> Result<ReloadReport, ReloadError> {
         let _one_at_a_time = self.reload_lock.lock();
+        self.reload_locked(new, Scope::Whole)
+    }
+
+    /// `reload`, the reload lock held: `given`'s own nodes followed by the discovered ones.
+    pub(crate) fn reload_locked(
+        &self,
+        given: SwitchConfig,
+        scope: Scope,
+    ) -> Result<ReloadReport, ReloadError> {
         if self.is_shutting_down() {
             return Err(ReloadError::ShuttingDown);
         }
         let running = self.config();
-        let plan = match self.plan_reload(&running, new) {
+        let configured = given.nodes.clone();
+        let plan = match self.plan_reload(&running, self.discovery.merge(given), scope) {
             Ok(plan) => plan,
             Err(e) => {
                 self.counters.reloads_refused.fetch_add(1, Relaxed);
                 return Err(e);
             }
         };
+        let sources = plan.config.discovery.clone();
         let report = self.apply(&running, plan);
+        self.discovery.in_force(configured, &sources);
         self.counters.reloads.fetch_add(1, Relaxed);
         Ok(report)
     }
 
-    fn plan_reload(&self, running: &SwitchConfig, mut new: SwitchConfig) -> Result<Plan, ReloadError> {
-        let needs_restart = keep_fixed_settings(running, &mut new);
+    fn plan_reload(
+        &self,
+        running: &SwitchConfig,
+        mut new: SwitchConfig,
+        scope: Scope,
+    ) -> Result<Plan, ReloadError> {
+        let needs_restart = match scope {
+            Scope::Whole => keep_fixed_settings(running, &mut new),
+            Scope::NodesOnly => Vec::new(),
+        };
+        crate::discovery::check_has_nodes(&new)?;
         new.validate()?;
-        let site = SiteInputs::load(&new)?;
+        let site = match scope {
+            Scope::Whole => Some(SiteInputs::load(&new)?),
+            Scope::NodesOnly => None,
+        };
+        let inputs = site.as_ref().map_or_else(|| self.policy_inputs.read().clone(), |s| s.inputs.clone());
         let (slots, retire) = self.match_nodes(&new);
         let mut weights = self.dispatcher.weights();
         for slot in &slots {
@@ -90,10 +127,10 @@ impl Shared {
                 Slot::Add(_, w) => weights.push(*w),
             }
         }
-        let policy = locus_policy::build_with(&new.policy, &weights, &site.inputs)
+        let policy = locus_policy::build_with(&new.policy, &weights, &inputs)
             .map_err(|e| ConfigError::Invalid(format!("policy: {e}")))?;
         let tls = match (&self.tls, &new.tls) {
-            (Some(service), Some(settings)) => {
+            (Some(service), Some(settings)) if scope == Scope::Whole => {
                 Some(service.prepare(settings.clone(), std::time::SystemTime::now())?)
             }
             _ => None,
@@ -176,8 +213,10 @@ impl Shared {
         if let (Some(service), Some(prepared)) = (&self.tls, tls) {
             service.install(prepared);
         }
-        *self.classifier.write() = std::sync::Arc::new(site.classifier);
-        *self.policy_inputs.write() = site.inputs;
+        if let Some(site) = site {
+            *self.classifier.write() = std::sync::Arc::new(site.classifier);
+            *self.policy_inputs.write() = site.inputs;
+        }
         let policy_name = config.policy.name();
         *self.config.write() = std::sync::Arc::new(config);
         self.nodes_changed.send_modify(|reloads| *reloads += 1);

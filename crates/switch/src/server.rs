@@ -379,6 +379,7 @@ fn control_thread(
         let control = control.map(|l| tokio::spawn(crate::control::socket::serve(shared.clone(), l)));
         let housekeeping = crate::handoff::spawn_housekeeping(shared.clone());
         let l4_policy = crate::handoff::spawn_l4_policy(shared.clone());
+        let _discovery = crate::discovery::spawn(shared.clone()); // ends by itself at shutdown
         let node_tasks = watch_node_slots(&shared, &mut shutdown).await;
         for c in node_tasks {
             c.abort();

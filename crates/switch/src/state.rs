@@ -71,6 +71,8 @@ pub struct Shared {
     pub config_source: std::sync::OnceLock<ConfigSource>,
     /// Reloads run one at a time.
     pub(crate) reload_lock: parking_lot::Mutex<()>,
+    /// The configuration's own nodes and each discovery source's list, merged by every reload.
+    pub(crate) discovery: crate::discovery::Registry,
     /// Reloads that changed the node table, so far: health checks and metrics polls start
     /// for the slots added or back in service.
     pub nodes_changed: watch::Sender<u64>,
@@ -94,6 +96,8 @@ pub struct Shared {
 impl Shared {
     /// The state of a switch whose `config` `SwitchServer::start` has validated.
     pub fn new(config: SwitchConfig) -> Result<Shared, crate::ConfigError> {
+        // The discovery sources' first lists: the switch starts with their nodes.
+        let (config, discovery) = crate::discovery::first_lists(config)?;
         let weights = config.weights();
         let site = crate::site::SiteInputs::load(&config)?;
         let policy = locus_policy::build_with(&config.policy, &weights, &site.inputs)
@@ -124,6 +128,7 @@ impl Shared {
             policy_inputs: parking_lot::RwLock::new(site.inputs.clone()),
             config_source: std::sync::OnceLock::new(),
             reload_lock: parking_lot::Mutex::new(()),
+            discovery,
             nodes_changed: watch::channel(0).0,
             dispatcher: Dispatcher::new(cluster),
             nodes: NodeTable::new(nodes),

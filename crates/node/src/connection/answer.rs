@@ -120,7 +120,7 @@ impl Connection<'_> {
         let head_only = head.method == Method::Head;
         let form_ok = match head.form {
             TargetForm::Origin => true,
-            TargetForm::Absolute => authority_allowed(head, buf, &node.server_names),
+            TargetForm::Absolute => authority_allowed(head, buf, &self.settings.server_names),
             TargetForm::Asterisk | TargetForm::Authority => false,
         };
         if !form_ok {
@@ -168,7 +168,8 @@ impl Connection<'_> {
         if let Some(served) = crate::dc::serve::serve_home(w, &req, out) {
             return Ok(served);
         }
-        if let Some(class) = node.classes.classify(target) {
+        let classes = self.settings.classes.clone();
+        if let Some(class) = classes.classify(target) {
             active.make_dynamic();
             self.flush(out).await?;
             return Ok(serve_dynamic(w, &req, class, out).await);
@@ -200,7 +201,7 @@ impl Connection<'_> {
             *start = 0;
             *end = 0;
             self.flush(out).await?;
-            let deadline = Instant::now() + self.w.node.keepalive_timeout;
+            let deadline = Instant::now() + self.settings.keepalive_timeout;
             match self.wait_readable(deadline, false).await {
                 Wait::Ready => {}
                 _ => return Err(io::ErrorKind::TimedOut.into()),

@@ -6,6 +6,8 @@
 //! answer, since every fetch is verified. Chosen over broadcasting (every node knowing every
 //! holder) because a lookup then costs one round trip to one node, the home can answer
 //! with the document itself when it holds it, and the notice traffic does not grow with n.
+//! When a reload changes the members, the holder sets of the documents this node is still
+//! home for are carried over (`absorb`).
 
 use std::collections::HashMap;
 
@@ -112,6 +114,29 @@ impl HolderDirectory {
     /// The members holding `key`.
     pub fn holders(&self, key: &str) -> Vec<usize> {
         self.holders.lock().get(key).map(|s| s.iter().map(|&m| usize::from(m)).collect()).unwrap_or_default()
+    }
+
+    /// Take over the holder sets `old` kept under `old_members` for the documents this node
+    /// is still home for under `new_members`, each holder renumbered by its `host:port` (the
+    /// members that left are dropped).
+    pub fn absorb(&self, old: &HolderDirectory, old_members: &Membership, new_members: &Membership) {
+        let old_map = old.holders.lock();
+        let mut map = self.holders.lock();
+        for (key, set) in old_map.iter() {
+            if new_members.home(key) != new_members.me() {
+                continue;
+            }
+            let renumber = |&m: &u16| new_members.index_of(old_members.authority(usize::from(m)));
+            let holders: Vec<u16> = set.iter().filter_map(renumber).map(|m| m as u16).collect();
+            if !holders.is_empty() && (map.len() < MAX_DOCUMENTS || map.contains_key(key)) {
+                let entry = map.entry(key.clone()).or_default();
+                for h in holders {
+                    if !entry.contains(&h) {
+                        entry.push(h);
+                    }
+                }
+            }
+        }
     }
 
     /// Documents with a holder, and (document, holder) pairs.

@@ -1,7 +1,8 @@
 //! The requesting side of cooperative caching: `CoopWorker`, one per worker thread with a
 //! keep-alive connection pool per peer, finds a document missed here in a peer's memory —
 //! one round trip to the home (which answers with the document when it holds it, else with
-//! its holders), or none when this node is the home — and fetches it from a holder. Every
+//! its holders), or none when this node is the home — and fetches it from a holder, all under
+//! the view in force when the miss began (the pools follow a reload's new view). Every
 //! answer is verified (status, validator, length) before use; a peer that times out, is
 //! down or answers garbage is avoided for a while; whatever goes wrong the caller reads
 //! storage, so a cooperative miss never fails a client request.
@@ -9,9 +10,11 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 
 use crate::coop::node::CoopNode;
 use crate::coop::stats::{PeerFailure, add};
+use crate::coop::view::CoopView;
 use crate::coop::wire::{CoopAsk, Validator, document_target};
 use crate::origin::{OriginError, OriginHeaders, OriginPool, OriginReply};
 
@@ -29,34 +32,58 @@ enum PeerAnswer {
     Nothing,
 }
 
+/// One pool per member of a view (`None` for this node).
+type Pools = Arc<Vec<Option<Arc<OriginPool>>>>;
+
+/// A view and this worker's pools to its members.
+struct ViewPools {
+    view: Arc<CoopView>,
+    pools: Pools,
+}
+
 /// Cooperative caching for one worker thread.
 pub struct CoopWorker {
     pub coop: Arc<CoopNode>,
-    /// One pool per member (`None` for this node).
-    pools: Vec<Option<OriginPool>>,
+    /// The pools of the view last used (made again, keeping the peers' that stay, when a
+    /// reload put in another).
+    pools: Mutex<ViewPools>,
 }
 
 impl CoopWorker {
     pub fn new(coop: Arc<CoopNode>) -> CoopWorker {
-        let pools = coop.pools();
-        CoopWorker { coop, pools }
+        let view = coop.view();
+        let pools = Arc::new(coop.pools(&view, &[]));
+        CoopWorker { coop, pools: Mutex::new(ViewPools { view, pools }) }
+    }
+
+    /// The view in force and this worker's pools to its members.
+    fn current(&self) -> (Arc<CoopView>, Pools) {
+        let view = self.coop.view();
+        let mut held = self.pools.lock();
+        if !Arc::ptr_eq(&held.view, &view) {
+            let pools = Arc::new(self.coop.pools(&view, &held.pools));
+            *held = ViewPools { view: view.clone(), pools };
+        }
+        (view, held.pools.clone())
     }
 
     /// The version `v` of `key` from a peer's memory, or `None`: read storage.
     pub async fn fetch_remote(&self, key: &str, v: Validator) -> Option<Bytes> {
         let c = &*self.coop;
-        if v.len > c.max_object || c.peers.is_empty() {
+        let (view, pools) = self.current();
+        if v.len > view.max_object || view.peers.is_empty() {
             return None;
         }
-        let m = &c.membership;
+        let at = Ask { view: &view, pools: &pools, key, v };
+        let m = &view.membership;
         let home = m.home(key);
         let holders = if home == m.me() {
-            c.directory.holders(key)
+            view.directory.holders(key)
         } else {
-            if !c.usable(home) {
+            if !c.usable(&view, home) {
                 return None;
             }
-            match self.ask(home, CoopAsk::Lookup, key, v).await {
+            match self.ask(&at, home, CoopAsk::Lookup).await {
                 PeerAnswer::Document(body) => return Some(body),
                 PeerAnswer::Holders(holders) => holders,
                 PeerAnswer::Nothing => return None,
@@ -64,10 +91,10 @@ impl CoopWorker {
         };
         let candidates = m.try_order(holders).into_iter().filter(|&h| h != home);
         for holder in candidates.take(MAX_HOLDER_TRIES) {
-            if !c.usable(holder) {
+            if !c.usable(&view, holder) {
                 continue;
             }
-            if let PeerAnswer::Document(body) = self.ask(holder, CoopAsk::Fetch, key, v).await {
+            if let PeerAnswer::Document(body) = self.ask(&at, holder, CoopAsk::Fetch).await {
                 return Some(body);
             }
         }
@@ -75,13 +102,13 @@ impl CoopWorker {
     }
 
     /// One request to member `member`, within the timeout.
-    async fn ask(&self, member: usize, ask: CoopAsk, key: &str, v: Validator) -> PeerAnswer {
-        let c = &*self.coop;
-        let Some(pool) = self.pools.get(member).and_then(Option::as_ref) else {
+    async fn ask(&self, at: &Ask<'_>, member: usize, ask: CoopAsk) -> PeerAnswer {
+        let (c, view, v) = (&*self.coop, at.view, at.v);
+        let Some(pool) = at.pools.get(member).and_then(Option::as_ref) else {
             return PeerAnswer::Nothing;
         };
-        let target = document_target(ask, key, v, c.membership.authority(c.membership.me()));
-        let reply = tokio::time::timeout(c.timeout, pool.fetch_with(&target, b"", v.len)).await;
+        let target = document_target(ask, at.key, v, &view.authority);
+        let reply = tokio::time::timeout(view.timeout, pool.fetch_with(&target, b"", v.len)).await;
         let failure = match reply {
             Err(_) | Ok(Err(OriginError::Timeout)) => PeerFailure::Timeout,
             Ok(Err(OriginError::Connect(_) | OriginError::Io(_) | OriginError::ClosedEarly)) => {
@@ -101,23 +128,31 @@ impl CoopWorker {
                     }
                     Err(why) => why,
                 },
-                404 if ask == CoopAsk::Lookup => return PeerAnswer::Holders(self.holders(&headers)),
+                404 if ask == CoopAsk::Lookup => return PeerAnswer::Holders(holders(view, &headers)),
                 404 => PeerFailure::NotHeld,
                 403 if headers.peer_refused.is_some() => PeerFailure::Unauthorized,
                 _ => PeerFailure::BadReply,
             },
         };
-        tracing::debug!(peer = c.membership.authority(member), key, why = failure.label(), "coop try failed");
-        c.failed(member, failure);
+        let peer = view.membership.authority(member);
+        tracing::debug!(peer, key = at.key, why = failure.label(), "coop try failed");
+        c.failed(view, member, failure);
         PeerAnswer::Nothing
     }
+}
 
-    /// The members named in a lookup's holder list (unknown names are left out).
-    fn holders(&self, headers: &OriginHeaders) -> Vec<usize> {
-        let m = &self.coop.membership;
-        let list = headers.coop_holders.as_deref().unwrap_or("");
-        list.split(',').filter_map(|a| m.index_of(a.trim())).collect()
-    }
+/// What one miss asks its peers, under which view.
+struct Ask<'a> {
+    view: &'a CoopView,
+    pools: &'a [Option<Arc<OriginPool>>],
+    key: &'a str,
+    v: Validator,
+}
+
+/// The members of `view` named in a lookup's holder list (unknown names are left out).
+fn holders(view: &CoopView, headers: &OriginHeaders) -> Vec<usize> {
+    let list = headers.coop_holders.as_deref().unwrap_or("");
+    list.split(',').filter_map(|a| view.membership.index_of(a.trim())).collect()
 }
 
 /// Whether a 200 answer carries version `v`, completely.

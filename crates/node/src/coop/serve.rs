@@ -12,6 +12,7 @@ use locus_http::RequestHead;
 use crate::context::WorkerContext;
 use crate::coop::node::CoopNode;
 use crate::coop::stats::add;
+use crate::coop::view::CoopView;
 use crate::coop::wire::{CoopAsk, HOLDERS_HEADER, PREFIX, VALIDATOR_HEADER, Validator, query_pairs};
 use crate::out_queue::OutQueue;
 use crate::response::{Persistence, content_length, end_head, simple, start_head};
@@ -35,20 +36,21 @@ pub fn answer(w: &WorkerContext, ip: IpAddr, head: &RequestHead, buf: &[u8], out
     if head.method != Method::Get {
         return refuse(out, 405);
     }
+    let view = coop.view();
     let target = head.path_str(buf);
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let Some(pairs) = query_pairs(query) else { return refuse(out, 400) };
     let param = |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_ref());
     match &path[PREFIX.len()..] {
         "notice" => {
-            let Some(from) = param("from").and_then(|f| coop.membership.index_of(f)) else {
+            let Some(from) = param("from").and_then(|f| view.membership.index_of(f)) else {
                 return refuse(out, 400);
             };
             let mut n = 0;
             for (name, key) in &pairs {
                 match *name {
                     "i" | "e" => {
-                        coop.apply_notice(from, *name == "i", key);
+                        CoopNode::apply_notice(&view, from, *name == "i", key);
                         n += 1;
                     }
                     _ => {}
@@ -64,8 +66,8 @@ pub fn answer(w: &WorkerContext, ip: IpAddr, head: &RequestHead, buf: &[u8], out
             let (Some(key), Some(Ok(v))) = (param("k"), param("v").map(str::parse::<Validator>)) else {
                 return refuse(out, 400);
             };
-            let from = param("from").and_then(|f| coop.membership.index_of(f));
-            answer_document(w, coop, ask, key, v, from, persistence, out);
+            let from = param("from").and_then(|f| view.membership.index_of(f));
+            answer_document(w, (coop, &view), ask, key, v, from, persistence, out);
         }
         _ => return refuse(out, 404),
     }
@@ -77,7 +79,7 @@ pub fn answer(w: &WorkerContext, ip: IpAddr, head: &RequestHead, buf: &[u8], out
 #[allow(clippy::too_many_arguments)]
 fn answer_document(
     w: &WorkerContext,
-    coop: &CoopNode,
+    (coop, view): (&CoopNode, &CoopView),
     ask: CoopAsk,
     key: &str,
     v: Validator,
@@ -108,13 +110,10 @@ fn answer_document(
     start_head(out, 404, &node.node_headers);
     content_length(out, 0);
     if ask == CoopAsk::Lookup {
-        let me = coop.membership.me();
-        let holders: Vec<&str> = coop
-            .directory
-            .holders(key)
-            .into_iter()
+        let me = view.membership.me();
+        let holders: Vec<&str> = (view.directory.holders(key).into_iter())
             .filter(|&h| h != me && Some(h) != from)
-            .map(|h| coop.membership.authority(h))
+            .map(|h| view.membership.authority(h))
             .collect();
         out.extend(HOLDERS_HEADER.as_bytes());
         out.extend(b": ");

@@ -146,15 +146,17 @@ async fn balancing_round(dc: &DcNode, pools: &[Option<OriginPool>]) {
         }
         add(&dc.stats.documents_changed, 1);
         dc.bump_versions();
-        let messages: Vec<Outgoing> = match on_document_changed(dc.config.consistency, dc.me, &servers) {
-            HomeAction::Push(coops) => {
-                coops.into_iter().map(|coop| Outgoing::Update { coop, path: doc.path.clone() }).collect()
-            }
-            HomeAction::Notify(coops) => {
-                coops.into_iter().map(|coop| Outgoing::Invalidate { coop, path: doc.path.clone() }).collect()
-            }
-            HomeAction::Nothing => Vec::new(),
-        };
+        let messages: Vec<Outgoing> =
+            match on_document_changed(dc.tuning().consistency.method, dc.me, &servers) {
+                HomeAction::Push(coops) => {
+                    coops.into_iter().map(|coop| Outgoing::Update { coop, path: doc.path.clone() }).collect()
+                }
+                HomeAction::Notify(coops) => coops
+                    .into_iter()
+                    .map(|coop| Outgoing::Invalidate { coop, path: doc.path.clone() })
+                    .collect(),
+                HomeAction::Nothing => Vec::new(),
+            };
         for m in messages {
             send(dc, pools, m).await;
         }
@@ -167,7 +169,7 @@ async fn balancing_round(dc: &DcNode, pools: &[Option<OriginPool>]) {
             }
         }
     }
-    if !dc.config.replicate {
+    if !dc.tuning().replicate {
         return;
     }
     let now = dc.now_ns();

@@ -2,8 +2,9 @@
 //! scheme of the URLs it writes, the gate its peers' control requests pass and the link its
 //! own go out by (`peer_link`), its own documents (`HomeSite`), every home's replica map with
 //! the versions of the others' replicated documents, the load table with the replica selector,
-//! this node's load, the balancer, the replica store, the outbox for the background task, and
-//! the counters. Times given to `locus_dc` are ns since start.
+//! this node's load, the balancer, the replica store, the outbox for the background task, the
+//! settings a reload changes (`tuning`), and the counters. Times given to `locus_dc` are ns
+//! since start.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -12,14 +13,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use locus_dc::balancer::{Balancer, BalancerConfig};
-use locus_dc::consistency::Consistency;
-use locus_dc::load_table::{LoadTable, format_load_header, fresh_for, parse_load_header};
+use locus_dc::balancer::Balancer;
+use locus_dc::load_table::{LoadTable, format_load_header, parse_load_header};
 use locus_dc::replica_map::{ClusterMaps, DocKey};
 use locus_dc::replica_store::ReplicaStore;
 use locus_dc::replica_url::replica_url_for;
 use locus_dc::rewrite::{PlanSlot, RewritePlan, SlotChoice};
-use locus_dc::selector::{Selector, SelectorConfig};
+use locus_dc::selector::Selector;
 use locus_dc::{Membership, Scheme, ServerId};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
@@ -29,6 +29,7 @@ use crate::dc::config::{DcConfig, check_self};
 use crate::dc::fetch::FetchFlights;
 use crate::dc::site::HomeSite;
 use crate::dc::stats::{DcGauges, DcStats};
+use crate::dc::tuning::{DcTuning, balancer_for, selector_for};
 use crate::origin::{OriginAddr, OriginPool};
 use crate::peer_link::{PeerGate, PeerKey, PeerLink};
 
@@ -74,17 +75,19 @@ pub struct Choosing {
 pub struct DcNode {
     pub membership: Membership,
     pub me: ServerId,
+    /// The table the node started with (see `tuning` for what a reload changed since).
     pub config: DcConfig,
     /// How clients reach every member (this node's scheme: `https` when it serves TLS): the
     /// scheme of replica links, redirects and BASE hrefs, and of the links read as local.
     pub scheme: Scheme,
-    pub consistency: Consistency,
+    /// What a reload changes: the threshold, replication, the consistency method.
+    pub(super) tuning: RwLock<DcTuning>,
     pub site: HomeSite,
     addrs: Vec<OriginAddr>,
     /// Which control requests are the members' (by the peer key, or by address without one).
     pub gate: PeerGate,
     /// How this node's own control requests and fetches go out (from its address, signed).
-    link: Arc<PeerLink>,
+    pub(super) link: Arc<PeerLink>,
     pub maps: RwLock<ClusterMaps>,
     /// Versions of other homes' replicated documents, from their map replies.
     pub versions: RwLock<HashMap<DocKey, u64>>,
@@ -143,22 +146,8 @@ impl DcNode {
         let epoch_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64);
         let maps = ClusterMaps::new(me, epoch_ms, membership.ids());
         let peers: Vec<ServerId> = membership.ids().filter(|&id| id != me).collect();
-        let max_age_ns = fresh_for(config.ping_ms * 1_000_000, ping_stale_ns(config.ping_ms));
-        let selector_config = SelectorConfig { theta: config.theta, max_age_ns, ..SelectorConfig::default() };
-        let selector = Selector::new(selector_config, config.seed);
-        let balancer_config = BalancerConfig {
-            method: config.method,
-            theta: config.theta,
-            period_ns: config.balance_ms * 1_000_000,
-            coop_quota: config.quota.bytes(),
-            max_age_ns,
-            ..BalancerConfig::default()
-        };
-        let balancer = Balancer::new(me, balancer_config, 0).map_err(|e| format!("dc: {e}"))?;
-        let consistency = Consistency {
-            method: config.consistency,
-            validation_interval_ns: config.validate_s * 1_000_000_000,
-        };
+        let selector = selector_for(config);
+        let balancer = balancer_for(me, config, 0)?;
         let (outbox, outbox_rx) = mpsc::channel(OUTBOX);
         Ok(DcNode {
             map_seen: Mutex::new(vec![(String::new(), false); membership.len()]),
@@ -166,7 +155,7 @@ impl DcNode {
             me,
             config: config.clone(),
             scheme,
-            consistency,
+            tuning: RwLock::new(DcTuning::of(config)),
             site,
             addrs,
             gate,
@@ -394,8 +383,10 @@ impl DcNode {
             o.insert("self".into(), self.name(self.me).into());
             o.insert("members".into(), self.membership.len().into());
             o.insert("method".into(), self.config.method.as_str().into());
-            o.insert("consistency".into(), self.config.consistency.as_str().into());
-            o.insert("replicate".into(), self.config.replicate.into());
+            let tuning = self.tuning();
+            o.insert("consistency".into(), tuning.consistency.method.as_str().into());
+            o.insert("replicate".into(), tuning.replicate.into());
+            o.insert("theta".into(), tuning.theta.into());
             o.insert("own_load".into(), g.own_load.into());
             o.insert("loads".into(), loads.into());
             if self.config.method == locus_dc::balancer::QuotaMethod::ResourceAware {

@@ -164,7 +164,7 @@ pub async fn serve_replica(
     let key = DocKey::new(home, &target.path);
     let now = dc.now_ns();
     let meta = dc.store.lock().meta(&key).copied();
-    match dc.consistency.decide(meta.as_ref(), target.version, now) {
+    match dc.tuning().consistency.decide(meta.as_ref(), target.version, now) {
         CopyDecision::Serve => {
             let held = dc.store.lock().get(&key, now).map(|(_, c)| c.clone());
             if let Some(copy) = held {

@@ -380,7 +380,7 @@ impl HandoffAgent {
             return Err(format!("{id} is already restored and waiting for Go"));
         }
         let slot = self.node.claim_connection().ok_or_else(|| {
-            format!("node is at its maximum of {} connections", self.node.limits.max_connections)
+            format!("node is at its maximum of {} connections", self.node.metrics.connections.max())
         })?;
         let prepared = match self.prepared.lock().pop() {
             Some(socket) => socket,

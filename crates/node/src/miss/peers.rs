@@ -29,7 +29,7 @@ pub(super) async fn fetch_or_read(
     let v = Validator::new(opened.meta.len(), opened.meta.modified().unwrap_or(UNIX_EPOCH));
     if let Some(body) = coop.fetch_remote(key, v).await {
         let len = body.len() as u64;
-        let keep = coop.coop.keep_copy && node.store.cacheable(len);
+        let keep = coop.coop.view().keep_copy && node.store.cacheable(len);
         let body = if keep { cached_body(body.to_vec()) } else { (body, None) };
         let meta = DocMeta::for_file(&opened.name, opened.meta.modified().ok());
         let source = DocSource::file(opened.path, &opened.meta);

@@ -4,14 +4,16 @@
 //! whatever address it comes. Without a key: by its source address among the members'
 //! (the check of old, kept for clusters without a key; the node warns at start). Refusals are
 //! counted by reason, answered 403 with `X-Locus-Peer-Refused: <reason>` (so the requester
-//! tells them from the home's own answers), and logged at most once a minute.
+//! tells them from the home's own answers), and logged at most once a minute. A reload gives
+//! the gate a new key, members or addresses in place (`reconfigure`, `rekey`): its counters go
+//! on, and so do the nonces seen, while it checks signatures.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use locus_http::RequestHead;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
@@ -79,21 +81,27 @@ impl Refusal {
     }
 }
 
-/// How members are told from strangers.
-enum Check {
-    /// By the signature under the peer key (boxed: the keyed MAC is a few hundred bytes).
-    Key { key: Box<PeerKey>, seen: Mutex<ReplayGuard> },
-    /// By the source address (no key configured).
-    Address { allowed: Vec<IpAddr> },
+/// The signature check under the peer key (boxed: the keyed MAC is a few hundred bytes).
+struct KeyCheck {
+    key: Box<PeerKey>,
+    seen: Mutex<ReplayGuard>,
 }
 
-/// The check of one node's incoming peer requests; see the module documentation.
-pub struct PeerGate {
-    check: Check,
+/// Who the members are and how they are told from strangers.
+struct Rules {
+    /// By the signature under the peer key; `None`: by the source address (no key configured).
+    key: Option<KeyCheck>,
+    /// The members' addresses, checked without a key.
+    allowed: Vec<IpAddr>,
     /// This node's authority as the members spell it (what signatures must be made for).
     authority: String,
     /// The other members' identities (coop: `host:port`; DC: names).
     members: Vec<String>,
+}
+
+/// The check of one node's incoming peer requests; see the module documentation.
+pub struct PeerGate {
+    rules: RwLock<Rules>,
     accepted: AtomicU64,
     refused: [AtomicU64; 8],
     last_warning_ms: AtomicU64,
@@ -114,32 +122,53 @@ impl PeerGate {
         members: Vec<String>,
         allowed_ips: Vec<IpAddr>,
     ) -> PeerGate {
-        let check = match key {
-            Some(key) => Check::Key {
-                key: Box::new(key),
-                seen: Mutex::new(ReplayGuard::new(MAX_SKEW_MS, REPLAY_CAPACITY)),
-            },
-            None => Check::Address { allowed: allowed_ips },
-        };
+        let key = key.map(|key| KeyCheck { key: Box::new(key), seen: Mutex::new(new_replay_guard()) });
         PeerGate {
-            check,
-            authority,
-            members,
+            rules: RwLock::new(Rules { key, allowed: allowed_ips, authority, members }),
             accepted: AtomicU64::new(0),
             refused: Default::default(),
             last_warning_ms: AtomicU64::new(0),
         }
     }
 
+    /// Check from now on as `new` would (a reloaded configuration). The counters go on; so
+    /// do the nonces seen when the gate checked signatures before and does now (a nonce seen
+    /// under the old key is still refused if it comes again).
+    pub fn reconfigure(
+        &self,
+        key: Option<PeerKey>,
+        authority: String,
+        members: Vec<String>,
+        allowed_ips: Vec<IpAddr>,
+    ) {
+        let mut rules = self.rules.write();
+        let seen = match rules.key.take() {
+            Some(old) => old.seen,
+            None => Mutex::new(new_replay_guard()),
+        };
+        let key = key.map(|key| KeyCheck { key: Box::new(key), seen });
+        *rules = Rules { key, allowed: allowed_ips, authority, members };
+    }
+
+    /// `reconfigure` with only the key changed (`None`: by address from now on).
+    pub fn rekey(&self, key: Option<PeerKey>) {
+        let (authority, members, allowed) = {
+            let rules = self.rules.read();
+            (rules.authority.clone(), rules.members.clone(), rules.allowed.clone())
+        };
+        self.reconfigure(key, authority, members, allowed);
+    }
+
     /// Whether requests are told by the peer key (else by address).
     pub fn keyed(&self) -> bool {
-        matches!(self.check, Check::Key { .. })
+        self.rules.read().key.is_some()
     }
 
     /// Admit the request `head` (in `buf`) from `ip`, now; refusals are counted and logged.
     pub fn admit(&self, ip: IpAddr, head: &RequestHead, buf: &[u8]) -> Result<(), Refusal> {
+        let authority = self.rules.read().authority.clone();
         let request =
-            SignedRequest { method: head.method_str(buf), target: head.target_str(buf), to: &self.authority };
+            SignedRequest { method: head.method_str(buf), target: head.target_str(buf), to: &authority };
         let now = unix_ms();
         let outcome = self.admit_at(ip, request, head.header(buf, AUTH_HEADER), now);
         match outcome {
@@ -162,11 +191,9 @@ impl PeerGate {
         auth: Option<&[u8]>,
         now_ms: u64,
     ) -> Result<(), Refusal> {
-        let (key, seen) = match &self.check {
-            Check::Address { allowed } => {
-                return if allowed.contains(&canonical(ip)) { Ok(()) } else { Err(Refusal::Stranger) };
-            }
-            Check::Key { key, seen } => (key, seen),
+        let rules = self.rules.read();
+        let Some(KeyCheck { key, seen }) = &rules.key else {
+            return if rules.allowed.contains(&canonical(ip)) { Ok(()) } else { Err(Refusal::Stranger) };
         };
         let auth = auth.ok_or(Refusal::Unsigned)?;
         let signature = Signature::parse(auth).map_err(|_| Refusal::Malformed)?;
@@ -175,7 +202,7 @@ impl PeerGate {
             Invalid::BadMac => Refusal::BadMac,
             Invalid::Stale => Refusal::Stale,
         })?;
-        if !self.members.contains(&signature.from) {
+        if !rules.members.contains(&signature.from) {
             return Err(Refusal::UnknownSender);
         }
         seen.lock().take(signature.nonce, now_ms).map_err(|e| match e {
@@ -217,10 +244,7 @@ impl PeerGate {
             .iter()
             .map(|&r| (r.label().to_string(), self.refused[r as usize].load(Ordering::Relaxed).into()))
             .collect();
-        let nonces_held = match &self.check {
-            Check::Key { seen, .. } => seen.lock().len(),
-            Check::Address { .. } => 0,
-        };
+        let nonces_held = self.rules.read().key.as_ref().map_or(0, |k| k.seen.lock().len());
         serde_json::json!({
             "by": if self.keyed() { "key" } else { "address" },
             "accepted": self.accepted.load(Ordering::Relaxed),
@@ -241,6 +265,10 @@ impl PeerGate {
         }
         registry.register("peer_auth_refused", "Peer requests refused (403), by reason", refused);
     }
+}
+
+fn new_replay_guard() -> ReplayGuard {
+    ReplayGuard::new(MAX_SKEW_MS, REPLAY_CAPACITY)
 }
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it is.
@@ -294,6 +322,35 @@ mod tests {
         let auth = signed(1, "s0", "127.0.0.3:80", NOW, 1);
         assert_eq!(admit(&g, "10.9.9.9", Some(&auth)), Ok(()));
         assert_eq!(admit(&g, "127.0.0.2", Some(&auth)), Err(Refusal::Replayed));
+    }
+
+    #[test]
+    fn a_reconfigured_gate_checks_the_new_way_and_remembers_the_nonces_seen() {
+        let g = gate(Some(1));
+        let auth = signed(1, "s0", "127.0.0.3:80", NOW, 1);
+        assert_eq!(admit(&g, "10.9.9.9", Some(&auth)), Ok(()));
+        g.rekey(Some(PeerKey::new(&[2; 32]).unwrap()));
+        assert_eq!(admit(&g, "10.9.9.9", Some(&auth)), Err(Refusal::BadMac), "the old key no longer signs");
+        let auth2 = signed(2, "s0", "127.0.0.3:80", NOW, 1);
+        assert_eq!(admit(&g, "10.9.9.9", Some(&auth2)), Err(Refusal::Replayed), "nonces seen are kept");
+        g.rekey(None);
+        assert!(!g.keyed());
+        assert_eq!(admit(&g, "127.0.0.2", None), Ok(()), "by address, the addresses kept");
+        g.reconfigure(None, "127.0.0.3:80".into(), vec![], vec!["127.0.0.9".parse().unwrap()]);
+        assert_eq!(admit(&g, "127.0.0.2", None), Err(Refusal::Stranger));
+        assert_eq!(admit(&g, "127.0.0.9", None), Ok(()));
+        g.reconfigure(
+            Some(PeerKey::new(&[1; 32]).unwrap()),
+            "127.0.0.4:80".into(),
+            vec!["s1".into()],
+            vec![],
+        );
+        let for_new_authority = signed(1, "s1", "127.0.0.4:80", NOW, 7);
+        assert_eq!(admit_to(&g, "127.0.0.4:80", &for_new_authority), Ok(()));
+    }
+
+    fn admit_to(g: &PeerGate, to: &str, auth: &str) -> Result<(), Refusal> {
+        g.admit_at("10.0.0.1".parse().unwrap(), request(to), Some(auth.as_bytes()), NOW)
     }
 
     #[test]

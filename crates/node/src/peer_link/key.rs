@@ -65,6 +65,13 @@ impl PeerKey {
     pub(crate) fn keyed(&self) -> HmacSha256 {
         self.mac.clone()
     }
+
+    /// Whether `other` is the same key (told by a MAC of a fixed message under each, so
+    /// neither key is kept or compared itself): a reload says whether the key changed.
+    pub fn same_as(&self, other: &PeerKey) -> bool {
+        let fingerprint = |k: &PeerKey| k.keyed().chain_update(b"locus peer key fingerprint").finalize();
+        fingerprint(self) == fingerprint(other)
+    }
 }
 
 impl fmt::Debug for PeerKey {
@@ -137,6 +144,13 @@ mod tests {
         assert_eq!(PeerKey::from_hex(&HEX.replace('a', "g")).unwrap_err(), PeerKeyError::NotHex);
         let e = configured_peer_key(None, Some(&SecretText::new("zz112233"))).unwrap_err().to_string();
         assert!(e.contains("peer_key") && !e.contains("zz11"), "{e}");
+    }
+
+    #[test]
+    fn the_same_key_is_told_from_another() {
+        let a = PeerKey::from_hex(HEX).unwrap();
+        assert!(a.same_as(&PeerKey::from_hex(&format!("{HEX}\n")).unwrap()));
+        assert!(!a.same_as(&PeerKey::from_hex(&HEX.replace('0', "1")).unwrap()));
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! `PeerLink`: how a node makes its requests to the other members — from its own listen
 //! address when that is a specific one (so peers that tell members by address see the one
-//! they know, not the host's default source address), and, with the peer key, signed.
+//! they know, not the host's default source address), and, with the peer key, signed (the key
+//! and this node's identity can change while it runs: a reload, `set_signer`).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 
+use parking_lot::RwLock;
 use tokio::net::{TcpSocket, TcpStream};
 
 use super::gate::unix_ms;
@@ -18,7 +20,7 @@ pub struct PeerLink {
     /// The source address of every connection to a peer (`None`: the kernel's choice).
     source: Option<IpAddr>,
     /// The key requests are signed with, and this node's identity among the members.
-    signer: Option<(PeerKey, String)>,
+    signer: RwLock<Option<(PeerKey, String)>>,
 }
 
 impl PeerLink {
@@ -26,7 +28,12 @@ impl PeerLink {
     /// signs with `key` if there is one.
     pub fn new(listen: SocketAddr, key: Option<PeerKey>, identity: String) -> PeerLink {
         let source = Some(listen.ip()).filter(|ip| !ip.is_unspecified());
-        PeerLink { source, signer: key.map(|k| (k, identity)) }
+        PeerLink { source, signer: RwLock::new(key.map(|k| (k, identity))) }
+    }
+
+    /// Sign from now on with `key` (none: unsigned) as `identity` (a reloaded configuration).
+    pub fn set_signer(&self, key: Option<PeerKey>, identity: String) {
+        *self.signer.write() = key.map(|k| (k, identity));
     }
 
     /// The source address connections to peers are bound to, if any.
@@ -37,7 +44,8 @@ impl PeerLink {
     /// The `X-Locus-Peer-Auth` line (with its CRLF) for a `method` request of `target` to
     /// the member reached at `to`, made now with a fresh nonce; empty without a key.
     pub fn auth_line(&self, method: &str, target: &str, to: &str) -> String {
-        let Some((key, from)) = &self.signer else { return String::new() };
+        let signer = self.signer.read();
+        let Some((key, from)) = &*signer else { return String::new() };
         let request = SignedRequest { method, target, to };
         format!("{AUTH_HEADER}: {}\r\n", sign(key, request, from, unix_ms(), rand::random()))
     }
@@ -96,6 +104,8 @@ mod tests {
         let one = PeerLink::new("127.0.0.2:80".parse().unwrap(), None, "a".into());
         assert_eq!(one.source(), Some("127.0.0.2".parse().unwrap()));
         assert_eq!(one.auth_line("GET", "/", "b:80"), "", "no key, no signature");
+        one.set_signer(Some(PeerKey::new(&[7; 32]).unwrap()), "a:80".into());
+        assert!(one.auth_line("GET", "/", "b:80").starts_with("X-Locus-Peer-Auth: "), "signed once keyed");
     }
 
     #[test]
