@@ -390,6 +390,28 @@ mod tests {
     }
 
     #[test]
+    fn sighup_reads_the_file_and_flags_again_and_a_file_that_does_not_parse_is_counted_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(&path, "workers = 1\ncpu_threads = 1\n[cache]\ncapacity = \"1MiB\"\n").unwrap();
+        let args =
+            Cli::try_parse_from(["node", "--config", path.to_str().unwrap(), "--name", "n9"]).unwrap().node;
+        let server = NodeServer::start(args.to_config().unwrap()).unwrap();
+        std::fs::write(&path, "workers = 1\ncpu_threads = 1\n[cache]\ncapacity = \"lots\"\n").unwrap();
+        reload(&server, &args);
+        assert_eq!((server.stats().reloads, server.stats().reloads_refused), (0, 1));
+        std::fs::write(&path, "workers = 1\ncpu_threads = 1\n[cache]\ncapacity = \"2MiB\"\n").unwrap();
+        reload(&server, &args);
+        assert_eq!((server.stats().reloads, server.stats().reloads_refused), (1, 1));
+        let status = server.status();
+        assert_eq!(
+            (status["cache_capacity_bytes"].as_u64(), status["name"].as_str()),
+            (Some(2 << 20), Some("n9"))
+        );
+        server.shutdown();
+    }
+
+    #[test]
     fn bad_flag_values_are_refused_by_the_parser() {
         assert!(Cli::try_parse_from(["node", "--cache-size", "lots"]).is_err());
         assert!(Cli::try_parse_from(["node", "--cache-policy", "fifo"]).is_err());

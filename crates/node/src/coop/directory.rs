@@ -184,6 +184,24 @@ mod tests {
     }
 
     #[test]
+    fn absorbing_keeps_the_holders_of_documents_still_homed_here_renumbered() {
+        let old = Membership::new("n:1", &["n:2".into(), "n:3".into()]);
+        let new = Membership::new("n:1", &["n:0".into(), "n:3".into()]);
+        let (before, after) = (HolderDirectory::default(), HolderDirectory::default());
+        let homed_here = (0..1000).map(|i| format!("/k{i}")).find(|k| new.home(k) == new.me()).unwrap();
+        let homed_away = (0..1000).map(|i| format!("/k{i}")).find(|k| new.home(k) != new.me()).unwrap();
+        for key in [&homed_here, &homed_away] {
+            for member in ["n:2", "n:3"] {
+                before.insert(key, old.index_of(member).unwrap());
+            }
+        }
+        after.absorb(&before, &old, &new);
+        assert_eq!(after.holders(&homed_here), vec![new.index_of("n:3").unwrap()], "n:2 left");
+        assert!(after.holders(&homed_away).is_empty(), "another member is its home now");
+        assert_eq!(after.size(), (1, 1));
+    }
+
+    #[test]
     fn directory_tracks_inserts_and_evictions_per_member() {
         let d = HolderDirectory::default();
         d.insert("/a", 1);
