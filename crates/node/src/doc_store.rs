@@ -248,6 +248,9 @@ impl DocStore {
         let mut resized = Resized::default();
         {
             let mut cache = cache.lock();
+            if (cache.capacity_bytes(), cache.max_object_bytes()) == (capacity, max_object) {
+                return resized;
+            }
             self.max_object.store(max_object, Ordering::Relaxed);
             cache.resize(capacity, max_object, |key, doc| {
                 resized.documents += 1;
