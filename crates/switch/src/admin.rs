@@ -253,18 +253,22 @@ pub fn metrics_text(shared: &Shared) -> String {
     );
     reg.register("connections", "Client connections open", gauge(shared.connections.open() as i64));
     reg.register("requests", "Requests parsed", counter(c.requests.load(Relaxed)));
-    reg.register("reloads", "Configuration reloads put in force", counter(c.reloads.load(Relaxed)));
-    reg.register(
-        "reloads_refused",
-        "Configuration reloads refused (the running configuration stayed)",
-        counter(c.reloads_refused.load(Relaxed)),
-    );
-    reg.register("ctl_commands", "Runtime-API commands received", counter(c.ctl_commands.load(Relaxed)));
-    reg.register(
-        "ctl_refused",
-        "Runtime-API commands refused (malformed, unknown node, not allowed)",
-        counter(c.ctl_refused.load(Relaxed)),
-    );
+    for (name, help, v) in [
+        ("reloads", "Configuration reloads put in force", &c.reloads),
+        (
+            "reloads_refused",
+            "Configuration reloads refused (the running configuration stayed)",
+            &c.reloads_refused,
+        ),
+        ("ctl_commands", "Runtime-API commands received", &c.ctl_commands),
+        (
+            "ctl_refused",
+            "Runtime-API commands refused (malformed, unknown node, not allowed)",
+            &c.ctl_refused,
+        ),
+    ] {
+        reg.register(name, help, counter(v.load(Relaxed)));
+    }
     let responses = Family::<Labels, Counter<u64, AtomicU64>>::default();
     for (i, class) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {
         responses

@@ -65,6 +65,10 @@ pub struct SwitchArgs {
     /// The site's document root, scanned for the file table content-aware policies read.
     #[arg(long, value_name = "DIR")]
     pub site_root: Option<PathBuf>,
+    /// Binary upgrade: take the listening sockets over from the switch serving this control
+    /// socket instead of binding them; it stops accepting and drains once this one serves.
+    #[arg(long, value_name = "SOCKET")]
+    pub upgrade_from: Option<PathBuf>,
 }
 
 /// The `--policy` help, naming every policy the policy crate accepts.
@@ -177,7 +181,16 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     // test that starts, uses and stops the switch at once) is taken by the wait below, never
     // by the default action, which would kill the switch without draining.
     let signals = TerminationSignals::block_with_reload().context("blocking SIGTERM, SIGINT and SIGHUP")?;
-    let server = SwitchServer::start(config)?;
+    let server = match &args.upgrade_from {
+        Some(from) => SwitchServer::start_taking_over(config, from)?,
+        None => SwitchServer::start(config)?,
+    };
+    // Handed over to a newer switch: end as SIGTERM does, draining (the signal is taken by
+    // the wait below).
+    // SAFETY: kill and getpid have no preconditions.
+    server.on_handed_over(Box::new(|| unsafe {
+        libc::kill(libc::getpid(), libc::SIGTERM);
+    }));
     let source = args.clone();
     server.set_config_source(Box::new(move || source.to_config().map_err(|e| format!("{e:#}"))));
     println!("locus switch listening on {}", server.addr());

@@ -17,6 +17,7 @@ mod forward;
 mod h2;
 mod handoff;
 mod health;
+mod listeners;
 mod metrics_poll;
 mod mode;
 mod node_addr;
@@ -34,6 +35,7 @@ mod sniff;
 mod splice_mode;
 mod state;
 mod target_check;
+mod upgrade;
 mod worker;
 
 pub use config::{ConfigError, HandoffSettings, HealthConfig, NodeEntry, SwitchConfig, SwitchLimits};

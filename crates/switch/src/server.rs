@@ -8,12 +8,13 @@
 use crate::access_log::{AccessLog, open_sink};
 use crate::config::SwitchConfig;
 use crate::forward::write_error_response;
+use crate::listeners::Listeners;
 use crate::open_files::{MAX_REJECTING, shed_answer};
 use crate::session::{serve, serve_tls};
 use crate::state::Shared;
 use crate::worker::Worker;
 use crate::{admin, health};
-use locus_io::{AcceptBackoff, AcceptRecovery, BindRetry, ConnectionLimit, Shedding};
+use locus_io::{AcceptBackoff, AcceptRecovery, ConnectionLimit, Shedding};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -38,6 +39,8 @@ pub enum SwitchError {
     Handoff(#[from] crate::handoff::HandoffSetupError),
     #[error(transparent)]
     OpenFiles(#[from] locus_io::TooFewDescriptors),
+    #[error(transparent)]
+    Takeover(#[from] crate::upgrade::TakeoverError),
     #[error("cannot serve the control socket {path}: {error}")]
     ControlSocket { path: std::path::PathBuf, error: std::io::Error },
 }
@@ -56,48 +59,55 @@ pub struct SwitchServer {
 impl SwitchServer {
     /// Validate `config`, raise the open-file limit and fit `max_connections` to it (see
     /// `open_files::plan`), bind every listener and start the threads.
-    pub fn start(mut config: SwitchConfig) -> Result<SwitchServer, SwitchError> {
+    pub fn start(config: SwitchConfig) -> Result<SwitchServer, SwitchError> {
+        SwitchServer::start_on(config, None)
+    }
+
+    /// `start`, on the listening sockets of the switch serving the control socket `from`
+    /// (a binary upgrade): it hands them over (SCM_RIGHTS), this switch starts on them and
+    /// says so, and the old one stops accepting and drains. Connections waiting in the
+    /// sockets' queues are accepted here; none is refused in between.
+    pub fn start_taking_over(
+        config: SwitchConfig,
+        from: &std::path::Path,
+    ) -> Result<SwitchServer, SwitchError> {
+        let mut takeover = crate::upgrade::Takeover::request(from)?;
+        let server = SwitchServer::start_on(config, takeover.listeners.take())?;
+        takeover.confirm(&server.shared)?;
+        Ok(server)
+    }
+
+    fn start_on(mut config: SwitchConfig, inherited: Option<Listeners>) -> Result<SwitchServer, SwitchError> {
         config.validate()?;
         config.limits.max_connections = crate::open_files::connection_limit(&config)?;
-        let workers = config.worker_count();
         let mut shared = Shared::new(config)?;
         if matches!(shared.config().mode, crate::Mode::Handoff | crate::Mode::L4) {
             shared.handoff = Some(crate::handoff::HandoffPlane::start(&shared.config())?);
         }
         let shared = Arc::new(shared);
         let cfg = shared.config();
-        let listen_err = |addr, source| SwitchError::Listen { addr, error: source };
-        let listeners = locus_io::bind_listeners(cfg.listen, workers, BindRetry::PATIENT)
-            .map_err(|e| listen_err(cfg.listen, e))?;
-        let addr = listeners[0].local_addr().map_err(|e| listen_err(cfg.listen, e))?;
-        let mut tls_listeners: Vec<Option<std::net::TcpListener>> = match cfg.listen_tls {
-            Some(a) => locus_io::bind_listeners(a, workers, BindRetry::PATIENT)
-                .map_err(|e| listen_err(a, e))?
-                .into_iter()
-                .map(Some)
-                .collect(),
-            None => (0..workers).map(|_| None).collect(),
+        let sockets = match inherited {
+            Some(l) => l.fitted_to(&cfg)?,
+            None => Listeners::bind(&cfg, cfg.worker_count())?,
         };
-        let tls_addr = match (&tls_listeners[0], cfg.listen_tls) {
-            (Some(l), Some(a)) => Some(l.local_addr().map_err(|e| listen_err(a, e))?),
-            _ => None,
-        };
+        let workers = sockets.clients.len();
+        let addr = sockets.clients[0]
+            .local_addr()
+            .map_err(|e| SwitchError::Listen { addr: cfg.listen, error: e })?;
+        let tls_addr = sockets.tls.first().and_then(|l| l.local_addr().ok());
         if let Some(a) = tls_addr {
             let _ = shared.https_port.set(a.port());
         }
-        let admin_listener = match cfg.admin {
-            Some(a) => Some(locus_io::bind_listener(a, false).map_err(|e| listen_err(a, e))?),
-            None => None,
-        };
-        let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
-        let control = match &cfg.control_socket {
-            Some(path) => Some(
-                crate::control::socket::bind(path)
-                    .map_err(|error| SwitchError::ControlSocket { path: path.clone(), error })?,
-            ),
-            None => None,
-        };
-        let control_file = cfg.control_socket.clone().map(crate::control::socket::SocketFile);
+        let admin_addr = sockets.admin.as_ref().and_then(|l| l.local_addr().ok());
+        *shared.upgrade_sockets.lock() = Some(sockets.try_clone().map_err(SwitchError::Thread)?);
+        let Listeners { clients: listeners, tls, admin: admin_listener, control } = sockets;
+        let mut tls_listeners: Vec<Option<std::net::TcpListener>> = tls.into_iter().map(Some).collect();
+        tls_listeners.resize_with(workers, || None);
+        let control_file = cfg
+            .control_socket
+            .clone()
+            .filter(|_| control.is_some())
+            .map(|path| crate::control::socket::SocketFile::new(path, shared.clone()));
         let mut logs = Vec::new();
         for _ in 0..workers {
             logs.push(match &cfg.access_log {
@@ -153,6 +163,12 @@ impl SwitchServer {
         let _ = self.shared.config_source.set(source);
     }
 
+    /// What to do once this switch has handed its sockets over to a newer one (after it has
+    /// stopped accepting): `locus switch` ends the process as SIGTERM does.
+    pub fn on_handed_over(&self, exit: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.shared.on_handed_over.set(exit);
+    }
+
     /// Carry out one runtime-API command line as `who` (what `locus ctl` sends): the JSON
     /// answer, `ok` true or false.
     pub fn control(&self, line: &str, who: &str) -> serde_json::Value {
@@ -197,6 +213,8 @@ impl SwitchServer {
         if let Some(plane) = &self.shared.handoff {
             plane.release_forwarder();
         }
+        // Drained: the switch that took over from this one sees the connection end.
+        self.shared.successor.lock().take();
     }
 }
 

@@ -126,6 +126,7 @@ async fn serve_with(
         restored,
         counted: false,
         may_be_h2c,
+        fresh: true,
     };
     let ended = session.run().await;
     session.end();
@@ -156,6 +157,8 @@ struct Session {
     counted: bool,
     /// No request was read yet and HTTP/2 may be spoken: the preface is looked for.
     may_be_h2c: bool,
+    /// No request was read yet: the first is waited for even when shutting down.
+    fresh: bool,
 }
 
 /// Whether the session goes on after waiting for or reading more of a request.
@@ -213,6 +216,7 @@ impl Session {
                 Ok(true) => {
                     head_started = None;
                     self.may_be_h2c = false;
+                    self.fresh = false;
                     if !std::mem::take(&mut self.counted) {
                         shared.counters.requests.fetch_add(1, Relaxed);
                     }
@@ -236,16 +240,21 @@ impl Session {
 
     /// Wait for the next request without a buffer; readiness can be spurious, so only a read
     /// that returns bytes ends the wait.
+    /// A connection that has not sent its first request is waited for (up to the keep-alive
+    /// timeout, as always; the drain timeout bounds it) even while shutting down: it was accepted, so its request is served — an
+    /// upgrade's old switch accepts until the new one serves. Only idle keep-alive
+    /// connections are closed at shutdown.
     async fn wait_for_request(&mut self, shared: &Shared) -> Read {
-        if *self.shutdown.borrow() || shared.is_shutting_down() {
+        let idle = !self.fresh;
+        if idle && (*self.shutdown.borrow() || shared.is_shutting_down()) {
             return Read::End;
         }
-        let keepalive = shared.config().limits.keepalive_timeout();
+        let wait = shared.config().limits.keepalive_timeout();
         loop {
             tokio::select! {
                 biased;
-                _ = self.shutdown.changed() => return Read::End,
-                r = timeout(keepalive, self.client.stream.readable()) => {
+                _ = self.shutdown.changed(), if idle => return Read::End,
+                r = timeout(wait, self.client.stream.readable()) => {
                     if !matches!(r, Ok(Ok(()))) {
                         return Read::End;
                     }

@@ -69,6 +69,15 @@ pub struct Shared {
     /// Where `reload` (the runtime API's) reads the configuration again: the file and flags
     /// the switch started with (`cli` sets it).
     pub config_source: std::sync::OnceLock<ConfigSource>,
+    /// A binary upgrade's state: second descriptors of the listening sockets (handed over on
+    /// `takeover`), the connection to the switch this one took over from (open while it
+    /// drains), the one to the switch that took over from this one (kept until exit), and
+    /// what to do once handed over (`cli`: end the process gracefully).
+    pub(crate) upgrade_sockets: parking_lot::Mutex<Option<crate::listeners::Listeners>>,
+    pub(crate) predecessor: parking_lot::Mutex<Option<(u32, std::os::unix::net::UnixStream)>>,
+    pub(crate) successor: parking_lot::Mutex<Option<std::os::unix::net::UnixStream>>,
+    pub handed_over: AtomicBool,
+    pub on_handed_over: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// Reloads run one at a time.
     pub(crate) reload_lock: parking_lot::Mutex<()>,
     /// The configuration's own nodes and each discovery source's list, merged by every reload.
@@ -127,6 +136,11 @@ impl Shared {
             classifier: parking_lot::RwLock::new(Arc::new(site.classifier)),
             policy_inputs: parking_lot::RwLock::new(site.inputs.clone()),
             config_source: std::sync::OnceLock::new(),
+            upgrade_sockets: parking_lot::Mutex::new(None),
+            predecessor: parking_lot::Mutex::new(None),
+            successor: parking_lot::Mutex::new(None),
+            handed_over: AtomicBool::new(false),
+            on_handed_over: std::sync::OnceLock::new(),
             reload_lock: parking_lot::Mutex::new(()),
             discovery,
             nodes_changed: watch::channel(0).0,
@@ -181,6 +195,22 @@ impl Shared {
     pub fn limits(&self) -> locus_http::Limits {
         let c = self.config();
         locus_http::Limits { max_head_bytes: c.limits.max_head_bytes, max_headers: c.limits.max_headers }
+    }
+
+    /// The pid of the switch this one took over from, while it is still draining (its
+    /// connection open); `None` once it has exited or when there was none.
+    pub fn predecessor_draining(&self) -> Option<u32> {
+        let mut slot = self.predecessor.lock();
+        let (pid, stream) = slot.as_ref()?;
+        let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        // The stream is non-blocking: WouldBlock while the predecessor is alive and silent.
+        match socket2::SockRef::from(stream).peek(&mut byte) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Some(*pid),
+            _ => {
+                *slot = None;
+                None
+            }
+        }
     }
 
     pub fn is_shutting_down(&self) -> bool {

@@ -107,7 +107,18 @@ fn allowed_peer(stream: &UnixStream) -> Result<String, String> {
     }
 }
 
-async fn serve_client(shared: &Shared, stream: UnixStream) {
+/// Whether the next line waiting is `takeover` (read only then; otherwise left unread).
+async fn line_is_takeover(lines: &mut BufReader<tokio::net::unix::OwnedReadHalf>) -> bool {
+    let want = format!("{}\n", crate::upgrade::TAKEOVER);
+    let Ok(Ok(buffered)) = tokio::time::timeout(IDLE, lines.fill_buf()).await else { return false };
+    if buffered.starts_with(want.as_bytes()) {
+        lines.consume(want.len());
+        return true;
+    }
+    false
+}
+
+async fn serve_client(shared: &Arc<Shared>, stream: UnixStream) {
     let who = match allowed_peer(&stream) {
         Ok(who) => who,
         Err(e) => {
@@ -121,6 +132,16 @@ async fn serve_client(shared: &Shared, stream: UnixStream) {
     let mut line = Vec::new();
     loop {
         line.clear();
+        if lines.buffer().is_empty() && line_is_takeover(&mut lines).await {
+            // A binary upgrade: the rest of the exchange carries descriptors, off the loop.
+            let Ok(stream) = lines.into_inner().reunite(write) else { return };
+            let Ok(stream) = stream.into_std().and_then(|s| s.set_nonblocking(false).map(|()| s)) else {
+                return;
+            };
+            let shared = shared.clone();
+            let _ = tokio::task::spawn_blocking(move || crate::upgrade::hand_over(&shared, stream)).await;
+            return;
+        }
         let mut limited = (&mut lines).take(MAX_LINE as u64 + 1);
         match tokio::time::timeout(IDLE, limited.read_until(b'\n', &mut line)).await {
             Ok(Ok(0)) | Err(_) | Ok(Err(_)) => return,
@@ -166,11 +187,23 @@ pub fn answer_line(shared: &Shared, line: &[u8], who: &str) -> serde_json::Value
     }
 }
 
-/// Removes the socket file when the switch stops.
-pub struct SocketFile(pub PathBuf);
+/// Removes the socket file when the switch stops, unless it handed the socket over to a new
+/// switch (a binary upgrade), which serves it now.
+pub struct SocketFile {
+    path: PathBuf,
+    shared: Arc<Shared>,
+}
+
+impl SocketFile {
+    pub fn new(path: PathBuf, shared: Arc<Shared>) -> SocketFile {
+        SocketFile { path, shared }
+    }
+}
 
 impl Drop for SocketFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        if !self.shared.handed_over.load(Relaxed) {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }

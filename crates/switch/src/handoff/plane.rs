@@ -360,6 +360,17 @@ impl HandoffPlane {
         Some(ConnKey::new(id.client(), SocketAddrV4::new(vip, id.service_port())))
     }
 
+    /// The address clients connect to, as learned from the connections handed off (a binary
+    /// upgrade hands it to the next switch, so it can route connections handed off before it).
+    pub fn vip(&self) -> Option<std::net::Ipv4Addr> {
+        *self.vip.lock()
+    }
+
+    /// Take the address clients connect to from the switch this one took over from.
+    pub fn adopt_vip(&self, vip: std::net::Ipv4Addr) {
+        self.learn_vip(SocketAddrV4::new(vip, 0));
+    }
+
     fn learn_vip(&self, local: SocketAddrV4) {
         let mut vip = self.vip.lock();
         if vip.is_none() {
