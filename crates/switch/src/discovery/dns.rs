@@ -118,12 +118,12 @@ impl DnsSource {
         {
             return Ok(Answer { nodes: Vec::new(), valid_for: valid_for(&lookup) });
         }
-        let usable: Vec<&SRV> = records.into_iter().filter(|s| s.port != 0 && !s.target.is_root()).collect();
-        let Some(lowest) = usable.iter().map(|s| s.priority).min() else {
+        let served: Vec<&SRV> = records.into_iter().filter(|s| s.port != 0 && !s.target.is_root()).collect();
+        let Some(lowest) = served.iter().map(|s| s.priority).min() else {
             let why = "no SRV record with a target and a port".to_string();
             return Err(DiscoveryError::Unusable { name: display(&self.name), why });
         };
-        let chosen: Vec<&SRV> = usable.into_iter().filter(|s| s.priority == lowest).collect();
+        let chosen: Vec<&SRV> = served.into_iter().filter(|s| s.priority == lowest).collect();
         let mut targets: Vec<&Name> = chosen.iter().map(|s| &s.target).collect();
         targets.sort();
         targets.dedup();
@@ -134,8 +134,9 @@ impl DnsSource {
             // Any target that fails fails the round: only valid answers remove nodes.
             let found = found?;
             valid = earliest(valid, found.valid_for);
+            let ips = usable(target, &found.ips)?;
             for srv in chosen.iter().filter(|s| &&s.target == target) {
-                for &ip in &found.ips {
+                for &ip in &ips {
                     let addr = SocketAddr::new(ip, srv.port);
                     nodes.push(self.node(
                         format!("{}-{addr}", display(target)),
