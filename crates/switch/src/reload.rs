@@ -187,6 +187,9 @@ impl Shared {
                 }
                 Slot::Add(info, _) => {
                     added.push(info.name.clone());
+                    if let Some(plane) = &self.handoff {
+                        plane.add_nodes(&[info.addr]);
+                    }
                     self.nodes.push(*info);
                 }
             }
@@ -265,6 +268,15 @@ fn keep_fixed_settings(running: &SwitchConfig, new: &mut SwitchConfig) -> Vec<&'
     keep!(access_log, "access_log");
     keep!(handoff, "handoff");
     keep!(http2.enabled, "http2.enabled");
+    // l4 mode's forwarder holds a table of the nodes it steers to, set at start.
+    let members = |c: &SwitchConfig| {
+        let addrs = c.nodes.iter().map(|n| (n.addr, n.handoff, n.admin));
+        c.node_names().into_iter().zip(addrs).collect::<Vec<_>>()
+    };
+    if running.mode == crate::Mode::L4 && members(running) != members(new) {
+        changed.push("nodes (l4 mode)");
+        new.nodes = running.nodes.clone();
+    }
     if running.tls.is_none() != new.tls.is_none() {
         changed.push("tls");
         new.tls = running.tls.clone();

@@ -51,6 +51,40 @@ fn cluster_configured(
     cluster_of(policy, n, switch_key, rehandoff, |_| {}, tweak)
 }
 
+/// Node `i` (`node<i>`) serving `root`, with a handoff agent.
+fn start_node(
+    root: &std::path::Path,
+    i: usize,
+    rehandoff: RehandoffPolicy,
+    agent: &impl Fn(&mut HandoffConfig),
+) -> NodeServer {
+    let mut handoff = HandoffConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        key: Some(KEY.into()),
+        rehandoff,
+        ..HandoffConfig::default()
+    };
+    agent(&mut handoff);
+    NodeServer::start(NodeConfig {
+        name: format!("node{i}"),
+        root: root.to_path_buf(),
+        workers: 1,
+        handoff: Some(handoff),
+        ..NodeConfig::default()
+    })
+    .unwrap()
+}
+
+fn node_entry(i: usize, node: &NodeServer) -> NodeEntry {
+    NodeEntry {
+        name: Some(format!("node{i}")),
+        addr: node.addr(),
+        weight: 1,
+        handoff: node.handoff_addr(),
+        admin: None,
+    }
+}
+
 fn cluster_of(
     policy: &str,
     n: usize,
@@ -66,41 +100,13 @@ fn cluster_of(
         .try_init();
     let root = tempfile::tempdir().unwrap();
     write_site(root.path());
-    let nodes: Vec<NodeServer> = (0..n)
-        .map(|i| {
-            let mut handoff = HandoffConfig {
-                listen: "127.0.0.1:0".parse().unwrap(),
-                key: Some(KEY.into()),
-                rehandoff,
-                ..HandoffConfig::default()
-            };
-            agent(&mut handoff);
-            NodeServer::start(NodeConfig {
-                name: format!("node{i}"),
-                root: root.path().to_path_buf(),
-                workers: 1,
-                handoff: Some(handoff),
-                ..NodeConfig::default()
-            })
-            .unwrap()
-        })
-        .collect();
+    let nodes: Vec<NodeServer> = (0..n).map(|i| start_node(root.path(), i, rehandoff, &agent)).collect();
     let config = SwitchConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         workers: 2,
         mode: Mode::Handoff,
         policy: PolicyConfig::from_name(policy).unwrap(),
-        nodes: nodes
-            .iter()
-            .enumerate()
-            .map(|(i, node)| NodeEntry {
-                name: Some(format!("node{i}")),
-                addr: node.addr(),
-                weight: 1,
-                handoff: node.handoff_addr(),
-                admin: None,
-            })
-            .collect(),
+        nodes: nodes.iter().enumerate().map(|(i, node)| node_entry(i, node)).collect(),
         handoff: HandoffSettings { key: Some(switch_key.into()), ..HandoffSettings::default() },
         ..SwitchConfig::default()
     };
@@ -342,6 +348,24 @@ fn csld_places_handed_off_connections_and_hears_of_their_requests() {
 
 /// A handoff cluster whose switch also terminates TLS (a certificate for `localhost` in the
 /// returned directory), the agents set up by `agent`; the certificate's PEM.
+#[test]
+#[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
+fn a_node_added_by_a_reload_gets_control_channels_and_handed_off_connections() {
+    require_root();
+    let mut c = cluster("rr", 2, KEY);
+    let node2 = start_node(c._root.path(), 2, RehandoffPolicy::Handoff, &|_| {});
+    let mut config = c.config.clone();
+    config.nodes.push(node_entry(2, &node2));
+    let report = c.switch.reload(config).unwrap();
+    assert_eq!(report.added, ["node2"]);
+    c.wait_for(|s| s["handoff"]["channels_up"] == 6, "both workers' channels to the new node's agent");
+    let served: Vec<String> = (0..6).map(|i| c.node_of(&format!("/f{i}.txt"))).collect();
+    assert!(served.contains(&"node2".to_string()), "rr sends connections to the new node: {served:?}");
+    assert_eq!(c.counter("handoffs"), 6, "every one handed off, none proxied: {}", c.status());
+    c.nodes.push(node2);
+    c.stop();
+}
+
 #[test]
 #[ignore = "needs root: TCP_REPAIR needs CAP_NET_ADMIN (./quickstart test runs it as root)"]
 fn after_an_upgrade_connections_handed_off_before_it_move_on_and_new_ones_are_handed_off() {

@@ -48,14 +48,31 @@ type ServeRestored = Rc<dyn Fn(ClientStream, SocketAddr, ConnectionSlot, Option<
 
 /// Start the tasks of a worker's links (on the worker's `LocalSet`).
 pub fn start_links<W: HandoffWorker + 'static>(worker: &Rc<W>, shutdown: watch::Receiver<bool>) {
-    let Some(links) = worker.links() else { return };
+    let Some(links) = worker.links().cloned() else { return };
     let owner = worker.clone();
     let serve: ServeRestored = Rc::new(move |stream, peer, slot, dispatch| {
         owner.clone().spawn_restored(stream, peer, slot, dispatch)
     });
-    for link in &links.links {
-        tokio::task::spawn_local(run_link(links.clone(), link.clone(), serve.clone(), shutdown.clone()));
-    }
+    let start = {
+        let (links, shutdown) = (links.clone(), shutdown.clone());
+        move |link: Rc<NodeLink>| {
+            tokio::task::spawn_local(run_link(links.clone(), link, serve.clone(), shutdown.clone()));
+        }
+    };
+    let initial: Vec<Rc<NodeLink>> =
+        (0..links.shared.nodes.len()).filter_map(|i| links.get(NodeId(i as u32))).collect();
+    initial.into_iter().for_each(&start);
+    // Links for the nodes reloads add, as they come.
+    let (mut reloads, mut stop) = (links.shared.nodes_changed.subscribe(), shutdown);
+    tokio::task::spawn_local(async move {
+        loop {
+            tokio::select! {
+                _ = stop.changed() => return,
+                changed = reloads.changed() => if changed.is_err() { return },
+            }
+            links.add_missing().into_iter().for_each(&start);
+        }
+    });
 }
 
 /// Keep a control channel to the link's agent up: connect, say Hello, serve its messages;
@@ -89,7 +106,12 @@ async fn run_link(
                 }
                 tokio::select! {
                     _ = shutdown.changed() => return,
-                    () = tokio::time::sleep(retry) => continue,
+                    () = tokio::time::sleep(retry) => {
+                        if shared.nodes.get(link.node).is_retired() {
+                            return;
+                        }
+                        continue;
+                    }
                 }
             }
         };

@@ -38,36 +38,46 @@ impl NodeLink {
     }
 }
 
-/// The links of one worker, by node index, and the switch state they serve.
+/// The links of one worker, by node slot (none for a node without an agent), and the switch
+/// state they serve. A reload that adds nodes adds their links (`add_missing`).
 pub struct WorkerLinks {
     pub(super) shared: Arc<Shared>,
-    pub(super) links: Vec<Rc<NodeLink>>,
+    links: RefCell<Vec<Option<Rc<NodeLink>>>>,
 }
 
 impl WorkerLinks {
     /// The links for `shared`'s nodes (none unless in handoff mode).
     pub fn new(shared: &Arc<Shared>) -> Option<WorkerLinks> {
         shared.handoff.as_ref()?;
-        let links = shared
-            .config()
-            .nodes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, n)| {
-                Some(Rc::new(NodeLink {
+        let links = WorkerLinks { shared: shared.clone(), links: RefCell::new(Vec::new()) };
+        links.add_missing();
+        Some(links)
+    }
+
+    /// Links for the node slots that have none yet (a reload added them); the new ones, to
+    /// start. A retired node gets none.
+    pub fn add_missing(&self) -> Vec<Rc<NodeLink>> {
+        let table = self.shared.nodes.all();
+        let mut links = self.links.borrow_mut();
+        let mut added = Vec::new();
+        for (i, info) in table.iter().enumerate().skip(links.len()) {
+            let link = info.handoff.filter(|_| !info.is_retired()).map(|addr| {
+                Rc::new(NodeLink {
                     node: NodeId(i as u32),
-                    addr: n.handoff?,
+                    addr,
                     sender: RefCell::new(None),
                     waiting: RefCell::new(HashMap::new()),
-                }))
-            })
-            .collect();
-        Some(WorkerLinks { shared: shared.clone(), links })
+                })
+            });
+            added.extend(link.clone());
+            links.push(link);
+        }
+        added
     }
 
     /// The link to `node`.
-    pub fn get(&self, node: NodeId) -> Option<&Rc<NodeLink>> {
-        self.links.get(node.index())
+    pub fn get(&self, node: NodeId) -> Option<Rc<NodeLink>> {
+        self.links.borrow().get(node.index()).cloned().flatten()
     }
 
     /// Whether the control channel to `node` is up.

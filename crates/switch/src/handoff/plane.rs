@@ -95,7 +95,7 @@ pub struct HandoffPlane {
     forwarder: Mutex<Option<Forwarder>>,
     /// Each node's MAC and egress interface (forwarder only), resolved at start and retried.
     pub(super) slots: Mutex<Vec<Option<NodeSlot>>>,
-    node_ips: Vec<Option<Ipv4Addr>>,
+    node_ips: Mutex<Vec<Option<Ipv4Addr>>>,
     pub(super) conns: Mutex<HashMap<ConnectionId, HandedOff>>,
     /// l4 without cloning: the connections the forwarder placed, counted on their nodes.
     l4_connections: Mutex<HashMap<ConnKey, DetachedAssignment>>,
@@ -133,7 +133,7 @@ impl HandoffPlane {
             key,
             settings,
             slots: Mutex::new(vec![None; node_ips.len()]),
-            node_ips,
+            node_ips: Mutex::new(node_ips),
             forwarder: Mutex::new(forwarder),
             conns: Mutex::new(HashMap::new()),
             l4_connections: Mutex::new(HashMap::new()),
@@ -241,7 +241,7 @@ impl HandoffPlane {
         });
         let connection = RequestInfo::get("");
         for (key, node) in live {
-            if node < self.node_ips.len() && !known.contains_key(&key) {
+            if node < self.node_ips.lock().len() && !known.contains_key(&key) {
                 known.insert(key, dispatcher.assign_to(NodeId(node as u32), &connection));
             }
         }
@@ -262,11 +262,12 @@ impl HandoffPlane {
             Ok(i) => i.index,
             Err(e) => {
                 tracing::warn!(interface = %iface, "handoff: {e}");
-                return self.node_ips.len();
+                return self.node_ips.lock().len();
             }
         };
         let mut missing = 0;
-        for (i, ip) in self.node_ips.iter().enumerate() {
+        let node_ips = self.node_ips.lock().clone();
+        for (i, ip) in node_ips.iter().enumerate() {
             if self.slots.lock()[i].is_some() {
                 continue;
             }
@@ -283,6 +284,20 @@ impl HandoffPlane {
             }
         }
         missing
+    }
+
+    /// Nodes a reload added (their slots follow the others'): their MACs are resolved now
+    /// (with a forwarder; until then connections to them are served by proxy).
+    pub fn add_nodes(&self, addrs: &[SocketAddr]) {
+        let ips = addrs.iter().map(|a| match a {
+            SocketAddr::V4(a) => Some(*a.ip()),
+            SocketAddr::V6(_) => None,
+        });
+        let mut node_ips = self.node_ips.lock();
+        node_ips.extend(ips);
+        self.slots.lock().resize(node_ips.len(), None);
+        drop(node_ips);
+        self.resolve_slots(Duration::from_millis(200));
     }
 
     /// Whether a connection can be steered to `node` now.

@@ -183,7 +183,7 @@ pub(super) async fn hand_over(
     on_ready: impl FnOnce(),
 ) -> Result<(), NotTaken> {
     let plane = links.shared.handoff.as_ref().expect("handoff mode");
-    let Some(link) = links.get(node).cloned() else {
+    let Some(link) = links.get(node) else {
         return Err(NotTaken { state, tls, why: "no link to the node".into() });
     };
     // The caller has put the connection's packets on hold, pointing at `node`.
