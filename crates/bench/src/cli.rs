@@ -25,6 +25,9 @@ pub enum BenchCommand {
     /// HTTP/2 through the switch, HAProxy and NGINX: h2load at 1, 10 and 100 streams on the
     /// lab's zipf workload, HTTP/1.1 beside it, CPU per request (lab, root).
     H2(crate::h2_bench::H2Args),
+    /// Configuration reloads and binary upgrades under new-connection and keep-alive load:
+    /// failed requests and resets of the switch, HAProxy and NGINX (lab, root).
+    Reload(crate::reload_bench::ReloadArgs),
 }
 
 /// Flags of `locus bench tls`.
@@ -196,6 +199,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Handoff(a) => crate::handoff::run(a),
         BenchCommand::Clubweb(a) => crate::clubweb::run(a),
         BenchCommand::Rehandoff(a) => crate::rehandoff::run(a),
+        BenchCommand::Reload(a) => crate::reload_bench::run(a),
         BenchCommand::H2(a) => {
             let rows = crate::h2_bench::run(&a)?;
             if a.json {

@@ -5,7 +5,7 @@
 //! connections; the load generator beside wrk; the handoff's latency; ClubWeb and multiple
 //! handoff in the lab's namespaces; the node's CPU cost per connection, request and KiB
 //! (`node-cost`), the calibration of its CPU model; and HTTP/2 through each balancer (`h2`, the
-//! lab's `experiments/h2.toml`).
+//! lab's `experiments/h2.toml`); and reloads and binary upgrades under load (`reload`).
 
 mod bench_files;
 pub mod cli;
@@ -21,6 +21,7 @@ pub mod node_cost;
 mod one_way_rig;
 mod proxy;
 pub mod rehandoff;
+pub mod reload_bench;
 pub mod tls_bench;
 pub mod wrk;
 

@@ -221,7 +221,7 @@ pub enum NginxBalance {
 }
 
 /// The `http` block's common lines; temporary files under `dir`.
-fn nginx_http_common(dir: &str) -> String {
+pub(super) fn nginx_http_common(dir: &str) -> String {
     format!(
         "  access_log off;\n  tcp_nodelay on;\n  keepalive_requests 1000000;\n  keepalive_timeout 60s;\n\
          \x20 default_type application/octet-stream;\n\
@@ -296,7 +296,7 @@ pub fn nginx_proxy(
 /// NGINX's folder in `scratch`, made and given as an absolute path: NGINX takes a relative
 /// `-c` and the relative paths in its configuration from its prefix (`-p`), not from the
 /// working directory, so a relative scratch folder (`--out lab-out/…`) would be doubled.
-fn nginx_prefix(scratch: &Path) -> Result<PathBuf, RigError> {
+pub(super) fn nginx_prefix(scratch: &Path) -> Result<PathBuf, RigError> {
     let dir = std::path::absolute(scratch.join("nginx")).map_err(|e| RigError::io(scratch, e))?;
     std::fs::create_dir_all(&dir).map_err(|e| RigError::io(&dir, e))?;
     Ok(dir)
