@@ -7,6 +7,7 @@
 
 mod client;
 mod cluster;
+mod draining;
 mod pid_guard;
 mod subject;
 mod table;
@@ -24,7 +25,8 @@ pub use table::{markdown_table, summarize};
 
 use client::{Load, LoadShape, Target};
 use cluster::Cluster;
-use subject::{FinishReport, Running, Subject};
+use draining::DrainReport;
+use subject::{Running, Subject};
 
 /// Flags of `locus bench reload`.
 #[derive(clap::Args, Debug, Clone)]
@@ -111,9 +113,12 @@ pub struct ReloadRow {
     pub bad_status: u64,
     /// Locus: takeovers refused while the previous generation drained, and retried.
     pub takeover_retries: u32,
-    /// Locus: longest time from a handover to the old generation's exit, in ms.
-    pub longest_drain_ms: u64,
-    /// Old generations still running 20 s after handing over.
+    /// Longest time an old generation took to finish, in ms (to 10 ms): Locus, from its
+    /// handover to its exit; HAProxy `-sf`, from the new process's start to the old one's
+    /// exit; NGINX, from WINCH to the old workers' exit (upgrades); `null` for HAProxy's
+    /// master-worker (its old workers are the master's children, not followed).
+    pub longest_drain_ms: Option<u64>,
+    /// Old generations still running 20 s after being told to finish (then killed).
     pub stuck_generations: u32,
     /// Why the run stopped early, if it did.
     pub error: Option<String>,
@@ -298,8 +303,8 @@ fn run_events(
     std::fs::write(dir.join("failures.jsonl"), crate::lab_rig::json_lines(&finished.failures)?)?;
     std::fs::write(dir.join("idle-closes.json"), serde_json::to_string(&finished.idle_closes)?)?;
     let finish = outcome?;
-    row.longest_drain_ms = finish.longest_drain_ms;
-    row.stuck_generations = finish.stuck_generations;
+    row.longest_drain_ms = finish.longest_ms;
+    row.stuck_generations = finish.stuck;
     cluster.check_nodes()
 }
 
@@ -313,12 +318,12 @@ fn play_schedule(
     epoch: Instant,
     row: &mut ReloadRow,
     events: &mut Vec<serde_json::Value>,
-) -> anyhow::Result<FinishReport> {
-    std::thread::sleep(Duration::from_secs(1));
+) -> anyhow::Result<DrainReport> {
+    pause(running, Duration::from_secs(1));
     let mut pauses = Pauses(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let ms = || epoch.elapsed().as_secs_f64() * 1e3;
     for upgrade in schedule(a.reloads, a.upgrades) {
-        std::thread::sleep(pauses.next(Duration::from_millis(a.interval_ms)));
+        pause(running, pauses.next(Duration::from_millis(a.interval_ms)));
         let at_ms = ms();
         if upgrade {
             let report = running.upgrade(cluster).with_context(|| format!("upgrade {}", row.upgrades + 1))?;
@@ -331,8 +336,17 @@ fn play_schedule(
             events.push(serde_json::json!({"event": "reload", "at_ms": at_ms}));
         }
     }
-    std::thread::sleep(Duration::from_secs(1));
+    pause(running, Duration::from_secs(1));
     running.finish()
+}
+
+/// Wait `length`, looking at the old generations every 10 ms.
+fn pause(running: &mut Running, length: Duration) {
+    let end = Instant::now() + length;
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        std::thread::sleep(left.min(Duration::from_millis(10)));
+        running.poll();
+    }
 }
 
 /// Where the clients go and how (HTTPS for the TLS switch).

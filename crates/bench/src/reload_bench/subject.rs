@@ -15,6 +15,7 @@ use locus_rig::servers::{self, NginxFiles, WeightedNode, start_server};
 use locus_rig::{ChildGuard, Net, give_open_files};
 
 use super::cluster::Cluster;
+use super::draining::{DrainReport, Draining};
 use super::pid_guard::PidGuard;
 
 /// What is reloaded.
@@ -103,15 +104,6 @@ pub struct UpgradeReport {
     pub retries: u32,
 }
 
-/// What the end of a run found.
-#[derive(Clone, Debug, Default)]
-pub struct FinishReport {
-    /// Longest time an old generation took to exit after handing over, in ms.
-    pub longest_drain_ms: u64,
-    /// Old generations still running at their deadline (then killed).
-    pub stuck_generations: u32,
-}
-
 /// A started subject.
 pub enum Running {
     Locus(LocusRun),
@@ -164,8 +156,17 @@ impl Running {
         }
     }
 
+    /// Note the old generations that have exited since the last look.
+    pub fn poll(&mut self) {
+        match self {
+            Running::Locus(l) => l.draining.poll(),
+            Running::Haproxy(h) => h.finishing.poll(),
+            Running::Nginx(_) => {}
+        }
+    }
+
     /// After the load: wait for the last old generation, and fail if the server is gone.
-    pub fn finish(&mut self) -> anyhow::Result<FinishReport> {
+    pub fn finish(&mut self) -> anyhow::Result<DrainReport> {
         match self {
             Running::Locus(l) => l.finish(),
             Running::Haproxy(h) => h.finish(),
@@ -181,19 +182,15 @@ pub struct LocusRun {
     socket: PathBuf,
     scratch: PathBuf,
     current: ChildGuard,
-    /// The previous generation, draining, and when it handed over.
-    draining: Option<(ChildGuard, Instant)>,
+    /// The previous generation, draining since it handed over.
+    draining: Draining,
     generation: u32,
     flip: bool,
     client_addr: SocketAddr,
-    report: FinishReport,
 }
 
 /// The line a switch prints once it serves.
 const SERVING_LINE: &str = "locus switch listening on";
-
-/// How long an old generation may take to drain and exit (its drain timeout is 10 s).
-const DRAIN_DEADLINE: Duration = Duration::from_secs(20);
 
 /// How long a new generation may keep asking for the sockets.
 const TAKEOVER_DEADLINE: Duration = Duration::from_secs(20);
@@ -226,11 +223,10 @@ impl LocusRun {
             socket,
             scratch: scratch.to_path_buf(),
             current: server.process,
-            draining: None,
+            draining: Draining::default(),
             generation: 1,
             flip: false,
             client_addr: if mode == "tls" { tls_listen } else { listen },
-            report: FinishReport::default(),
         })
     }
 
@@ -241,21 +237,10 @@ impl LocusRun {
         signal(self.current.pid(), libc::SIGHUP)
     }
 
-    /// Wait for the draining generation to exit; kill it past the deadline.
-    fn wait_for_predecessor(&mut self) {
-        let Some((mut old, since)) = self.draining.take() else { return };
-        while old.exited().is_none() && since.elapsed() < DRAIN_DEADLINE {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if old.exited().is_none() {
-            self.report.stuck_generations += 1;
-        }
-        let ms = since.elapsed().as_millis() as u64;
-        self.report.longest_drain_ms = self.report.longest_drain_ms.max(ms);
-    }
-
+    /// Wait for the previous generation to exit first: the running switch hands over only
+    /// then (and refuses until it sees it gone, which is retried below).
     fn upgrade(&mut self, cluster: &Cluster) -> anyhow::Result<UpgradeReport> {
-        self.wait_for_predecessor();
+        self.draining.wait_all();
         let deadline = Instant::now() + TAKEOVER_DEADLINE;
         let mut report = UpgradeReport::default();
         loop {
@@ -269,7 +254,7 @@ impl LocusRun {
             match wait_serving(&mut child, &log, deadline) {
                 Some(true) => {
                     let old = std::mem::replace(&mut self.current, child);
-                    self.draining = Some((old, Instant::now()));
+                    self.draining.push(old);
                     return Ok(report);
                 }
                 Some(false) if Instant::now() < deadline => {
@@ -286,12 +271,12 @@ impl LocusRun {
         }
     }
 
-    fn finish(&mut self) -> anyhow::Result<FinishReport> {
-        self.wait_for_predecessor();
+    fn finish(&mut self) -> anyhow::Result<DrainReport> {
+        self.draining.wait_all();
         if let Some(status) = self.current.exited() {
             bail!("the switch (generation {}) exited: {status}", self.generation);
         }
-        Ok(self.report.clone())
+        Ok(self.draining.report.clone())
     }
 }
 
@@ -358,7 +343,7 @@ fn locus_config(head: &str, mode: &str, cluster: &Cluster, flip: bool) -> String
 pub struct HaproxyRun {
     master_worker: bool,
     current: ChildGuard,
-    finishing: Vec<(ChildGuard, Instant)>,
+    finishing: Draining,
     scratch: PathBuf,
     config: PathBuf,
     stats: Option<PathBuf>,
@@ -366,7 +351,6 @@ pub struct HaproxyRun {
     flip: bool,
     listen: SocketAddr,
     generation: u32,
-    report: FinishReport,
 }
 
 impl HaproxyRun {
@@ -393,7 +377,7 @@ impl HaproxyRun {
         Ok(HaproxyRun {
             master_worker,
             current: server.process,
-            finishing: Vec::new(),
+            finishing: Draining::default(),
             scratch: scratch.to_path_buf(),
             config,
             stats,
@@ -401,7 +385,6 @@ impl HaproxyRun {
             flip: false,
             listen,
             generation: 1,
-            report: FinishReport::default(),
         })
     }
 
@@ -421,7 +404,6 @@ impl HaproxyRun {
         if self.master_worker {
             return signal(self.current.pid(), libc::SIGUSR2);
         }
-        self.finishing.retain_mut(|(old, _)| old.exited().is_none());
         self.generation += 1;
         let name = format!("haproxy-{}", self.generation);
         let cmd = servers::haproxy_replacing(&cluster.net, &self.config, &[self.current.pid()])?;
@@ -431,26 +413,17 @@ impl HaproxyRun {
             bail!("{name} exited at start: {status}");
         }
         let old = std::mem::replace(&mut self.current, fresh);
-        self.finishing.push((old, Instant::now()));
+        self.finishing.push(old);
         Ok(())
     }
 
     /// Wait for the processes still finishing, and fail if HAProxy is gone.
-    fn finish(&mut self) -> anyhow::Result<FinishReport> {
-        for (old, since) in &mut self.finishing {
-            while old.exited().is_none() && since.elapsed() < DRAIN_DEADLINE {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if old.exited().is_none() {
-                self.report.stuck_generations += 1;
-            }
-            self.report.longest_drain_ms =
-                self.report.longest_drain_ms.max(since.elapsed().as_millis() as u64);
-        }
+    fn finish(&mut self) -> anyhow::Result<DrainReport> {
+        self.finishing.wait_all();
         if let Some(status) = self.current.exited() {
             bail!("HAProxy exited: {status}");
         }
-        Ok(self.report.clone())
+        Ok(self.finishing.report.clone())
     }
 }
 
@@ -461,6 +434,8 @@ pub struct NginxRun {
     workers: u32,
     flip: bool,
     listen: SocketAddr,
+    /// Upgrades only: from WINCH until the old workers are gone.
+    drains: DrainReport,
 }
 
 impl NginxRun {
@@ -474,7 +449,7 @@ impl NginxRun {
         let pid = read_pid(&files.pid_file, None, Duration::from_secs(10))?;
         let master = PidGuard::adopt(pid);
         cluster.wait_listening(listen)?;
-        Ok(NginxRun { files, master, workers, flip: false, listen })
+        Ok(NginxRun { files, master, workers, flip: false, listen, drains: DrainReport::default() })
     }
 
     fn reload(&mut self, cluster: &Cluster) -> anyhow::Result<()> {
@@ -495,8 +470,11 @@ impl NginxRun {
         wait_for(Duration::from_secs(10), || !new_master.workers(&[]).is_empty())
             .context("the new NGINX master started no worker")?;
         signal(old, libc::SIGWINCH)?;
+        let winch = Instant::now();
         wait_for(Duration::from_secs(15), || self.master.workers(&[new]).is_empty())
             .context("the old NGINX workers did not stop after WINCH")?;
+        let ms = winch.elapsed().as_millis() as u64;
+        self.drains.longest_ms = Some(self.drains.longest_ms.map_or(ms, |m| m.max(ms)));
         signal(old, libc::SIGQUIT)?;
         wait_for(Duration::from_secs(10), || !self.master.alive())
             .context("the old NGINX master did not quit")?;
@@ -504,11 +482,11 @@ impl NginxRun {
         Ok(UpgradeReport::default())
     }
 
-    fn finish(&mut self) -> anyhow::Result<FinishReport> {
+    fn finish(&mut self) -> anyhow::Result<DrainReport> {
         if !self.master.alive() {
             bail!("the NGINX master {} is gone", self.master.pid());
         }
-        Ok(FinishReport::default())
+        Ok(self.drains.clone())
     }
 }
 
