@@ -51,6 +51,8 @@ pub struct Summary {
     pub new_conn_failed: Spread,
     pub keepalive_failed: Spread,
     pub keepalive_closed_idle: Spread,
+    /// The longest drain of each seed's run (`None` where not followed).
+    pub longest_drain_ms: Option<Spread>,
     /// `seed: error` for every run that stopped early.
     pub errors: Vec<String>,
 }
@@ -79,6 +81,11 @@ pub fn summarize(rows: &[ReloadRow]) -> Vec<Summary> {
                 new_conn_failed: spread(|r| r.new_conn_failed),
                 keepalive_failed: spread(|r| r.keepalive_failed),
                 keepalive_closed_idle: spread(|r| r.keepalive_closed_idle),
+                longest_drain_ms: of
+                    .iter()
+                    .map(|r| r.longest_drain_ms)
+                    .collect::<Option<Vec<u64>>>()
+                    .map(|v| Spread::of(&v)),
                 errors: of
                     .iter()
                     .filter_map(|r| r.error.as_ref().map(|e| format!("seed {}: {e}", r.seed)))
@@ -98,13 +105,13 @@ fn order(server: &str) -> usize {
 /// The Markdown table, then the errors of runs that stopped early.
 pub fn markdown_table(summaries: &[Summary]) -> String {
     let mut out = String::from(
-        "| server | mode | seeds | reloads | upgrades | requests | failed | resets | failed: new conn | failed: keep-alive | keep-alive closed while idle |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| server | mode | seeds | reloads | upgrades | requests | failed | resets | failed: new conn | failed: keep-alive | keep-alive closed while idle | longest drain (ms) |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in summaries {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             s.server,
             s.mode,
             s.seeds,
@@ -115,7 +122,8 @@ pub fn markdown_table(summaries: &[Summary]) -> String {
             s.resets.show(),
             s.new_conn_failed.show(),
             s.keepalive_failed.show(),
-            s.keepalive_closed_idle.show()
+            s.keepalive_closed_idle.show(),
+            s.longest_drain_ms.map_or("—".to_string(), Spread::show)
         );
     }
     for s in summaries {
@@ -139,6 +147,7 @@ mod tests {
             upgrades: 3,
             requests: 1000 + seed,
             failed,
+            longest_drain_ms: (server == "locus").then_some(10 * seed),
             ..ReloadRow::default()
         }
     }
@@ -157,5 +166,6 @@ mod tests {
         assert_eq!(s[1].failed, Spread { median: 4, min: 1, max: 9 });
         let table = markdown_table(&s);
         assert!(table.contains("| nginx | m | 3 | 20 | 3 | 1002 (1001–1003) | 4 (1–9) |"), "{table}");
+        assert!(table.contains("| 15 (10–20) |\n") && table.contains("| — |\n"), "{table}");
     }
 }
