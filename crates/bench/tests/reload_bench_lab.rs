@@ -68,6 +68,13 @@ fn a_short_run_gives_complete_rows_and_the_switch_loses_no_request() {
         assert!(r.new_conn_requests > 100 && r.keepalive_requests > 500, "{r:?}");
         assert_eq!(r.requests, r.new_conn_requests + r.keepalive_requests, "{r:?}");
     }
+    // Issue 32's target. Missed now and then (1 run in 10 here, debug build): at the handover the
+    // old switch closes idle keep-alive connections even when a request has just arrived
+    // (docs/performance.md, "Reload and upgrade").
     let locus = &rows[0];
-    assert_eq!((locus.failed, locus.resets, locus.stuck_generations), (0, 0, 0), "{locus:?}");
+    assert_eq!(
+        (locus.failed, locus.resets, locus.stuck_generations),
+        (0, 0, 0),
+        "the switch lost requests across its reloads and upgrade: {locus:?}"
+    );
 }
