@@ -687,6 +687,16 @@ impl Forwarder {
         Ok(())
     }
 
+    /// End this process's hold on the forwarder without touching the filter at its spot: a
+    /// newer switch (a binary upgrade) has attached its own program there, in place, and
+    /// serves with it; detaching would delete the newer switch's filter.
+    pub fn leave_attached(mut self) {
+        if let Some(attachment) = self.attachment.take() {
+            // As in `keep_running`: forgetting the link keeps the filter.
+            std::mem::forget(attachment.link);
+        }
+    }
+
     fn detach(&mut self) -> Result<()> {
         let Some(attachment) = self.attachment.take() else { return Ok(()) };
         let _inside = self.netns.enter().map_err(ForwarderError::Namespace)?;

@@ -211,7 +211,7 @@ impl SwitchServer {
             let _ = t.join();
         }
         if let Some(plane) = &self.shared.handoff {
-            plane.release_forwarder();
+            plane.release_forwarder(self.shared.handed_over.load(Relaxed));
         }
         // Drained: the switch that took over from this one sees the connection end.
         self.shared.successor.lock().take();

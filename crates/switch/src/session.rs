@@ -19,10 +19,10 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tokio::time::{timeout, timeout_at};
+use tokio::time::timeout_at;
 
 /// Serve one accepted client connection, holding its place in `connections`, until it closes.
 pub async fn serve(
@@ -161,6 +161,10 @@ struct Session {
     fresh: bool,
 }
 
+/// How long an idle keep-alive connection is still waited for once the switch is shutting
+/// down (at most the keep-alive timeout).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
 /// Whether the session goes on after waiting for or reading more of a request.
 enum Read {
     /// More bytes are in the buffer (or a new request started).
@@ -240,21 +244,29 @@ impl Session {
 
     /// Wait for the next request without a buffer; readiness can be spurious, so only a read
     /// that returns bytes ends the wait.
-    /// A connection that has not sent its first request is waited for (up to the keep-alive
-    /// timeout, as always; the drain timeout bounds it) even while shutting down: it was accepted, so its request is served — an
-    /// upgrade's old switch accepts until the new one serves. Only idle keep-alive
-    /// connections are closed at shutdown.
+    /// Wait for the next request (the keep-alive timeout). Once the switch is shutting down,
+    /// an idle keep-alive connection is still waited for, for at most `SHUTDOWN_GRACE`: a
+    /// request that comes is served with `Connection: close`, so a busy client leaves for the
+    /// next switch (an upgrade) between two requests, never with one in flight; one idle
+    /// longer is closed. A connection that has not sent its first request yet was accepted,
+    /// so it gets the whole keep-alive timeout (the drain timeout bounds both).
     async fn wait_for_request(&mut self, shared: &Shared) -> Read {
-        let idle = !self.fresh;
-        if idle && (*self.shutdown.borrow() || shared.is_shutting_down()) {
-            return Read::End;
-        }
-        let wait = shared.config().limits.keepalive_timeout();
+        let keepalive = shared.config().limits.keepalive_timeout();
+        let grace = keepalive.min(SHUTDOWN_GRACE);
+        let mut draining = *self.shutdown.borrow() || shared.is_shutting_down();
+        let first_wait = if draining && !self.fresh { grace } else { keepalive };
+        let mut deadline = tokio::time::Instant::now() + first_wait;
         loop {
             tokio::select! {
                 biased;
-                _ = self.shutdown.changed(), if idle => return Read::End,
-                r = timeout(wait, self.client.stream.readable()) => {
+                _ = self.shutdown.changed(), if !draining => {
+                    draining = true;
+                    if !self.fresh {
+                        deadline = deadline.min(tokio::time::Instant::now() + grace);
+                    }
+                    continue;
+                }
+                r = timeout_at(deadline, self.client.stream.readable()) => {
                     if !matches!(r, Ok(Ok(()))) {
                         return Read::End;
                     }

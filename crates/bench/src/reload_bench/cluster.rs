@@ -20,6 +20,35 @@ pub struct Cluster {
     pub tls: Option<TlsFiles>,
     /// The `locus` executable.
     pub locus: PathBuf,
+    /// A private bpffs mount for the handoff switch's pinned maps, which a binary upgrade's
+    /// new switch adopts (without them connections handed off before it lose their entries).
+    pub pins: BpfPins,
+}
+
+/// A bpf filesystem mounted in the scratch folder, unmounted on drop.
+pub struct BpfPins(PathBuf);
+
+impl BpfPins {
+    fn mount(dir: PathBuf) -> anyhow::Result<BpfPins> {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let status = std::process::Command::new("mount").args(["-t", "bpf", "bpf"]).arg(&dir).status()?;
+        if !status.success() {
+            bail!("mount -t bpf on {} failed", dir.display());
+        }
+        Ok(BpfPins(dir))
+    }
+
+    /// The forwarder's pin directory (inside the mount).
+    pub fn pin_dir(&self) -> PathBuf {
+        self.0.join("locus")
+    }
+}
+
+impl Drop for BpfPins {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl Cluster {
@@ -39,7 +68,8 @@ impl Cluster {
                 NodeSpec { handoff_key_file: Some(key.clone()), ..NodeSpec::new(&format!("node{i}"), root) };
             nodes.push(locus_node(&net, locus, scratch, &spec)?);
         }
-        Ok(Cluster { nodes, net, key, tls, locus: locus.to_path_buf() })
+        let pins = BpfPins::mount(scratch.join("bpffs"))?;
+        Ok(Cluster { nodes, net, key, tls, locus: locus.to_path_buf(), pins })
     }
 
     /// Wait (at most 10 s) until `addr` accepts connections from the client host.

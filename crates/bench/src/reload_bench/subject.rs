@@ -317,7 +317,11 @@ fn locus_head(
         ));
     }
     if mode == "handoff" {
-        head.push_str(&format!("[handoff]\nkey_file = {:?}\ninterface = \"eth0\"\n", cluster.key));
+        head.push_str(&format!(
+            "[handoff]\nkey_file = {:?}\ninterface = \"eth0\"\npin_dir = {:?}\n",
+            cluster.key,
+            cluster.pins.pin_dir()
+        ));
     }
     head.push_str("[policy]\nname = \"wrr\"\n");
     head

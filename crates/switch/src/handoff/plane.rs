@@ -343,9 +343,15 @@ impl HandoffPlane {
         }
     }
 
-    /// On shutdown: with pinned maps, leave the forwarder running for the next switch.
-    pub fn release_forwarder(&self) {
+    /// On shutdown: with pinned maps, leave the forwarder running for the next switch; after
+    /// a binary upgrade (`handed_over`) leave the filter alone — it is the new switch's now.
+    pub fn release_forwarder(&self, handed_over: bool) {
         let Some(f) = self.forwarder.lock().take() else { return };
+        if handed_over {
+            f.leave_attached();
+            tracing::info!("forwarder left to the switch that took over");
+            return;
+        }
         if f.pin_dir().is_some() {
             match f.keep_running() {
                 Ok(()) => tracing::info!("forwarder left running for the next switch (pinned maps)"),

@@ -85,6 +85,13 @@ impl Takeover {
         if let (Some(plane), Some(vip)) = (&shared.handoff, self.handoff_vip) {
             plane.adopt_vip(vip);
         }
+        let handoff = &shared.config().handoff;
+        if handoff.interface.is_some() && handoff.pin_dir.is_none() {
+            tracing::warn!(
+                "upgrade: the forwarder's maps are not pinned (handoff.pin_dir): connections handed \
+                 off before this upgrade have no forwarding entries in this switch's maps"
+            );
+        }
         let mut stream = self.stream;
         let exchange = |error| TakeoverError::Exchange { path: self.path.clone(), error };
         stream.write_all(b"ready\n").map_err(exchange)?;
