@@ -15,6 +15,7 @@ mod drain;
 mod listener;
 mod open_files;
 mod read;
+mod restart_only;
 pub mod service_notify;
 mod signals;
 mod splice_pipe;
@@ -33,6 +34,7 @@ pub use open_files::{
     plan_connections, raise_open_file_limit, raise_open_file_limit_for_server, system_ceiling,
 };
 pub use read::{mark_read_drained, try_read_buf_drained, try_read_drained};
+pub use restart_only::keep_running;
 pub use signals::TerminationSignals;
 pub use splice_pipe::{
     Pipe, PipePool, SpliceDirection, SpliceError, TunnelBytes, splice, splice_exact, tunnel, tunnel_through,

@@ -13,6 +13,7 @@ use crate::node_table::NodeInfo;
 use crate::site::SiteInputs;
 use crate::state::Shared;
 use locus_core::NodeId;
+use locus_io::keep_running;
 use locus_policy::{Policy, Reconfigured};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -251,23 +252,15 @@ impl Shared {
 /// of those that differed.
 fn keep_fixed_settings(running: &SwitchConfig, new: &mut SwitchConfig) -> Vec<&'static str> {
     let mut changed = Vec::new();
-    macro_rules! keep {
-        ($($field:ident).+, $name:literal) => {
-            if new.$($field).+ != running.$($field).+ {
-                changed.push($name);
-                new.$($field).+ = running.$($field).+.clone();
-            }
-        };
-    }
-    keep!(listen, "listen");
-    keep!(listen_tls, "listen_tls");
-    keep!(admin, "admin");
-    keep!(control_socket, "control_socket");
-    keep!(mode, "mode");
-    keep!(workers, "workers");
-    keep!(access_log, "access_log");
-    keep!(handoff, "handoff");
-    keep!(http2.enabled, "http2.enabled");
+    keep_running(&mut changed, "listen", &mut new.listen, &running.listen);
+    keep_running(&mut changed, "listen_tls", &mut new.listen_tls, &running.listen_tls);
+    keep_running(&mut changed, "admin", &mut new.admin, &running.admin);
+    keep_running(&mut changed, "control_socket", &mut new.control_socket, &running.control_socket);
+    keep_running(&mut changed, "mode", &mut new.mode, &running.mode);
+    keep_running(&mut changed, "workers", &mut new.workers, &running.workers);
+    keep_running(&mut changed, "access_log", &mut new.access_log, &running.access_log);
+    keep_running(&mut changed, "handoff", &mut new.handoff, &running.handoff);
+    keep_running(&mut changed, "http2.enabled", &mut new.http2.enabled, &running.http2.enabled);
     // l4 mode's forwarder holds a table of the nodes it steers to, set at start.
     let members = |c: &SwitchConfig| {
         let addrs = c.nodes.iter().map(|n| (n.addr, n.handoff, n.admin));

@@ -5,40 +5,38 @@
 
 use crate::config::NodeConfig;
 use crate::dc::config::DcConfig;
+use locus_io::keep_running;
 
 /// Copy into `new` the settings a running node cannot change, from `running`; the names of
 /// those that differed (they take a restart).
 pub fn keep_fixed_settings(running: &NodeConfig, new: &mut NodeConfig) -> Vec<&'static str> {
     let mut changed = Vec::new();
-    macro_rules! keep {
-        ($($field:ident).+, $name:literal) => {
-            if new.$($field).+ != running.$($field).+ {
-                changed.push($name);
-                new.$($field).+ = running.$($field).+.clone();
-            }
-        };
-    }
     // Sockets: bound at start.
-    keep!(listen, "listen");
-    keep!(admin, "admin");
-    keep!(handoff, "handoff");
+    keep_running(&mut changed, "listen", &mut new.listen, &running.listen);
+    keep_running(&mut changed, "admin", &mut new.admin, &running.admin);
+    keep_running(&mut changed, "handoff", &mut new.handoff, &running.handoff);
     // Threads, and what is built once at start around them.
-    keep!(workers, "workers");
-    keep!(cpu_threads, "cpu_threads");
-    keep!(storage, "storage");
-    keep!(cpu, "cpu");
+    keep_running(&mut changed, "workers", &mut new.workers, &running.workers);
+    keep_running(&mut changed, "cpu_threads", &mut new.cpu_threads, &running.cpu_threads);
+    keep_running(&mut changed, "storage", &mut new.storage, &running.storage);
+    keep_running(&mut changed, "cpu", &mut new.cpu, &running.cpu);
     // Rendered into every response and cached document, the source of every miss.
-    keep!(name, "name");
-    keep!(root, "root");
-    keep!(origin, "origin");
+    keep_running(&mut changed, "name", &mut new.name, &running.name);
+    keep_running(&mut changed, "root", &mut new.root, &running.root);
+    keep_running(&mut changed, "origin", &mut new.origin, &running.origin);
     // The cache's eviction order is the policy's own structure.
-    keep!(cache.replacement, "cache.replacement");
+    keep_running(&mut changed, "cache.replacement", &mut new.cache.replacement, &running.cache.replacement);
     if (running.cache.capacity.bytes() == 0) != (new.cache.capacity.bytes() == 0) {
         changed.push("cache.capacity (turning the cache on or off)");
         new.cache.capacity = running.cache.capacity;
     }
     // Fitted to the open-file limit at start.
-    keep!(limits.max_connections, "limits.max_connections");
+    keep_running(
+        &mut changed,
+        "limits.max_connections",
+        &mut new.limits.max_connections,
+        &running.limits.max_connections,
+    );
     if running.tls.is_some() != new.tls.is_some() {
         changed.push("tls");
         new.tls = running.tls.clone();
@@ -67,22 +65,14 @@ pub fn keep_fixed_settings(running: &NodeConfig, new: &mut NodeConfig) -> Vec<&'
 /// DC mode's settings that need the membership, the replica store or the background task's
 /// periods built again.
 fn keep_fixed_dc_settings(running: &DcConfig, new: &mut DcConfig, changed: &mut Vec<&'static str>) {
-    macro_rules! keep {
-        ($field:ident, $name:literal) => {
-            if new.$field != running.$field {
-                changed.push($name);
-                new.$field = running.$field.clone();
-            }
-        };
-    }
-    keep!(servers, "dc.servers");
-    keep!(self_name, "dc.self");
-    keep!(quota, "dc.quota");
-    keep!(method, "dc.method");
-    keep!(alpha, "dc.alpha");
-    keep!(ping_ms, "dc.ping_ms");
-    keep!(balance_ms, "dc.balance_ms");
-    keep!(seed, "dc.seed");
+    keep_running(changed, "dc.servers", &mut new.servers, &running.servers);
+    keep_running(changed, "dc.self", &mut new.self_name, &running.self_name);
+    keep_running(changed, "dc.quota", &mut new.quota, &running.quota);
+    keep_running(changed, "dc.method", &mut new.method, &running.method);
+    keep_running(changed, "dc.alpha", &mut new.alpha, &running.alpha);
+    keep_running(changed, "dc.ping_ms", &mut new.ping_ms, &running.ping_ms);
+    keep_running(changed, "dc.balance_ms", &mut new.balance_ms, &running.balance_ms);
+    keep_running(changed, "dc.seed", &mut new.seed, &running.seed);
 }
 
 /// The settings that change live and differ between `running` and `new` (after
