@@ -39,15 +39,20 @@ enum Refusal {
 }
 
 fn offer(shared: &Arc<Shared>, stream: &mut UnixStream) -> Result<(), Refusal> {
+    // Held to the end: a second takeover asked meanwhile (the control socket is shared with
+    // the new switch now, so either may take the connection) waits here, then is refused.
+    let guard = shared.upgrade_sockets.lock();
     if shared.handed_over.load(Relaxed) {
-        return Err(Refusal::Before("this switch has handed its sockets over already".into()));
+        return Err(Refusal::Before(
+            "this switch has handed its sockets over already; ask again (the new switch serves the socket)"
+                .into(),
+        ));
     }
     if let Some(pid) = shared.predecessor_draining() {
         return Err(Refusal::Before(format!(
             "busy: the previous generation (pid {pid}) is still draining; at most two generations run at once"
         )));
     }
-    let guard = shared.upgrade_sockets.lock();
     let Some(sockets) = guard.as_ref() else { return Err(Refusal::Before("no sockets to hand over".into())) };
     let counts = sockets.counts();
     if counts.total() > MAX_FDS {
@@ -73,15 +78,16 @@ fn offer(shared: &Arc<Shared>, stream: &mut UnixStream) -> Result<(), Refusal> {
     if line.trim() != "ready" {
         return Err(Refusal::After(format!("no `ready` within {} s", START_LIMIT.as_secs())));
     }
+    let successor = stream.try_clone().map_err(io)?;
+    shared.handed_over.store(true, Relaxed);
     drop(guard);
-    step_down(shared, stream.try_clone().map_err(io)?);
+    step_down(shared, successor);
     Ok(())
 }
 
 /// The new switch serves on the sockets: stop accepting, drain, keep `successor` open until
 /// this process is gone, and leave the control socket's file to the new switch.
 fn step_down(shared: &Arc<Shared>, successor: UnixStream) {
-    shared.handed_over.store(true, Relaxed);
     *shared.successor.lock() = Some(successor);
     tracing::info!("upgrade: the new switch serves; this one stops accepting and drains");
     shared.shutting_down.store(true, Relaxed);
