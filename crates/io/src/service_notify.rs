@@ -23,6 +23,13 @@ pub fn reloading<T>(reload: impl FnOnce() -> T) -> T {
     result
 }
 
+/// Tell the service manager this process is the service's main process now and is up (a
+/// switch that took over from the one the manager started: the unit needs
+/// `NotifyAccess=all`).
+pub fn took_over() {
+    send("main pid", &[NotifyState::MainPid(std::process::id()), NotifyState::Ready]);
+}
+
 /// Tell the service manager the server is shutting down (it drains, then exits).
 pub fn stopping() {
     send("stopping", &[NotifyState::Stopping]);

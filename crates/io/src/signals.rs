@@ -23,6 +23,12 @@ impl TerminationSignals {
         TerminationSignals::block_set(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
     }
 
+    /// `block_with_reload` and SIGUSR2: a switch's `wait_serving` also returns it, which asks
+    /// it to start its successor (a binary upgrade, as NGINX's USR2).
+    pub fn block_with_reload_and_upgrade() -> std::io::Result<TerminationSignals> {
+        TerminationSignals::block_set(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR2])
+    }
+
     fn block_set(signals: &[i32]) -> std::io::Result<TerminationSignals> {
         // SAFETY: an all-zero sigset_t is valid storage; sigemptyset initialises it.
         let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -58,10 +64,16 @@ impl TerminationSignals {
 
 impl TerminationSignals {
     /// Wait for SIGTERM or SIGINT (returned), calling `reload` at each SIGHUP meanwhile.
-    pub fn wait_reloading(&self, mut reload: impl FnMut()) -> std::io::Result<i32> {
+    pub fn wait_reloading(&self, reload: impl FnMut()) -> std::io::Result<i32> {
+        self.wait_serving(reload, || {})
+    }
+
+    /// `wait_reloading`, calling `upgrade` at each SIGUSR2 as well (when it is blocked).
+    pub fn wait_serving(&self, mut reload: impl FnMut(), mut upgrade: impl FnMut()) -> std::io::Result<i32> {
         loop {
             match self.wait()? {
                 libc::SIGHUP => reload(),
+                libc::SIGUSR2 => upgrade(),
                 signal => return Ok(signal),
             }
         }

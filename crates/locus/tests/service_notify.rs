@@ -109,3 +109,54 @@ fn the_switch_tells_the_service_manager_ready_reloading_and_stopping() {
         &["switch", "--listen", "127.0.0.1:0", "--node", "n1=127.0.0.1:9", "--workers", "1"],
     );
 }
+
+#[test]
+fn at_sigusr2_the_switch_starts_its_successor_which_becomes_the_main_process_and_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify-upgrade.sock");
+    let socket = UnixDatagram::bind(&path).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let control = dir.path().join("switch.sock");
+    let config = dir.path().join("switch.toml");
+    std::fs::write(
+        &config,
+        format!("control_socket = {:?}\n[[node]]\naddr = \"127.0.0.1:9\"\n", control.to_str().unwrap()),
+    )
+    .unwrap();
+    let mut child = Command::new(LOCUS)
+        .args(["switch", "-c", config.to_str().unwrap(), "--listen", "127.0.0.1:0", "--workers", "1"])
+        .env("NOTIFY_SOCKET", &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut old = Proc(child);
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    let addr: SocketAddr = line.split_whitespace().find_map(|w| w.parse().ok()).expect("an address");
+    assert_eq!(next(&socket), ["READY=1"]);
+
+    signal(&old, libc::SIGUSR2);
+    // The successor says it is the main process now; the old one drains and exits 0 without
+    // a word (it is not the main process any more).
+    let took_over = next(&socket);
+    let pid: i32 = took_over
+        .iter()
+        .find_map(|l| l.strip_prefix("MAINPID=")?.parse().ok())
+        .unwrap_or_else(|| panic!("MAINPID=<pid> from the successor: {took_over:?}"));
+    // Stopped (and reaped) at the end, whatever happens.
+    struct Successor(i32);
+    impl Drop for Successor {
+        fn drop(&mut self) {
+            // SAFETY: kill with the successor's pid, read from its own notification.
+            unsafe { libc::kill(self.0, libc::SIGTERM) };
+        }
+    }
+    let successor = Successor(pid);
+    assert!(took_over.contains(&"READY=1".to_string()) && pid != old.0.id() as i32, "{took_over:?}");
+    assert!(old.0.wait().unwrap().success(), "the old switch drains and exits 0");
+    TcpStream::connect(addr).expect("the successor serves the same address");
+    drop(successor);
+}

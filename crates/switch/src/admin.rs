@@ -175,6 +175,7 @@ pub fn status_json(shared: &Shared) -> serde_json::Value {
         })
     });
     json!({
+        "pid": std::process::id(),
         "mode": shared.config().mode.as_str(),
         "handoff": handoff,
         "policy": snap.policy,

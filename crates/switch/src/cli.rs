@@ -180,7 +180,8 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     // Held from before the address is printed: a SIGTERM right after it (a supervisor or a
     // test that starts, uses and stops the switch at once) is taken by the wait below, never
     // by the default action, which would kill the switch without draining.
-    let signals = TerminationSignals::block_with_reload().context("blocking SIGTERM, SIGINT and SIGHUP")?;
+    let signals = TerminationSignals::block_with_reload_and_upgrade()
+        .context("blocking SIGTERM, SIGINT, SIGHUP and SIGUSR2")?;
     let server = match &args.upgrade_from {
         Some(from) => SwitchServer::start_taking_over(config, from)?,
         None => SwitchServer::start(config)?,
@@ -200,12 +201,18 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     if let Some(a) = server.tls_addr() {
         println!("HTTPS on https://{a}/");
     }
-    locus_io::service_notify::ready();
-    let signal = signals
-        .wait_reloading(|| locus_io::service_notify::reloading(|| reload(&server)))
-        .context("waiting for signals")?;
+    // A successor (`--upgrade-from`) told the service manager it is the main process as it
+    // took over.
+    if args.upgrade_from.is_none() {
+        locus_io::service_notify::ready();
+    }
+    let reload = || locus_io::service_notify::reloading(|| reload(&server));
+    let upgrade = || crate::upgrade::start_successor(server.control_socket().as_deref());
+    let signal = signals.wait_serving(reload, upgrade).context("waiting for signals")?;
     tracing::info!(signal, "shutting down");
-    locus_io::service_notify::stopping();
+    if !server.handed_over() {
+        locus_io::service_notify::stopping();
+    }
     server.shutdown();
     Ok(())
 }

@@ -73,6 +73,8 @@ impl SwitchServer {
     ) -> Result<SwitchServer, SwitchError> {
         let mut takeover = crate::upgrade::Takeover::request(from)?;
         let server = SwitchServer::start_on(config, takeover.listeners.take())?;
+        // The service manager hears of the new main process before the old one steps down.
+        locus_io::service_notify::took_over();
         takeover.confirm(&server.shared)?;
         Ok(server)
     }
@@ -167,6 +169,17 @@ impl SwitchServer {
     /// stopped accepting): `locus switch` ends the process as SIGTERM does.
     pub fn on_handed_over(&self, exit: Box<dyn Fn() + Send + Sync>) {
         let _ = self.shared.on_handed_over.set(exit);
+    }
+
+    /// Whether this switch has handed its sockets over to a newer one (it is draining for
+    /// good, and no longer the service's main process).
+    pub fn handed_over(&self) -> bool {
+        self.shared.handed_over.load(Relaxed)
+    }
+
+    /// The runtime API's socket, if configured (a binary upgrade asks it for the sockets).
+    pub fn control_socket(&self) -> Option<std::path::PathBuf> {
+        self.shared.config().control_socket.clone()
     }
 
     /// Carry out one runtime-API command line as `who` (what `locus ctl` sends): the JSON

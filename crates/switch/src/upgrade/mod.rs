@@ -2,7 +2,8 @@
 //! control socket (SCM_RIGHTS) instead of binding its own, so no connection is refused or
 //! reset in between; the old one then stops accepting and drains under its drain timeout.
 //! At most two generations run at once: a switch hands its sockets on only once its own
-//! predecessor has exited. `handover` is the old side, `takeover` the new.
+//! predecessor has exited. `handover` is the old side, `takeover` the new, `successor` what
+//! SIGUSR2 starts.
 //!
 //! The exchange, on one control-socket connection: `takeover` → a JSON line (`ok`, the old
 //! pid, the `ListenerCounts`) → `fds` → one byte carrying every descriptor → the new switch
@@ -10,9 +11,11 @@
 //! it exits, which is how the new one knows it is gone.
 
 mod handover;
+mod successor;
 mod takeover;
 
 pub use handover::hand_over;
+pub use successor::start_successor;
 pub use takeover::{Takeover, TakeoverError};
 
 /// The line that asks for the sockets.
