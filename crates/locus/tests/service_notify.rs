@@ -112,6 +112,10 @@ fn the_switch_tells_the_service_manager_ready_reloading_and_stopping() {
 
 #[test]
 fn at_sigusr2_the_switch_starts_its_successor_which_becomes_the_main_process_and_serves() {
+    // The successor is the old switch's child; once the old one exits it is this process's,
+    // so it is stopped and reaped here (as systemd does for a service's processes).
+    // SAFETY: prctl with a constant option and no pointers.
+    assert_eq!(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }, 0);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("notify-upgrade.sock");
     let socket = UnixDatagram::bind(&path).unwrap();
@@ -150,8 +154,12 @@ fn at_sigusr2_the_switch_starts_its_successor_which_becomes_the_main_process_and
     struct Successor(i32);
     impl Drop for Successor {
         fn drop(&mut self) {
-            // SAFETY: kill with the successor's pid, read from its own notification.
-            unsafe { libc::kill(self.0, libc::SIGTERM) };
+            // SAFETY: kill and waitpid with the successor's pid, read from its own
+            // notification; it is this process's child by then (the subreaper above).
+            unsafe {
+                libc::kill(self.0, libc::SIGTERM);
+                libc::waitpid(self.0, std::ptr::null_mut(), 0);
+            }
         }
     }
     let successor = Successor(pid);
