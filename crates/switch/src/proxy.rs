@@ -198,13 +198,14 @@ async fn send_request(
     head: &RequestHead,
 ) -> Result<usize, ExchangeError> {
     let shared = client.worker.shared.clone();
-    let t = shared.config().limits.node_timeout();
+    let config = shared.config();
+    let t = config.limits.node_timeout();
     if client.out.capacity() == 0 {
         client.out = client.worker.read_buffers.borrow_mut().take();
     }
     client.out.clear();
-    let client_ip = shared.config().forwarded_for.then(|| client.peer.ip());
-    let proto = shared.config().forwarded_proto.then(|| client.stream.scheme());
+    let client_ip = config.forwarded_for.then(|| client.peer.ip());
+    let proto = config.forwarded_proto.then(|| client.stream.scheme());
     write_request_head(
         &mut client.out,
         head,
@@ -385,8 +386,8 @@ async fn relay_response_body(
     body: &mut ResponseBody,
     relay: &mut Vec<u8>,
 ) -> Result<(), ExchangeError> {
-    let t = client.worker.shared.config().limits.node_timeout();
-    let splice_min = client.worker.shared.config().limits.splice_min_bytes;
+    let limits = &client.worker.shared.config().limits;
+    let (t, splice_min) = (limits.node_timeout(), limits.splice_min_bytes);
     while !body.tracker.is_done() {
         // Without a pipe (out of descriptors), or to a TLS client (its bytes are encrypted
         // here), the body goes through user space instead.

@@ -46,8 +46,9 @@ pub async fn serve_tls(
     tls: Arc<locus_tls::TlsService>,
 ) {
     let _ = stream.set_nodelay(true);
-    let deadline = tokio::time::Instant::now() + worker.shared.config().limits.header_timeout();
-    let accepted = if worker.shared.config().mode == Mode::Handoff {
+    let config = worker.shared.config();
+    let deadline = tokio::time::Instant::now() + config.limits.header_timeout();
+    let accepted = if config.mode == Mode::Handoff {
         // The session may move to a node with its connection (one-way HTTPS).
         tls.accept_exportable(stream, deadline).await
     } else {
@@ -116,9 +117,9 @@ async fn serve_with(
         Restart::Restored(dispatch) => (false, dispatch),
     };
     // h2c with prior knowledge: a fresh cleartext connection whose first bytes are the preface.
-    let may_be_h2c = matches!(restart, Restart::Fresh)
-        && stream.plain().is_some()
-        && worker.shared.config().http2.enabled_in(worker.shared.config().mode);
+    let config = worker.shared.config();
+    let may_be_h2c =
+        matches!(restart, Restart::Fresh) && stream.plain().is_some() && config.http2.enabled_in(config.mode);
     let mut session = Session {
         client: Client::new(worker, stream, peer),
         shutdown,

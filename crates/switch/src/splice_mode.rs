@@ -27,9 +27,10 @@ pub async fn serve_tunnel(client: &mut Client, head: &RequestHead, mut candidate
         Ok(conn) => conn,
         Err(next) => return next,
     };
-    let t = shared.config().limits.node_timeout();
+    let limits = &shared.config().limits;
+    let t = limits.node_timeout();
     let sent = (client.buf.len() - head.head_start) as u64;
-    let idle = shared.config().limits.keepalive_timeout().max(t);
+    let idle = limits.keepalive_timeout().max(t);
     let Some(socket) = client.stream.plain() else { return Next::Close };
     let result = tunnel(socket, &conn, &client.worker.pipes, idle).await;
     let (up, down) = match &result {

@@ -54,9 +54,10 @@ pub async fn serve(
     preread: Vec<u8>,
 ) {
     let shared = worker.shared.clone();
-    let settings = &shared.config().http2;
+    let config = shared.config();
+    let settings = &config.http2;
     shared.h2.connections.fetch_add(1, Relaxed);
-    if matches!(shared.config().mode, Mode::Handoff | Mode::L4) {
+    if matches!(config.mode, Mode::Handoff | Mode::L4) {
         shared.h2.two_way.fetch_add(1, Relaxed);
     }
     let ctx = Rc::new(StreamContext {

@@ -314,10 +314,11 @@ async fn send_and_read_head(
     resp: &mut ResponseHead,
 ) -> Result<BytesMut, Fault> {
     let shared = &ctx.worker.shared;
-    let t = shared.config().limits.node_timeout();
+    let config = shared.config();
+    let t = config.limits.node_timeout();
     let mut out = Vec::with_capacity(req.buf.len() + 128);
-    let client_ip = shared.config().forwarded_for.then(|| ctx.peer.ip());
-    let proto = shared.config().forwarded_proto.then_some(ctx.scheme);
+    let client_ip = config.forwarded_for.then(|| ctx.peer.ip());
+    let proto = config.forwarded_proto.then_some(ctx.scheme);
     let host = &shared.nodes.get(node).host_header;
     write_request_head(&mut out, &req.head, &req.buf, client_ip, proto, host);
     write_node(conn, &out, t).await.map_err(|failure| Fault::Node { failure, stale: false })?;

@@ -340,7 +340,8 @@ async fn rehandoff(
 pub fn spawn_housekeeping(shared: Arc<Shared>) -> Option<tokio::task::JoinHandle<()>> {
     shared.handoff.as_ref()?;
     Some(tokio::spawn(async move {
-        let lc = shared.config().mode == Mode::L4 && shared.config().handoff.l4_selection == L4Selection::Lc;
+        let config = shared.config();
+        let lc = config.mode == Mode::L4 && config.handoff.l4_selection == L4Selection::Lc;
         let mut tick = tokio::time::interval(Duration::from_secs(if lc { 1 } else { 5 }));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
