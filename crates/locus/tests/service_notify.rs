@@ -42,10 +42,10 @@ fn next(socket: &UnixDatagram) -> Vec<String> {
     String::from_utf8(buf[..n].to_vec()).unwrap().lines().map(str::to_string).collect()
 }
 
-/// Start `locus args…` with `$NOTIFY_SOCKET` at `dir`, and follow its life: ready when its
-/// printed address accepts, reloading around SIGHUP, stopping at SIGTERM, exit 0.
-fn notifies_its_life_cycle(dir: &Path, args: &[&str]) {
-    let path = dir.join(format!("notify-{}.sock", args[0]));
+/// `locus args…` started with `$NOTIFY_SOCKET` at a socket in `dir` (`name`d): the manager's
+/// socket, the server (killed on drop) and the address it printed first.
+fn start_notifying(dir: &Path, name: &str, args: &[&str]) -> (UnixDatagram, Proc, SocketAddr) {
+    let path = dir.join(format!("notify-{name}.sock"));
     let socket = UnixDatagram::bind(&path).unwrap();
     socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut child = Command::new(LOCUS)
@@ -56,7 +56,7 @@ fn notifies_its_life_cycle(dir: &Path, args: &[&str]) {
         .spawn()
         .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut server = Proc(child);
+    let server = Proc(child);
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     // Keep reading: a closed pipe would fail any further line the server prints.
@@ -65,6 +65,13 @@ fn notifies_its_life_cycle(dir: &Path, args: &[&str]) {
         .split_whitespace()
         .find_map(|w| w.trim_start_matches("http://").parse().ok())
         .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (socket, server, addr)
+}
+
+/// Start `locus args…` with `$NOTIFY_SOCKET` at `dir`, and follow its life: ready when its
+/// printed address accepts, reloading around SIGHUP, stopping at SIGTERM, exit 0.
+fn notifies_its_life_cycle(dir: &Path, args: &[&str]) {
+    let (socket, mut server, addr) = start_notifying(dir, args[0], args);
 
     assert_eq!(next(&socket), ["READY=1"], "{} is ready once it listens", args[0]);
     TcpStream::connect(addr).expect("ready means the listener accepts");
@@ -117,9 +124,6 @@ fn at_sigusr2_the_switch_starts_its_successor_which_becomes_the_main_process_and
     // SAFETY: prctl with a constant option and no pointers.
     assert_eq!(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }, 0);
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("notify-upgrade.sock");
-    let socket = UnixDatagram::bind(&path).unwrap();
-    socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let control = dir.path().join("switch.sock");
     let config = dir.path().join("switch.toml");
     std::fs::write(
@@ -127,19 +131,8 @@ fn at_sigusr2_the_switch_starts_its_successor_which_becomes_the_main_process_and
         format!("control_socket = {:?}\n[[node]]\naddr = \"127.0.0.1:9\"\n", control.to_str().unwrap()),
     )
     .unwrap();
-    let mut child = Command::new(LOCUS)
-        .args(["switch", "-c", config.to_str().unwrap(), "--listen", "127.0.0.1:0", "--workers", "1"])
-        .env("NOTIFY_SOCKET", &path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut old = Proc(child);
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-    let addr: SocketAddr = line.split_whitespace().find_map(|w| w.parse().ok()).expect("an address");
+    let args = ["switch", "-c", config.to_str().unwrap(), "--listen", "127.0.0.1:0", "--workers", "1"];
+    let (socket, mut old, addr) = start_notifying(dir.path(), "upgrade", &args);
     assert_eq!(next(&socket), ["READY=1"]);
 
     signal(&old, libc::SIGUSR2);
