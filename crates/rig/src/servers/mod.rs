@@ -15,9 +15,9 @@ pub use locus::{
 };
 pub use reloadable::{
     NginxFiles, WeightedNode, haproxy_master_worker, haproxy_reloadable_config, haproxy_replacing,
-    nginx_reloadable, nginx_reloadable_config, start_server,
+    nginx_reloadable, nginx_reloadable_config,
 };
-pub use server::Server;
+pub use server::{Server, start as start_server};
 pub use third_party::{
     HaproxyBalance, HaproxyTuning, Listen, NginxBalance, check_haproxy_config, check_nginx_config, haproxy,
     haproxy_config, nginx_proxy, nginx_proxy_config, nginx_static,

@@ -2,8 +2,8 @@
 //! sockets passed from the old worker to the new; `expose-fd listeners` and `-x`) or as
 //! plain processes each replacing the last with `-sf` (every one binding its own listeners),
 //! and NGINX with a master process, in front of weighted nodes and configured from files the
-//! caller rewrites between reloads; and `start_server`, any command started on a host and
-//! waited for as the rig's own servers are.
+//! caller rewrites between reloads (`start_server`, the rig's own start, runs any command on a
+//! host and waits for it).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -14,20 +14,6 @@ use crate::network::Net;
 use crate::programs::require_program;
 use crate::servers::server::{Server, start};
 use crate::servers::third_party::{nginx_http_common, nginx_prefix};
-
-/// Start `cmd` on `role`'s host as the server `name` listening on `addr` (and `admin`), its
-/// output in `scratch/<name>.log`, and wait until it accepts connections.
-pub fn start_server(
-    net: &Net,
-    role: &str,
-    name: &str,
-    cmd: Command,
-    addr: SocketAddr,
-    admin: Option<SocketAddr>,
-    scratch: &Path,
-) -> Result<Server, RigError> {
-    start(net, role, name, cmd, addr, admin, scratch)
-}
 
 /// A node behind a reloadable proxy: its name, address and weight.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -60,7 +60,7 @@ fn log_tail(log: &Path) -> String {
 
 /// Wait until `addr` (and `admin`) are free on `role`'s host, spawn `cmd` there and wait until
 /// they accept connections from the client host.
-pub(crate) fn start(
+pub fn start(
     net: &Net,
     role: &str,
     name: &str,
