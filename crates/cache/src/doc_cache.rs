@@ -758,6 +758,23 @@ mod tests {
             self.entries.iter().position(|entry| entry.key == key)
         }
 
+        /// Take out the entry of lowest priority (the oldest of equals), counted as evicted.
+        fn evict_lowest(&mut self) -> (u8, u32) {
+            let victim = (0..self.entries.len())
+                .min_by(|&a, &b| {
+                    let (a, b) = (&self.entries[a], &self.entries[b]);
+                    a.priority.total_cmp(&b.priority).then(a.seq.cmp(&b.seq))
+                })
+                .expect("an entry to evict");
+            let victim = self.entries.remove(victim);
+            if matches!(self.replacement, Replacement::Gds | Replacement::Gdsf) {
+                self.inflation = victim.priority;
+            }
+            self.stats.evictions += 1;
+            self.stats.evicted_bytes += victim.size;
+            (victim.key, victim.value)
+        }
+
         fn used_bytes(&self) -> u64 {
             self.entries.iter().map(|entry| entry.size).sum()
         }
@@ -783,19 +800,7 @@ mod tests {
             }
             let mut evicted = Vec::new();
             while self.used_bytes() + size > self.capacity_bytes {
-                let victim = (0..self.entries.len())
-                    .min_by(|&a, &b| {
-                        let (a, b) = (&self.entries[a], &self.entries[b]);
-                        a.priority.total_cmp(&b.priority).then(a.seq.cmp(&b.seq))
-                    })
-                    .unwrap();
-                let victim = self.entries.remove(victim);
-                if matches!(self.replacement, Replacement::Gds | Replacement::Gdsf) {
-                    self.inflation = victim.priority;
-                }
-                self.stats.evictions += 1;
-                self.stats.evicted_bytes += victim.size;
-                evicted.push((victim.key, victim.value));
+                evicted.push(self.evict_lowest());
             }
             self.clock += 1;
             let mut entry = ModelEntry {
@@ -831,19 +836,7 @@ mod tests {
                 evicted.push((entry.key, entry.value));
             }
             while self.used_bytes() > self.capacity_bytes {
-                let victim = (0..self.entries.len())
-                    .min_by(|&a, &b| {
-                        let (a, b) = (&self.entries[a], &self.entries[b]);
-                        a.priority.total_cmp(&b.priority).then(a.seq.cmp(&b.seq))
-                    })
-                    .unwrap();
-                let victim = self.entries.remove(victim);
-                if matches!(self.replacement, Replacement::Gds | Replacement::Gdsf) {
-                    self.inflation = victim.priority;
-                }
-                self.stats.evictions += 1;
-                self.stats.evicted_bytes += victim.size;
-                evicted.push((victim.key, victim.value));
+                evicted.push(self.evict_lowest());
             }
             evicted.sort_unstable();
             evicted
